@@ -1,0 +1,38 @@
+"""albert_tf: ALBERT for TensorFlow 2 / Keras 3, loading Google's TF1 checkpoints by name."""
+
+import os as _os
+
+# The package is written for Keras 3 on TensorFlow; say so before Keras picks another.
+_os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import keras as _keras  # noqa: E402
+
+if _keras.backend.backend() != "tensorflow":
+    raise ImportError(
+        "albert_tf needs Keras 3 with the TensorFlow backend, but Keras runs on "
+        f"{_keras.backend.backend()!r}: set KERAS_BACKEND=tensorflow")
+
+from albert_tf.checkpoints import (  # noqa: E402
+    CheckpointError,
+    LoadReport,
+    load_tf1_checkpoint,
+    save_tf1_checkpoint,
+)
+from albert_tf.config import AlbertConfig, ConfigError, available_configs  # noqa: E402
+from albert_tf.modeling import AlbertEncoder, AlbertPretrainer  # noqa: E402
+from albert_tf.release import find_release_files  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AlbertConfig",
+    "AlbertEncoder",
+    "AlbertPretrainer",
+    "CheckpointError",
+    "ConfigError",
+    "LoadReport",
+    "available_configs",
+    "find_release_files",
+    "load_tf1_checkpoint",
+    "save_tf1_checkpoint",
+]

@@ -1,0 +1,271 @@
+"""TF1 name-based checkpoints: load Google's releases by name, save in the same form.
+
+A Keras model of this package holds its weights under variable paths that are the
+original TF1 names (`bert/encoder/transformer/group_0/inner_group_0/...`), so loading is
+matching names, and saving writes those names back for the original code and for
+anyone else's converter.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import uuid
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+# Optimizer and bookkeeping state in training checkpoints: never model weights.
+_TRAINING_STATE_LEAVES = frozenset({
+    "adam_m", "adam_v", "lamb_m", "lamb_v",  # the original's AdamW / LAMB slots
+    "Adam", "Adam_1", "Momentum", "beta1_power", "beta2_power",  # tf.train optimizers
+    "global_step", "_CHECKPOINTABLE_OBJECT_GRAPH",
+})
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that is missing, unreadable or does not fit the model."""
+
+
+def is_training_state(name: str) -> bool:
+    """True for optimizer slots, `global_step` and other non-weight entries."""
+    leaf = name.rsplit("/", 1)[-1]
+    return leaf in _TRAINING_STATE_LEAVES or "Optimizer" in name or "OPTIMIZER" in name
+
+
+def resolve_checkpoint(path: str | os.PathLike) -> str:
+    """The checkpoint prefix that `path` names.
+
+    `path` may be a prefix (`.../model.ckpt-best`), one of its files (`.index`,
+    `.data-*`, `.meta`), a directory with a `checkpoint` state file, a directory holding
+    exactly one `*.index`, or a SavedModel / TF-Hub module directory
+    (`variables/variables`).
+    """
+    path = os.fspath(path)
+    if tf.io.gfile.isdir(path):
+        if tf.io.gfile.exists(os.path.join(path, "checkpoint")):
+            latest = tf.train.latest_checkpoint(path)
+            if latest:
+                return latest
+        indexes = sorted(tf.io.gfile.glob(os.path.join(path, "*.index")))
+        if len(indexes) == 1:
+            return indexes[0][: -len(".index")]
+        if len(indexes) > 1:
+            names = ", ".join(os.path.basename(i) for i in indexes)
+            raise CheckpointError(
+                f"{path} holds several checkpoints ({names}) and no 'checkpoint' file "
+                "says which is the latest: pass the prefix of one, e.g. "
+                f"{indexes[-1][: -len('.index')]}")
+        hub = os.path.join(path, "variables", "variables")
+        if tf.io.gfile.exists(hub + ".index"):
+            return hub
+        raise CheckpointError(
+            f"no TF1 checkpoint in directory {path}: expected a 'checkpoint' file, one "
+            "*.index file, or variables/variables.index")
+    prefix = path
+    for suffix in (".index", ".meta"):
+        if prefix.endswith(suffix):
+            prefix = prefix[: -len(suffix)]
+    if ".data-" in os.path.basename(prefix):
+        prefix = prefix[: prefix.rindex(".data-")]
+    if not tf.io.gfile.exists(prefix + ".index"):
+        raise CheckpointError(
+            f"no checkpoint at {path}: {prefix}.index does not exist")
+    return prefix
+
+
+def _open_reader(prefix: str):
+    try:
+        return tf.train.load_checkpoint(prefix)
+    except (tf.errors.OpError, ValueError) as e:
+        message = getattr(e, "message", None) or str(e)
+        raise CheckpointError(
+            f"cannot read checkpoint {prefix} (corrupt or not a TF checkpoint): "
+            f"{message.strip().splitlines()[0]}") from None
+
+
+def list_checkpoint_variables(path) -> dict[str, list[int]]:
+    """Every name in the checkpoint at `path` with its shape."""
+    reader = _open_reader(resolve_checkpoint(path))
+    return dict(reader.get_variable_to_shape_map())
+
+
+def tf1_name(variable) -> str:
+    """The TF1 checkpoint name of a model variable: its Keras path."""
+    return variable.path
+
+
+def _model_variables(model) -> dict[str, object]:
+    variables: dict[str, object] = {}
+    for variable in model.weights:
+        name = tf1_name(variable)
+        if name in variables and variables[name] is not variable:
+            raise CheckpointError(
+                f"two variables of {model.name} share the name {name!r}: a TF1 "
+                "checkpoint cannot hold both")
+        variables[name] = variable
+    return variables
+
+
+def _detect_prefix(checkpoint_names: list[str], model_names: set[str]) -> str:
+    """The leading scope (e.g. `module/`) that, stripped, matches most model names."""
+    counts = collections.Counter()
+    for name in checkpoint_names:
+        if name in model_names:
+            counts[""] += 1
+        start = name.find("/")
+        while start != -1:
+            if name[start + 1:] in model_names:
+                counts[name[: start + 1]] += 1
+            start = name.find("/", start + 1)
+    if not counts:
+        return ""
+    # Ties go to the shorter prefix, so a checkpoint that matches directly wins.
+    return max(counts, key=lambda p: (counts[p], -len(p)))
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What `load_tf1_checkpoint` did: model names loaded or missing, checkpoint names
+    not used, optimizer/bookkeeping entries skipped, and the leading scope stripped."""
+
+    checkpoint: str
+    prefix: str
+    loaded: list[str]
+    missing: list[str]
+    unused: list[str]
+    skipped: list[str]
+
+    def __str__(self) -> str:
+        lines = [
+            f"checkpoint {self.checkpoint}"
+            + (f" (scope {self.prefix!r} stripped)" if self.prefix else ""),
+            f"  loaded {len(self.loaded)} variables",
+            f"  missing {len(self.missing)} (kept their initial values)"
+            + "".join(f"\n    {n}" for n in self.missing),
+            f"  unused {len(self.unused)} checkpoint variables"
+            + "".join(f"\n    {n}" for n in self.unused),
+            f"  skipped {len(self.skipped)} optimizer / step entries",
+        ]
+        return "\n".join(lines)
+
+
+def load_tf1_checkpoint(model, path, *, strict: bool = False,
+                        prefix: str | None = None) -> LoadReport:
+    """Assigns every model variable whose TF1 name is in the checkpoint at `path`.
+
+    Args:
+      model: a Keras model or layer of this package (weights created).
+      path: see `resolve_checkpoint`.
+      strict: raise if any model variable is missing from the checkpoint.
+      prefix: a leading scope of the checkpoint names to strip (e.g. "module/" for
+        TF-Hub module variables). None detects it.
+
+    All shapes are checked before anything is assigned; mismatches raise one
+    `CheckpointError` that lists every mismatched variable with both shapes.
+    """
+    checkpoint = resolve_checkpoint(path)
+    reader = _open_reader(checkpoint)
+    shapes = reader.get_variable_to_shape_map()
+    dtypes = reader.get_variable_to_dtype_map()
+    variables = _model_variables(model)
+    if not variables:
+        raise CheckpointError(f"{model.name} has no weights yet to load {checkpoint} into")
+
+    skipped = sorted(n for n in shapes if is_training_state(n))
+    candidates = sorted(n for n in shapes if not is_training_state(n))
+    if prefix is None:
+        prefix = _detect_prefix(candidates, set(variables))
+    by_model_name = {
+        n[len(prefix):]: n for n in candidates if n.startswith(prefix)
+    }
+
+    loaded, missing, mismatched = [], [], []
+    for name, variable in variables.items():
+        source = by_model_name.get(name)
+        if source is None:
+            missing.append(name)
+            continue
+        if tuple(shapes[source]) != tuple(variable.shape):
+            mismatched.append(
+                f"  {name}: model {list(variable.shape)}, checkpoint {list(shapes[source])}")
+        elif not dtypes[source].is_floating and keras.backend.is_float_dtype(variable.dtype):
+            mismatched.append(
+                f"  {name}: model {variable.dtype}, checkpoint {dtypes[source].name}")
+        else:
+            loaded.append(name)
+    if mismatched:
+        raise CheckpointError(
+            f"checkpoint {checkpoint} does not fit {model.name}: "
+            f"{len(mismatched)} variables differ (a checkpoint of another model size, "
+            "or the wrong config?)\n" + "\n".join(mismatched))
+    if not loaded:
+        raise CheckpointError(
+            f"checkpoint {checkpoint} holds none of the {len(variables)} variables of "
+            f"{model.name} (e.g. {next(iter(variables))!r}); its names look like "
+            f"{candidates[:3]}")
+    if strict and missing:
+        raise CheckpointError(
+            f"checkpoint {checkpoint} lacks {len(missing)} variables that {model.name} "
+            "needs (strict=True):\n" + "\n".join(f"  {n}" for n in missing))
+
+    # Read everything first: a corrupt data file must not leave the model half loaded.
+    values = {}
+    for name in loaded:
+        try:
+            values[name] = reader.get_tensor(by_model_name[name])
+        except (tf.errors.OpError, ValueError) as e:
+            message = getattr(e, "message", None) or str(e)
+            raise CheckpointError(
+                f"cannot read {by_model_name[name]} from checkpoint {checkpoint}: "
+                f"{message.strip().splitlines()[0]}") from None
+    for name, value in values.items():
+        variable = variables[name]
+        variable.assign(np.asarray(value).astype(variable.dtype, copy=False))
+
+    used = {by_model_name[n] for n in loaded}
+    report = LoadReport(
+        checkpoint=checkpoint, prefix=prefix, loaded=loaded, missing=missing,
+        unused=[n for n in candidates if n not in used], skipped=skipped)
+    logging.info("%s", report)
+    if missing:
+        logging.warning("%d variables of %s are not in %s: %s", len(missing),
+                        model.name, checkpoint, ", ".join(missing))
+    return report
+
+
+def save_tf1_checkpoint(model, path: str | os.PathLike, *,
+                        global_step: int | None = None,
+                        update_state_file: bool = False) -> str:
+    """Writes the model's weights under their TF1 names as a name-based checkpoint.
+
+    `<path>.index` and `<path>.data-00000-of-00001` are written under a temporary name
+    and renamed when complete; the original TF1 code (`--init_checkpoint=<path>`),
+    `tf.train.load_checkpoint` and `load_tf1_checkpoint` read them. With
+    `update_state_file` the directory's `checkpoint` file is pointed at `path` (off by
+    default: a training directory's own state file is left alone). Returns `path`.
+    """
+    path = os.fspath(path)
+    variables = _model_variables(model)
+    names = sorted(variables)
+    tensors = [tf.convert_to_tensor(variables[n].value) for n in names]
+    if global_step is not None:
+        names.append("global_step")
+        tensors.append(tf.constant(global_step, tf.int64))
+    directory = os.path.dirname(path) or "."
+    tf.io.gfile.makedirs(directory)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with tf.device("CPU:0"):
+        tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names,
+                          shape_and_slices=[""] * len(names), tensors=tensors)
+    data_suffix = ".data-00000-of-00001"
+    tf.io.gfile.rename(tmp + data_suffix, path + data_suffix, overwrite=True)
+    tf.io.gfile.rename(tmp + ".index", path + ".index", overwrite=True)
+    if update_state_file:
+        tf.compat.v1.train.update_checkpoint_state(
+            directory, os.path.basename(path),
+            all_model_checkpoint_paths=[os.path.basename(path)])
+    return path

@@ -1,0 +1,230 @@
+"""`AlbertConfig`: the model hyper-parameters, read from `albert_config.json`.
+
+The field names and JSON layout are those of Google's released `albert_config.json`
+files, so a config written for the original TF1 code loads here unchanged and the other
+way round. Fields the model does not use (`net_structure_type`, `gap_size`,
+`layers_to_keep`, ...) are kept in `extra` and written back by `to_json_string`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from importlib import resources
+from typing import Any
+
+# `gelu` is the tanh approximation, as in the original `modeling.gelu`.
+ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+
+
+class ConfigError(ValueError):
+    """An `albert_config.json` (or dict) that the model cannot be built from."""
+
+
+@dataclasses.dataclass
+class AlbertConfig:
+    """Hyper-parameters of an ALBERT model; defaults are those of the original class."""
+
+    vocab_size: int
+    embedding_size: int = 128
+    hidden_size: int = 4096
+    num_hidden_layers: int = 12
+    num_hidden_groups: int = 1
+    num_attention_heads: int = 64
+    intermediate_size: int = 16384
+    inner_group_num: int = 1
+    down_scale_factor: int = 1
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    # Fields of the JSON file that the model does not read, kept for round trips.
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # Where the config came from, for error messages ("" when built in code).
+    source: str = dataclasses.field(default="", compare=False, repr=False)
+
+    def __post_init__(self):
+        self.validate()
+
+    # ----------------------------------------------------------------- validation
+    def validate(self) -> None:
+        """Raises `ConfigError` naming the first field that is wrong."""
+        where = f" in {self.source}" if self.source else ""
+        for field in _INT_FIELDS:
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(
+                    f"albert config field '{field}'{where} must be an integer, "
+                    f"got {type(value).__name__} {value!r}")
+            minimum = 0 if field == "down_scale_factor" else 1
+            if value < minimum:
+                raise ConfigError(
+                    f"albert config field '{field}'{where} must be >= {minimum}, "
+                    f"got {value}")
+        for field in _FLOAT_FIELDS:
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(
+                    f"albert config field '{field}'{where} must be a number, "
+                    f"got {type(value).__name__} {value!r}")
+        for field in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            value = getattr(self, field)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(
+                    f"albert config field '{field}'{where} is a dropout "
+                    f"probability and must be in [0, 1), got {value}")
+        if not self.initializer_range > 0:
+            raise ConfigError(
+                f"albert config field 'initializer_range'{where} must be > 0, "
+                f"got {self.initializer_range}")
+        if not isinstance(self.hidden_act, str):
+            raise ConfigError(
+                f"albert config field 'hidden_act'{where} must be a string, "
+                f"got {type(self.hidden_act).__name__} {self.hidden_act!r}")
+        if self.hidden_act.lower() not in ACTIVATIONS:
+            raise ConfigError(
+                f"albert config field 'hidden_act'{where} is {self.hidden_act!r}; "
+                f"known activations: {', '.join(ACTIVATIONS)}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"albert config fields 'hidden_size' ({self.hidden_size}) and "
+                f"'num_attention_heads' ({self.num_attention_heads}){where}: the "
+                "hidden size must be a multiple of the number of heads")
+        if self.num_hidden_groups > self.num_hidden_layers:
+            raise ConfigError(
+                f"albert config field 'num_hidden_groups'{where} is "
+                f"{self.num_hidden_groups} but there are only "
+                f"{self.num_hidden_layers} layers ('num_hidden_layers'); a group "
+                "holds the weights of at least one layer")
+        if not isinstance(self.extra, dict):
+            raise ConfigError(f"AlbertConfig.extra must be a dict, got {self.extra!r}")
+
+    # ---------------------------------------------------------------- derived
+    @property
+    def attention_head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def group_index(self, layer_index: int) -> int:
+        """The group whose weights layer `layer_index` uses (the original's rule).
+
+        The float arithmetic is the original's too: with e.g. 22 layers in 22 groups it
+        maps two layers to one group and never uses `group_21`, and the original
+        creates no variables for a group that no layer uses.
+        """
+        return int(layer_index / self.num_hidden_layers * self.num_hidden_groups)
+
+    def used_groups(self) -> list[int]:
+        """The groups that some layer uses: those that have variables."""
+        return sorted({self.group_index(l) for l in range(self.num_hidden_layers)})
+
+    # ------------------------------------------------------------ (de)serialise
+    @classmethod
+    def from_dict(cls, values: dict[str, Any], source: str = "") -> AlbertConfig:
+        """Builds a config from the dict of an `albert_config.json`.
+
+        Unknown fields are kept in `extra`; `vocab_size` is required.
+        """
+        where = f" in {source}" if source else ""
+        if not isinstance(values, dict):
+            raise ConfigError(
+                f"an albert config{where} must be a JSON object, "
+                f"got {type(values).__name__}")
+        if "vocab_size" not in values:
+            raise ConfigError(f"albert config{where} has no 'vocab_size' field")
+        known = {f: values[f] for f in _MODEL_FIELDS if f in values}
+        extra = {k: v for k, v in values.items() if k not in _MODEL_FIELDS}
+        return cls(**known, extra=extra, source=source)
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> AlbertConfig:
+        """Reads an `albert_config.json` (local path or any `tf.io.gfile` URL)."""
+        path = os.fspath(path)
+        text = _read_text(path)
+        try:
+            values = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(
+                f"{path} is not valid JSON: {e.msg} at line {e.lineno}, "
+                f"column {e.colno}") from None
+        return cls.from_dict(values, source=path)
+
+    @classmethod
+    def from_name(cls, name: str) -> AlbertConfig:
+        """The shipped config of a released model, e.g. `albert_base_v2`."""
+        names = available_configs()
+        if name not in names:
+            raise ConfigError(
+                f"no shipped albert config named {name!r}; available: "
+                f"{', '.join(names)}")
+        path = _configs_dir().joinpath(name + ".json")
+        return cls.from_dict(json.loads(path.read_text()), source=f"configs/{name}.json")
+
+    @classmethod
+    def from_name_or_file(cls, name_or_path: str | os.PathLike) -> AlbertConfig:
+        """A shipped config name, or else the path of a JSON file."""
+        value = os.fspath(name_or_path)
+        if value in available_configs():
+            return cls.from_name(value)
+        return cls.from_json_file(value)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields of `albert_config.json`: model fields plus the kept extras."""
+        values = dict(self.extra)
+        values.update({f: getattr(self, f) for f in _MODEL_FIELDS})
+        return values
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        import tensorflow as tf  # for gfile; imported late so config stays light
+
+        path = os.fspath(path)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(self.to_json_string())
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+
+    def replace(self, **changes: Any) -> AlbertConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+
+_MODEL_FIELDS = tuple(
+    f.name for f in dataclasses.fields(AlbertConfig) if f.name not in ("extra", "source"))
+_INT_FIELDS = (
+    "vocab_size", "embedding_size", "hidden_size", "num_hidden_layers",
+    "num_hidden_groups", "num_attention_heads", "intermediate_size",
+    "inner_group_num", "down_scale_factor", "max_position_embeddings",
+    "type_vocab_size")
+_FLOAT_FIELDS = (
+    "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
+
+
+def _configs_dir():
+    return resources.files("albert_tf").joinpath("configs")
+
+
+def available_configs() -> list[str]:
+    """Names of the shipped configs (`albert_base_v2`, `albert_base_zh`, ...)."""
+    return sorted(
+        entry.name[: -len(".json")]
+        for entry in _configs_dir().iterdir()
+        if entry.name.endswith(".json"))
+
+
+def _read_text(path: str) -> str:
+    if "://" in path:
+        import tensorflow as tf
+
+        if not tf.io.gfile.exists(path):
+            raise ConfigError(f"albert config file {path} does not exist")
+        with tf.io.gfile.GFile(path, "r") as f:
+            return f.read()
+    if not os.path.exists(path):
+        raise ConfigError(f"albert config file {path} does not exist")
+    with open(path, encoding="utf-8") as f:
+        return f.read()

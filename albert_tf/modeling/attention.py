@@ -1,0 +1,71 @@
+"""`attention_1`: multi-head self-attention of one ALBERT block."""
+
+from __future__ import annotations
+
+import math
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling import common
+
+# The original adds (1 - mask) * -10000 to the attention logits of padded keys.
+MASK_ADDER = -10000.0
+
+
+def attention_bias(input_mask, dtype=tf.float32):
+    """[B, T] mask of 1 (attend) / 0 (padding) -> [B, 1, 1, T] additive bias."""
+    mask = tf.cast(input_mask, dtype)
+    return ((1.0 - mask) * MASK_ADDER)[:, tf.newaxis, tf.newaxis, :]
+
+
+class AlbertAttention(keras.layers.Layer):
+    """`attention_1/self/{query,key,value}` and `attention_1/output/dense`.
+
+    Kernels keep the original 2-D shape [H, N * D]; heads are split by reshaping.
+    """
+
+    def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
+        kwargs.setdefault("name", "attention_1")
+        super().__init__(**kwargs)
+        self.config = config
+        hidden, stddev = config.hidden_size, config.initializer_range
+
+        def make(name):
+            return common.dense(hidden, name=name, stddev=stddev, seeds=seeds,
+                                dtype=self.dtype_policy)
+
+        self.query, self.key, self.value = make("query"), make("key"), make("value")
+        self.output_dense = make("dense")
+        self.probs_dropout = common.dropout(
+            config.attention_probs_dropout_prob, seeds, self.dtype_policy, "probs_dropout")
+        self.output_dropout = common.dropout(
+            config.hidden_dropout_prob, seeds, self.dtype_policy, "output_dropout")
+
+    def build(self, input_shape=None):
+        shape = (None, None, self.config.hidden_size)
+        with keras.name_scope("self"):
+            for layer in (self.query, self.key, self.value):
+                layer.build(shape)
+        with keras.name_scope("output"):
+            self.output_dense.build(shape)
+
+    def call(self, x, attention_bias, training=None):
+        # x: [B, S, H]; attention_bias: [B, 1, 1, S] float32
+        c = self.config
+        batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
+        heads_shape = [batch_size, seq_length, c.num_attention_heads, c.attention_head_size]
+        q = tf.reshape(self.query(x), heads_shape)  # [B, F, N, D]
+        k = tf.reshape(self.key(x), heads_shape)  # [B, T, N, D]
+        v = tf.reshape(self.value(x), heads_shape)  # [B, T, N, D]
+        logits = tf.einsum("BFND,BTND->BNFT", q, k)
+        # Softmax in float32 so that half-precision compute keeps the -10000 mask exact.
+        logits = tf.cast(logits, tf.float32) * (1.0 / math.sqrt(c.attention_head_size))
+        probs = tf.nn.softmax(logits + attention_bias)  # [B, N, F, T]
+        probs = tf.cast(probs, x.dtype)
+        probs = common.apply_dropout(self.probs_dropout, probs, training)
+        context = tf.einsum("BNFT,BTND->BFND", probs, v)
+        context = tf.reshape(context, [batch_size, seq_length, c.hidden_size])  # [B, F, H]
+        output = self.output_dense(context)
+        return common.apply_dropout(self.output_dropout, output, training)

@@ -1,0 +1,107 @@
+"""`AlbertEncoder`: the ALBERT network (`bert/...`) as a Keras model."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling import common
+from albert_tf.modeling.attention import attention_bias
+from albert_tf.modeling.embeddings import AlbertEmbeddings
+from albert_tf.modeling.transformer import AlbertTransformer
+from albert_tf.release import ReleaseLoadable
+
+INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+
+
+def tf1_scope(name: str):
+    """An absolute variable scope: paths below it start at `name`, whatever encloses
+    the model, so that every variable path is its name in a TF1 checkpoint."""
+    return keras.name_scope(name, override_parent="")
+
+
+def read_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(input_word_ids, input_mask, input_type_ids) as int32 [B, S] from an input dict.
+
+    `input_mask` defaults to all ones and `input_type_ids` to zeros, as in the original.
+    """
+    if not isinstance(inputs, dict):
+        raise TypeError(
+            "ALBERT models take a dict of int32 tensors with keys "
+            f"{', '.join(INPUT_NAMES)}; got {type(inputs).__name__}")
+    if "input_word_ids" not in inputs:
+        hint = ""
+        if "input_ids" in inputs:
+            hint = (" (the TFRecord feature 'input_ids' is called 'input_word_ids' "
+                    "here, 'segment_ids' is 'input_type_ids')")
+        raise KeyError(
+            f"missing input 'input_word_ids'{hint}; got keys {sorted(inputs)}")
+    word_ids = tf.cast(inputs["input_word_ids"], tf.int32)
+    mask = inputs.get("input_mask")
+    mask = tf.ones_like(word_ids) if mask is None else tf.cast(mask, tf.int32)
+    type_ids = inputs.get("input_type_ids")
+    type_ids = tf.zeros_like(word_ids) if type_ids is None else tf.cast(type_ids, tf.int32)
+    return word_ids, mask, type_ids
+
+
+class AlbertEncoder(ReleaseLoadable, keras.Model):
+    """ALBERT: factorized embeddings, a shared-weight transformer and the pooler.
+
+    Called with a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`
+    ([B, S]); returns a dict with
+      `sequence_output` [B, S, H], `pooled_output` [B, H],
+      `encoder_outputs` (list of L * inner_group_num [B, S, H], the original's
+      `all_encoder_layers`) and `embedding_output` [B, S, E].
+
+    All weights are created by the constructor, under variable paths that are the
+    original TF1 names (`bert/embeddings/word_embeddings`, ...), so a TF1 checkpoint
+    can be loaded right away with `albert_tf.load_tf1_checkpoint`.
+    """
+
+    def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
+        kwargs.setdefault("name", "albert_encoder")
+        super().__init__(**kwargs)
+        if not isinstance(config, AlbertConfig):
+            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
+        self.config = config
+        self.seed = seed
+        seeds = common.SeedStream(seed)
+        self.embeddings = AlbertEmbeddings(config, seeds, dtype=self.dtype_policy)
+        self.encoder = AlbertTransformer(config, seeds, dtype=self.dtype_policy)
+        self.pooler = common.dense(
+            config.hidden_size, name="dense", stddev=config.initializer_range,
+            seeds=seeds, dtype=self.dtype_policy, activation="tanh")
+        with tf1_scope("bert"):
+            self.embeddings.build()
+            self.encoder.build()
+            with keras.name_scope("pooler"):
+                self.pooler.build((None, config.hidden_size))
+        self.built = True
+
+    def call(self, inputs, training=None):
+        word_ids, mask, type_ids = read_inputs(inputs)
+        embedding_output = self.embeddings(word_ids, type_ids, training=training)
+        bias = attention_bias(mask)  # [B, 1, 1, S]
+        encoder_outputs = self.encoder(embedding_output, bias, training=training)
+        sequence_output = encoder_outputs[-1]  # [B, S, H]
+        pooled_output = self.pooler(sequence_output[:, 0, :])  # [B, H]
+        return {
+            "sequence_output": sequence_output,
+            "pooled_output": pooled_output,
+            "encoder_outputs": encoder_outputs,
+            "embedding_output": embedding_output,
+        }
+
+    @property
+    def word_embeddings(self):
+        """The [vocab_size, E] table that the MLM head ties its output to."""
+        return self.embeddings.word_embeddings
+
+    def get_config(self):
+        return {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)

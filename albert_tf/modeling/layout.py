@@ -1,0 +1,114 @@
+"""The variables the original TF1 code creates for a config: names and shapes.
+
+This restates, from the config alone and without building anything, the scopes of the
+original `modeling.py` and `run_pretraining.py`. It is the oracle the tests hold the
+Keras models to (and which the fixture checkpoint of the original code confirms), and it
+gives parameter counts of any size instantly.
+"""
+
+from __future__ import annotations
+
+from albert_tf.config import AlbertConfig
+
+
+def _dense(scope: str, fan_in: int, fan_out: int) -> dict[str, tuple[int, ...]]:
+    return {f"{scope}/kernel": (fan_in, fan_out), f"{scope}/bias": (fan_out,)}
+
+
+def _layer_norm(scope: str, width: int) -> dict[str, tuple[int, ...]]:
+    return {f"{scope}/beta": (width,), f"{scope}/gamma": (width,)}
+
+
+def embedding_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    e = config.embedding_size
+    return {
+        "bert/embeddings/word_embeddings": (config.vocab_size, e),
+        "bert/embeddings/token_type_embeddings": (config.type_vocab_size, e),
+        "bert/embeddings/position_embeddings": (config.max_position_embeddings, e),
+        **_layer_norm("bert/embeddings/LayerNorm", e),
+    }
+
+
+def mapping_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    if config.embedding_size == config.hidden_size:
+        return {}
+    return _dense("bert/encoder/embedding_hidden_mapping_in",
+                  config.embedding_size, config.hidden_size)
+
+
+def block_variables(config: AlbertConfig, group: int, inner: int) -> dict[str, tuple[int, ...]]:
+    h, i = config.hidden_size, config.intermediate_size
+    scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
+    names: dict[str, tuple[int, ...]] = {}
+    for part in ("query", "key", "value"):
+        names.update(_dense(f"{scope}/attention_1/self/{part}", h, h))
+    names.update(_dense(f"{scope}/attention_1/output/dense", h, h))
+    names.update(_layer_norm(f"{scope}/LayerNorm", h))
+    names.update(_dense(f"{scope}/ffn_1/intermediate/dense", h, i))
+    names.update(_dense(f"{scope}/ffn_1/intermediate/output/dense", i, h))
+    names.update(_layer_norm(f"{scope}/LayerNorm_1", h))
+    return names
+
+
+def transformer_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    names: dict[str, tuple[int, ...]] = {}
+    for g in config.used_groups():
+        for i in range(config.inner_group_num):
+            names.update(block_variables(config, g, i))
+    return names
+
+
+def pooler_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    return _dense("bert/pooler/dense", config.hidden_size, config.hidden_size)
+
+
+def masked_lm_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    return {
+        **_dense("cls/predictions/transform/dense", config.hidden_size, config.embedding_size),
+        **_layer_norm("cls/predictions/transform/LayerNorm", config.embedding_size),
+        "cls/predictions/output_bias": (config.vocab_size,),
+    }
+
+
+def sentence_order_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    return {
+        "cls/seq_relationship/output_weights": (2, config.hidden_size),
+        "cls/seq_relationship/output_bias": (2,),
+    }
+
+
+def encoder_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    """Everything under `bert/`: what `AlbertEncoder` holds."""
+    return {**embedding_variables(config), **mapping_variables(config),
+            **transformer_variables(config), **pooler_variables(config)}
+
+
+def pretrainer_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    """`bert/` plus `cls/`: what `AlbertPretrainer` (and a released checkpoint) holds."""
+    return {**encoder_variables(config), **masked_lm_variables(config),
+            **sentence_order_variables(config)}
+
+
+def _count(variables: dict[str, tuple[int, ...]]) -> int:
+    total = 0
+    for shape in variables.values():
+        size = 1
+        for dim in shape:
+            size *= dim
+        total += size
+    return total
+
+
+def parameter_counts(config: AlbertConfig) -> dict[str, int]:
+    """Parameters by part, plus `encoder` (bert/: embeddings to pooler) and `total`."""
+    parts = {
+        "embeddings": _count(embedding_variables(config)),
+        "embedding_hidden_mapping_in": _count(mapping_variables(config)),
+        "transformer": _count(transformer_variables(config)),
+        "pooler": _count(pooler_variables(config)),
+        "masked_lm_head": _count(masked_lm_variables(config)),
+        "sentence_order_head": _count(sentence_order_variables(config)),
+    }
+    parts["encoder"] = _count(encoder_variables(config))
+    parts["total"] = _count(pretrainer_variables(config))
+    return parts

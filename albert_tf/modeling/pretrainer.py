@@ -1,0 +1,55 @@
+"""`AlbertPretrainer`: the encoder plus the masked-LM and sentence-order heads."""
+
+from __future__ import annotations
+
+import keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling import common
+from albert_tf.modeling.encoder import AlbertEncoder, tf1_scope
+from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
+from albert_tf.release import ReleaseLoadable
+
+
+class AlbertPretrainer(ReleaseLoadable, keras.Model):
+    """ALBERT with its pretraining heads, as the original `run_pretraining.py` builds it.
+
+    Inputs: the encoder's dict plus `masked_lm_positions` [B, P] (int32).
+    Outputs: the encoder's dict plus `mlm_logits` [B, P, vocab_size] and
+    `sop_logits` [B, 2]. Losses: `albert_tf.losses`.
+    """
+
+    def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
+        kwargs.setdefault("name", "albert_pretrainer")
+        super().__init__(**kwargs)
+        self.config = config
+        self.seed = seed
+        self.encoder = AlbertEncoder(config, seed=seed, dtype=self.dtype_policy)
+        # The heads draw their seeds after the encoder's, from a stream of their own.
+        seeds = common.SeedStream(None if seed is None else seed + 1)
+        self.masked_lm = MaskedLMHead(config, seeds, dtype=self.dtype_policy)
+        self.sentence_order = SentenceOrderHead(config, seeds, dtype=self.dtype_policy)
+        with tf1_scope("cls"):
+            self.masked_lm.build()
+            self.sentence_order.build()
+        self.built = True
+
+    def call(self, inputs, training=None):
+        if "masked_lm_positions" not in inputs:
+            raise KeyError(
+                "AlbertPretrainer needs the input 'masked_lm_positions' [B, P]; "
+                f"got keys {sorted(inputs)}")
+        outputs = dict(self.encoder(inputs, training=training))
+        outputs["mlm_logits"] = self.masked_lm(
+            outputs["sequence_output"], inputs["masked_lm_positions"],
+            self.encoder.word_embeddings)
+        outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
+        return outputs
+
+    def get_config(self):
+        return {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)

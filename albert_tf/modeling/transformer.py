@@ -1,0 +1,135 @@
+"""`bert/encoder`: the E -> H mapping and the shared transformer groups.
+
+Scopes, as in the original `transformer_model`:
+  encoder/embedding_hidden_mapping_in            (only when E != H)
+  encoder/transformer/group_g/inner_group_i/     one `AlbertBlock`
+      attention_1/self/{query,key,value}, attention_1/output/dense, LayerNorm,
+      ffn_1/intermediate/dense, ffn_1/intermediate/output/dense, LayerNorm_1
+Layer l runs group `config.group_index(l)`, whose inner groups run in turn.
+"""
+
+from __future__ import annotations
+
+import keras
+
+from albert_tf.config import AlbertConfig
+from albert_tf.modeling import common
+from albert_tf.modeling.attention import AlbertAttention
+
+
+class AlbertFeedForward(keras.layers.Layer):
+    """`ffn_1/intermediate/dense` (H -> I, hidden_act) and `.../output/dense` (I -> H)."""
+
+    def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
+        kwargs.setdefault("name", "ffn_1")
+        super().__init__(**kwargs)
+        self.config = config
+        stddev = config.initializer_range
+        self.intermediate = common.dense(
+            config.intermediate_size, name="dense", stddev=stddev, seeds=seeds,
+            dtype=self.dtype_policy, activation=common.get_activation(config.hidden_act))
+        self.output_dense = common.dense(
+            config.hidden_size, name="dense", stddev=stddev, seeds=seeds,
+            dtype=self.dtype_policy)
+        self.dropout = common.dropout(config.hidden_dropout_prob, seeds, self.dtype_policy)
+
+    def build(self, input_shape=None):
+        with keras.name_scope("intermediate"):
+            self.intermediate.build((None, None, self.config.hidden_size))
+            with keras.name_scope("output"):
+                self.output_dense.build((None, None, self.config.intermediate_size))
+
+    def call(self, x, training=None):
+        # x: [B, S, H] -> [B, S, I] -> [B, S, H]
+        output = self.output_dense(self.intermediate(x))
+        return common.apply_dropout(self.dropout, output, training)
+
+
+class AlbertBlock(keras.layers.Layer):
+    """One inner group: attention, residual + LayerNorm, FFN, residual + LayerNorm_1."""
+
+    def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.attention = AlbertAttention(config, seeds, dtype=self.dtype_policy)
+        self.attention_layer_norm = common.layer_norm("LayerNorm", self.dtype_policy)
+        self.ffn = AlbertFeedForward(config, seeds, dtype=self.dtype_policy)
+        self.ffn_layer_norm = common.layer_norm("LayerNorm_1", self.dtype_policy)
+
+    def build(self, input_shape=None):
+        shape = (None, None, self.config.hidden_size)
+        for layer in (self.attention, self.attention_layer_norm, self.ffn,
+                      self.ffn_layer_norm):
+            layer.build(shape)
+
+    def call(self, x, attention_bias, training=None):
+        # x: [B, S, H]
+        attention_output = self.attention(x, attention_bias, training=training)
+        attention_output = self.attention_layer_norm(attention_output + x)
+        ffn_output = self.ffn(attention_output, training=training)
+        return self.ffn_layer_norm(ffn_output + attention_output)
+
+
+class AlbertLayerGroup(keras.layers.Layer):
+    """`group_g`: `inner_group_num` blocks whose weights every layer of the group reuses."""
+
+    def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.blocks = [
+            AlbertBlock(config, seeds, name=f"inner_group_{i}", dtype=self.dtype_policy)
+            for i in range(config.inner_group_num)
+        ]
+
+    def build(self, input_shape=None):
+        for block in self.blocks:
+            block.build((None, None, self.config.hidden_size))
+
+    def call(self, x, attention_bias, training=None):
+        """Returns the output of each inner block, in order."""
+        outputs = []
+        for block in self.blocks:
+            x = block(x, attention_bias, training=training)
+            outputs.append(x)
+        return outputs
+
+
+class AlbertTransformer(keras.layers.Layer):
+    """`bert/encoder`: maps [B, S, E] embeddings to the L x inner_group_num block outputs."""
+
+    def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
+        kwargs.setdefault("name", "encoder")
+        super().__init__(**kwargs)
+        self.config = config
+        self.embedding_hidden_mapping_in = None
+        if config.embedding_size != config.hidden_size:
+            self.embedding_hidden_mapping_in = common.dense(
+                config.hidden_size, name="embedding_hidden_mapping_in",
+                stddev=config.initializer_range, seeds=seeds, dtype=self.dtype_policy)
+        # Only the groups that some layer uses exist, as in the original.
+        used = config.used_groups()
+        self.groups = [
+            AlbertLayerGroup(config, seeds, name=f"group_{g}", dtype=self.dtype_policy)
+            for g in used
+        ]
+        self._layer_groups = [
+            used.index(config.group_index(l)) for l in range(config.num_hidden_layers)]
+
+    def build(self, input_shape=None):
+        if self.embedding_hidden_mapping_in is not None:
+            self.embedding_hidden_mapping_in.build((None, None, self.config.embedding_size))
+        with keras.name_scope("transformer"):
+            for group in self.groups:
+                group.build((None, None, self.config.hidden_size))
+
+    def call(self, embedding_output, attention_bias, training=None):
+        # embedding_output: [B, S, E]; returns a list of L * inner_group_num [B, S, H]
+        x = embedding_output
+        if self.embedding_hidden_mapping_in is not None:
+            x = self.embedding_hidden_mapping_in(x)
+        all_outputs = []
+        for position in self._layer_groups:
+            outputs = self.groups[position](x, attention_bias, training=training)
+            all_outputs.extend(outputs)
+            x = outputs[-1]
+        return all_outputs

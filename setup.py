@@ -1,0 +1,28 @@
+"""Set-up of albert_tf (`pip install .`; see README.md)."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="albert_tf",
+    version="0.1.0",
+    description="ALBERT for TensorFlow 2 / Keras 3: Google's checkpoints, fine-tuning, "
+                "pretraining and serving",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["albert_tf", "albert_tf.*"]),
+    # The official albert_config.json files (configs/ is a link to albert_tf/configs).
+    package_data={"albert_tf": ["configs/*.json"]},
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-text>=2.21,<2.22",
+        "keras>=3.10,<4",
+        "sentencepiece>=0.2",
+        "absl-py>=2.0",
+        "numpy>=1.26",
+    ],
+    extras_require={"test": ["pytest>=8"]},
+    entry_points={
+        "console_scripts": ["albert-param-count=albert_tf.param_count:run"],
+    },
+)

@@ -217,7 +217,7 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
     for name in loaded:
         try:
             values[name] = reader.get_tensor(by_model_name[name])
-        except (tf.errors.OpError, ValueError) as e:
+        except (tf.errors.OpError, ValueError, IndexError) as e:
             message = getattr(e, "message", None) or str(e)
             raise CheckpointError(
                 f"cannot read {by_model_name[name]} from checkpoint {checkpoint}: "

@@ -51,8 +51,10 @@ class AlbertAttention(keras.layers.Layer):
         with keras.name_scope("output"):
             self.output_dense.build(shape)
 
-    def call(self, x, attention_bias, training=None):
-        # x: [B, S, H]; attention_bias: [B, 1, 1, S] float32
+    def call(self, x, input_mask, training=None):
+        # x: [B, S, H]; input_mask: [B, S] int32, 1 for real tokens and 0 for padding.
+        # (Keras casts float arguments to the compute dtype: the mask stays int until
+        # here so that the -10000 bias is exact whatever the precision.)
         c = self.config
         batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
         heads_shape = [batch_size, seq_length, c.num_attention_heads, c.attention_head_size]
@@ -62,7 +64,7 @@ class AlbertAttention(keras.layers.Layer):
         logits = tf.einsum("BFND,BTND->BNFT", q, k)
         # Softmax in float32 so that half-precision compute keeps the -10000 mask exact.
         logits = tf.cast(logits, tf.float32) * (1.0 / math.sqrt(c.attention_head_size))
-        probs = tf.nn.softmax(logits + attention_bias)  # [B, N, F, T]
+        probs = tf.nn.softmax(logits + attention_bias(input_mask))  # [B, N, F, T]
         probs = tf.cast(probs, x.dtype)
         probs = common.apply_dropout(self.probs_dropout, probs, training)
         context = tf.einsum("BNFT,BTND->BFND", probs, v)

@@ -7,7 +7,6 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
-from albert_tf.modeling.attention import attention_bias
 from albert_tf.modeling.embeddings import AlbertEmbeddings
 from albert_tf.modeling.transformer import AlbertTransformer
 from albert_tf.release import ReleaseLoadable
@@ -82,8 +81,7 @@ class AlbertEncoder(ReleaseLoadable, keras.Model):
     def call(self, inputs, training=None):
         word_ids, mask, type_ids = read_inputs(inputs)
         embedding_output = self.embeddings(word_ids, type_ids, training=training)
-        bias = attention_bias(mask)  # [B, 1, 1, S]
-        encoder_outputs = self.encoder(embedding_output, bias, training=training)
+        encoder_outputs = self.encoder(embedding_output, mask, training=training)
         sequence_output = encoder_outputs[-1]  # [B, S, H]
         pooled_output = self.pooler(sequence_output[:, 0, :])  # [B, H]
         return {

@@ -62,9 +62,9 @@ class AlbertBlock(keras.layers.Layer):
                       self.ffn_layer_norm):
             layer.build(shape)
 
-    def call(self, x, attention_bias, training=None):
+    def call(self, x, input_mask, training=None):
         # x: [B, S, H]
-        attention_output = self.attention(x, attention_bias, training=training)
+        attention_output = self.attention(x, input_mask, training=training)
         attention_output = self.attention_layer_norm(attention_output + x)
         ffn_output = self.ffn(attention_output, training=training)
         return self.ffn_layer_norm(ffn_output + attention_output)
@@ -85,11 +85,11 @@ class AlbertLayerGroup(keras.layers.Layer):
         for block in self.blocks:
             block.build((None, None, self.config.hidden_size))
 
-    def call(self, x, attention_bias, training=None):
+    def call(self, x, input_mask, training=None):
         """Returns the output of each inner block, in order."""
         outputs = []
         for block in self.blocks:
-            x = block(x, attention_bias, training=training)
+            x = block(x, input_mask, training=training)
             outputs.append(x)
         return outputs
 
@@ -122,14 +122,14 @@ class AlbertTransformer(keras.layers.Layer):
             for group in self.groups:
                 group.build((None, None, self.config.hidden_size))
 
-    def call(self, embedding_output, attention_bias, training=None):
+    def call(self, embedding_output, input_mask, training=None):
         # embedding_output: [B, S, E]; returns a list of L * inner_group_num [B, S, H]
         x = embedding_output
         if self.embedding_hidden_mapping_in is not None:
             x = self.embedding_hidden_mapping_in(x)
         all_outputs = []
         for position in self._layer_groups:
-            outputs = self.groups[position](x, attention_bias, training=training)
+            outputs = self.groups[position](x, input_mask, training=training)
             all_outputs.extend(outputs)
             x = outputs[-1]
         return all_outputs

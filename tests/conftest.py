@@ -1,0 +1,47 @@
+"""Shared fixtures: the checkpoint and outputs of the ORIGINAL TF1 ALBERT code.
+
+`fixtures/albert_tf1_tiny_grouped` (6 layers, 2 groups, 2 inner groups, E=16 != H=32,
+vocab 211) was produced by google-research/albert's own modeling.py and run_pretraining.py
+heads; see its albert_config.json and the project README.
+"""
+
+import os
+import pathlib
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+FIXTURE_DIR = pathlib.Path(__file__).parent / "fixtures" / "albert_tf1_tiny_grouped"
+FIXTURE_CHECKPOINT = str(FIXTURE_DIR / "model.ckpt")
+
+
+@pytest.fixture(scope="session")
+def tiny_config():
+    from albert_tf import AlbertConfig
+
+    return AlbertConfig.from_json_file(FIXTURE_DIR / "albert_config.json")
+
+
+@pytest.fixture(scope="session")
+def fixture_inputs():
+    return dict(np.load(FIXTURE_DIR / "inputs.npz"))
+
+
+@pytest.fixture(scope="session")
+def fixture_outputs():
+    return dict(np.load(FIXTURE_DIR / "outputs.npz"))
+
+
+def model_inputs(features, with_positions=True):
+    """The original TFRecord feature names -> the model's input names."""
+    inputs = {
+        "input_word_ids": features["input_ids"],
+        "input_mask": features["input_mask"],
+        "input_type_ids": features["segment_ids"],
+    }
+    if with_positions:
+        inputs["masked_lm_positions"] = features["masked_lm_positions"]
+    return inputs

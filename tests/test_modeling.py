@@ -1,0 +1,210 @@
+"""The Keras model against the outputs of the ORIGINAL TF1 code, and its behaviour."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import FIXTURE_CHECKPOINT, model_inputs
+
+from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_tf1_checkpoint
+from albert_tf.losses import masked_lm_loss, pretraining_loss, sentence_order_loss
+from albert_tf.modeling import layout
+
+ATOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def pretrainer(tiny_config):
+    model = AlbertPretrainer(tiny_config)
+    load_tf1_checkpoint(model, FIXTURE_CHECKPOINT, strict=True)
+    return model
+
+
+@pytest.fixture(scope="module")
+def outputs(pretrainer, fixture_inputs):
+    return pretrainer(model_inputs(fixture_inputs), training=False)
+
+
+def test_embedding_output_matches_original(outputs, fixture_outputs):
+    assert outputs["embedding_output"].shape == (3, 20, 16)
+    np.testing.assert_allclose(outputs["embedding_output"],
+                               fixture_outputs["embedding_output"], atol=ATOL, rtol=0)
+
+
+def test_every_inner_block_output_matches_original(outputs, fixture_outputs):
+    expected = fixture_outputs["all_encoder_layers"]
+    assert len(outputs["encoder_outputs"]) == len(expected) == 12  # 6 layers x 2 inner
+    for index, (ours, theirs) in enumerate(zip(outputs["encoder_outputs"], expected)):
+        np.testing.assert_allclose(ours, theirs, atol=ATOL, rtol=0,
+                                   err_msg=f"encoder_outputs[{index}]")
+
+
+def test_sequence_and_pooled_output_match_original(outputs, fixture_outputs):
+    np.testing.assert_allclose(outputs["sequence_output"], fixture_outputs["sequence_output"],
+                               atol=ATOL, rtol=0)
+    np.testing.assert_allclose(outputs["pooled_output"], fixture_outputs["pooled_output"],
+                               atol=ATOL, rtol=0)
+
+
+def test_head_log_probabilities_match_original(outputs, fixture_outputs, tiny_config):
+    assert outputs["mlm_logits"].shape == (3, 5, tiny_config.vocab_size)
+    mlm = tf.nn.log_softmax(outputs["mlm_logits"]).numpy().reshape(-1, tiny_config.vocab_size)
+    np.testing.assert_allclose(mlm, fixture_outputs["mlm_log_probs"], atol=ATOL, rtol=0)
+    sop = tf.nn.log_softmax(outputs["sop_logits"]).numpy()
+    np.testing.assert_allclose(sop, fixture_outputs["sop_log_probs"], atol=ATOL, rtol=0)
+
+
+def test_losses_match_original(outputs, fixture_inputs, fixture_outputs):
+    total, mlm, sop = pretraining_loss(outputs, fixture_inputs)
+    np.testing.assert_allclose(mlm, fixture_outputs["mlm_loss"], atol=ATOL, rtol=0)
+    np.testing.assert_allclose(sop, fixture_outputs["sop_loss"], atol=ATOL, rtol=0)
+    np.testing.assert_allclose(total, fixture_outputs["total_loss"], atol=ATOL, rtol=0)
+
+
+def test_mlm_loss_ignores_padded_predictions(outputs, fixture_inputs):
+    ids, weights = fixture_inputs["masked_lm_ids"], fixture_inputs["masked_lm_weights"]
+    changed = np.where(weights > 0, ids, (ids + 7) % 211)
+    assert float(masked_lm_loss(outputs["mlm_logits"], changed, weights)) == pytest.approx(
+        float(masked_lm_loss(outputs["mlm_logits"], ids, weights)))
+    # ... and labels shaped [B] or [B, 1] give the same SOP loss.
+    labels = fixture_inputs["next_sentence_labels"]
+    assert float(sentence_order_loss(outputs["sop_logits"], labels[:, 0])) == pytest.approx(
+        float(sentence_order_loss(outputs["sop_logits"], labels)))
+
+
+def test_padding_does_not_change_real_positions(pretrainer, fixture_inputs, outputs):
+    # Ten more padding columns: the attention mask must hide them completely.
+    padded = {k: np.pad(v, [(0, 0), (0, 10)]) if k != "masked_lm_positions" else v
+              for k, v in model_inputs(fixture_inputs).items()}
+    longer = pretrainer(padded, training=False)
+    mask = fixture_inputs["input_mask"].astype(bool)
+    np.testing.assert_allclose(longer["sequence_output"].numpy()[:, :20][mask],
+                               outputs["sequence_output"].numpy()[mask], atol=ATOL, rtol=0)
+    np.testing.assert_allclose(longer["pooled_output"], outputs["pooled_output"], atol=ATOL)
+
+
+def test_encoder_alone_gives_the_same_numbers(tiny_config, fixture_inputs, fixture_outputs):
+    encoder = AlbertEncoder(tiny_config)
+    report = load_tf1_checkpoint(encoder, FIXTURE_CHECKPOINT, strict=True)
+    heads = {**layout.masked_lm_variables(tiny_config),
+             **layout.sentence_order_variables(tiny_config)}
+    assert sorted(report.unused) == sorted(heads)  # the pretraining heads, 7 variables
+    out = encoder(model_inputs(fixture_inputs, with_positions=False))
+    assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs",
+                        "embedding_output"}
+    np.testing.assert_allclose(out["sequence_output"], fixture_outputs["sequence_output"],
+                               atol=ATOL, rtol=0)
+
+
+def test_xla_compiled_call_matches(pretrainer, fixture_inputs, outputs):
+    compiled = tf.function(lambda x: pretrainer(x, training=False), jit_compile=True)
+    result = compiled({k: tf.constant(v) for k, v in model_inputs(fixture_inputs).items()})
+    np.testing.assert_allclose(result["sequence_output"], outputs["sequence_output"],
+                               atol=ATOL, rtol=0)
+
+
+def test_default_mask_and_type_ids_are_ones_and_zeros(pretrainer, fixture_inputs):
+    ids = fixture_inputs["input_ids"][:1]
+    explicit = pretrainer.encoder({"input_word_ids": ids, "input_mask": np.ones_like(ids),
+                                   "input_type_ids": np.zeros_like(ids)})
+    implicit = pretrainer.encoder({"input_word_ids": ids.astype(np.int64)})
+    np.testing.assert_allclose(implicit["sequence_output"], explicit["sequence_output"])
+
+
+def small_config(**changes):
+    values = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                  num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
+    values.update(changes)
+    return AlbertConfig.from_dict(values)
+
+
+def random_inputs(batch=2, length=6, vocab=50, seed=0):
+    rng = np.random.default_rng(seed)
+    return {"input_word_ids": rng.integers(5, vocab, (batch, length)).astype(np.int32),
+            "input_mask": np.ones((batch, length), np.int32),
+            "input_type_ids": np.zeros((batch, length), np.int32)}
+
+
+def test_dropout_only_in_training():
+    model = AlbertEncoder(small_config(hidden_dropout_prob=0.3,
+                                       attention_probs_dropout_prob=0.3), seed=3)
+    inputs = random_inputs()
+    first = model(inputs, training=False)["sequence_output"].numpy()
+    np.testing.assert_array_equal(first, model(inputs)["sequence_output"].numpy())
+    trained = model(inputs, training=True)["sequence_output"].numpy()
+    assert np.abs(trained - first).max() > 1e-3
+
+
+def test_seed_fixes_initial_weights():
+    a, b = AlbertEncoder(small_config(), seed=7), AlbertEncoder(small_config(), seed=7)
+    c = AlbertEncoder(small_config(), seed=8)
+    for wa, wb in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(wa.numpy(), wb.numpy())
+    kernel = "bert/pooler/dense/kernel"
+    weights = {m: {w.path: w.numpy() for w in m.weights} for m in (a, c)}
+    assert not np.allclose(weights[a][kernel], weights[c][kernel])
+    # Different variables get different draws.
+    assert not np.allclose(weights[a]["bert/encoder/transformer/group_0/inner_group_0/"
+                                      "attention_1/self/query/kernel"],
+                           weights[a]["bert/encoder/transformer/group_0/inner_group_0/"
+                                      "attention_1/self/key/kernel"])
+
+
+def test_initializer_is_truncated_normal_with_initializer_range():
+    model = AlbertEncoder(small_config(vocab_size=2000, initializer_range=0.05), seed=1)
+    table = model.word_embeddings.numpy()
+    assert np.abs(table).max() <= 2 * 0.05 + 1e-7
+    assert 0.03 < table.std() < 0.05  # a normal truncated at 2 sigma has std 0.88 sigma
+
+
+def test_sequence_longer_than_positions_is_refused():
+    model = AlbertEncoder(small_config(max_position_embeddings=4))
+    with pytest.raises(ValueError, match="sequence length 6 .* max_position_embeddings \\(4\\)"):
+        model(random_inputs(length=6))
+
+
+def test_missing_inputs_are_named():
+    model = AlbertEncoder(small_config())
+    with pytest.raises(KeyError, match="'input_word_ids'.*'segment_ids' is 'input_type_ids'"):
+        model({"input_ids": np.ones((1, 3), np.int32)})
+    with pytest.raises(TypeError, match="dict of int32 tensors"):
+        model(np.ones((1, 3), np.int32))
+    pretrainer = AlbertPretrainer(small_config())
+    with pytest.raises(KeyError, match="masked_lm_positions"):
+        pretrainer(random_inputs())
+
+
+def test_functional_wrapping_keeps_tf1_names_and_trains():
+    config = small_config()
+    encoder = AlbertEncoder(config, seed=0)
+    inputs = {name: keras.Input((None,), dtype="int32", name=name)
+              for name in ("input_word_ids", "input_mask", "input_type_ids")}
+    logits = keras.layers.Dense(2, name="classifier")(encoder(inputs)["pooled_output"])
+    model = keras.Model(inputs, logits)
+    assert any(w.path == "bert/embeddings/word_embeddings" for w in model.weights)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = random_inputs(batch=8, seed=1)
+    y = (x["input_word_ids"][:, 0] % 2).astype(np.int32)
+    history = model.fit(x, y, epochs=15, batch_size=8, verbose=0)
+    assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]
+
+
+def test_model_config_round_trip():
+    model = AlbertPretrainer(small_config(inner_group_num=2), seed=5)
+    clone = AlbertPretrainer.from_config(model.get_config())
+    assert clone.config == model.config
+    for a, b in zip(model.weights, clone.weights):
+        assert a.path == b.path
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_mixed_precision_runs_in_bfloat16_with_float32_weights():
+    model = AlbertPretrainer(small_config(), seed=0, dtype="mixed_bfloat16")
+    inputs = dict(random_inputs(), masked_lm_positions=np.array([[1, 2], [3, 4]], np.int32))
+    out = model(inputs)
+    assert out["sequence_output"].dtype == tf.bfloat16
+    assert all(w.dtype == "float32" for w in model.weights)
+    reference = AlbertPretrainer(small_config(), seed=0)(inputs)
+    np.testing.assert_allclose(tf.cast(out["mlm_logits"], tf.float32),
+                               reference["mlm_logits"], atol=0.1)

@@ -12,6 +12,7 @@ if _keras.backend.backend() != "tensorflow":
         "albert_tf needs Keras 3 with the TensorFlow backend, but Keras runs on "
         f"{_keras.backend.backend()!r}: set KERAS_BACKEND=tensorflow")
 
+from albert_tf import losses  # noqa: E402
 from albert_tf.checkpoints import (  # noqa: E402
     CheckpointError,
     LoadReport,
@@ -34,5 +35,6 @@ __all__ = [
     "available_configs",
     "find_release_files",
     "load_tf1_checkpoint",
+    "losses",
     "save_tf1_checkpoint",
 ]

@@ -76,10 +76,15 @@ class AlbertLayerGroup(keras.layers.Layer):
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         super().__init__(**kwargs)
         self.config = config
-        self.blocks = [
-            AlbertBlock(config, seeds, name=f"inner_group_{i}", dtype=self.dtype_policy)
-            for i in range(config.inner_group_num)
-        ]
+        # Sub-layers are attributes, not a list: TensorFlow's object-based checkpoints
+        # (tf.train.Checkpoint) do not follow Keras 3's tracked lists.
+        for i in range(config.inner_group_num):
+            setattr(self, f"inner_group_{i}", AlbertBlock(
+                config, seeds, name=f"inner_group_{i}", dtype=self.dtype_policy))
+
+    @property
+    def blocks(self) -> list[AlbertBlock]:
+        return [getattr(self, f"inner_group_{i}") for i in range(self.config.inner_group_num)]
 
     def build(self, input_shape=None):
         for block in self.blocks:
@@ -106,14 +111,16 @@ class AlbertTransformer(keras.layers.Layer):
             self.embedding_hidden_mapping_in = common.dense(
                 config.hidden_size, name="embedding_hidden_mapping_in",
                 stddev=config.initializer_range, seeds=seeds, dtype=self.dtype_policy)
-        # Only the groups that some layer uses exist, as in the original.
-        used = config.used_groups()
-        self.groups = [
-            AlbertLayerGroup(config, seeds, name=f"group_{g}", dtype=self.dtype_policy)
-            for g in used
-        ]
-        self._layer_groups = [
-            used.index(config.group_index(l)) for l in range(config.num_hidden_layers)]
+        # Only the groups that some layer uses exist, as in the original (attributes,
+        # not a list, for tf.train.Checkpoint as above).
+        for g in config.used_groups():
+            setattr(self, f"group_{g}", AlbertLayerGroup(
+                config, seeds, name=f"group_{g}", dtype=self.dtype_policy))
+
+    @property
+    def groups(self) -> list[AlbertLayerGroup]:
+        """The groups that exist, in order."""
+        return [getattr(self, f"group_{g}") for g in self.config.used_groups()]
 
     def build(self, input_shape=None):
         if self.embedding_hidden_mapping_in is not None:
@@ -128,8 +135,9 @@ class AlbertTransformer(keras.layers.Layer):
         if self.embedding_hidden_mapping_in is not None:
             x = self.embedding_hidden_mapping_in(x)
         all_outputs = []
-        for position in self._layer_groups:
-            outputs = self.groups[position](x, input_mask, training=training)
+        for layer_index in range(self.config.num_hidden_layers):
+            group = getattr(self, f"group_{self.config.group_index(layer_index)}")
+            outputs = group(x, input_mask, training=training)
             all_outputs.extend(outputs)
             x = outputs[-1]
         return all_outputs

@@ -118,7 +118,7 @@ class AlbertConfig:
 
     def used_groups(self) -> list[int]:
         """The groups that some layer uses: those that have variables."""
-        return sorted({self.group_index(l) for l in range(self.num_hidden_layers)})
+        return sorted({self.group_index(i) for i in range(self.num_hidden_layers)})
 
     # ------------------------------------------------------------ (de)serialise
     @classmethod

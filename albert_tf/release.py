@@ -1,4 +1,4 @@
-"""Google's release directories: find their files, build and load a model in one call.
+"""Google's release directories: find their files (`AlbertModel.from_release` loads one).
 
 A release as Google ships it, e.g. `albert_base/` from `albert_base_v2.tar.gz`:
   albert_config.json  30k-clean.model  30k-clean.vocab  model.ckpt-best.{index,data-*,meta}
@@ -14,8 +14,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import CheckpointError, load_tf1_checkpoint, resolve_checkpoint
-from albert_tf.config import AlbertConfig
+from albert_tf.checkpoints import CheckpointError, resolve_checkpoint
 
 
 @dataclasses.dataclass
@@ -55,18 +54,3 @@ def find_release_files(directory: str | os.PathLike) -> ReleaseFiles:
         vocab_file=_glob_one(directory, ("vocab*.txt", "assets/vocab*.txt", "*.vocab",
                                          "assets/*.vocab")),
     )
-
-
-class ReleaseLoadable:
-    """Mixin giving a model class `from_release(directory)`."""
-
-    @classmethod
-    def from_release(cls, directory, *, strict: bool = True, **kwargs):
-        """Builds the model from a release's `albert_config.json` and loads its
-        checkpoint. With `strict` (default) every weight must come from the
-        checkpoint. The load report is kept as `model.load_report`."""
-        files = find_release_files(directory)
-        model = cls(AlbertConfig.from_json_file(files.config_file), **kwargs)
-        model.load_report = load_tf1_checkpoint(model, files.checkpoint, strict=strict)
-        model.release_files = files
-        return model

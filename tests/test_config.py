@@ -108,7 +108,7 @@ def test_hidden_act_is_case_insensitive_like_the_original():
 def test_group_mapping_is_the_originals():
     config = AlbertConfig.from_dict({**BASE, "num_hidden_layers": 6, "num_hidden_groups": 2,
                                      "inner_group_num": 2})
-    assert [config.group_index(l) for l in range(6)] == [0, 0, 0, 1, 1, 1]
+    assert [config.group_index(layer) for layer in range(6)] == [0, 0, 0, 1, 1, 1]
     # int(l / L * G) in floating point: with 22 layers in 22 groups, 15/22*22 < 15,
     # so layers 14 and 15 share group_14 and group_15 has no variables.
     config = AlbertConfig.from_dict({**BASE, "num_hidden_layers": 22,

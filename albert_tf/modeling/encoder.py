@@ -7,17 +7,11 @@ import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
+from albert_tf.modeling.base import AlbertModel, tf1_scope
 from albert_tf.modeling.embeddings import AlbertEmbeddings
 from albert_tf.modeling.transformer import AlbertTransformer
-from albert_tf.release import ReleaseLoadable
 
 INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
-
-
-def tf1_scope(name: str):
-    """An absolute variable scope: paths below it start at `name`, whatever encloses
-    the model, so that every variable path is its name in a TF1 checkpoint."""
-    return keras.name_scope(name, override_parent="")
 
 
 def read_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -44,7 +38,7 @@ def read_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     return word_ids, mask, type_ids
 
 
-class AlbertEncoder(ReleaseLoadable, keras.Model):
+class AlbertEncoder(AlbertModel):
     """ALBERT: factorized embeddings, a shared-weight transformer and the pooler.
 
     Called with a dict of int32 `input_word_ids`, `input_mask`, `input_type_ids`
@@ -60,11 +54,7 @@ class AlbertEncoder(ReleaseLoadable, keras.Model):
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_encoder")
-        super().__init__(**kwargs)
-        if not isinstance(config, AlbertConfig):
-            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
-        self.config = config
-        self.seed = seed
+        super().__init__(config, seed, **kwargs)
         seeds = common.SeedStream(seed)
         self.embeddings = AlbertEmbeddings(config, seeds, dtype=self.dtype_policy)
         self.encoder = AlbertTransformer(config, seeds, dtype=self.dtype_policy)
@@ -95,11 +85,3 @@ class AlbertEncoder(ReleaseLoadable, keras.Model):
     def word_embeddings(self):
         """The [vocab_size, E] table that the MLM head ties its output to."""
         return self.embeddings.word_embeddings
-
-    def get_config(self):
-        return {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("config")), **config)

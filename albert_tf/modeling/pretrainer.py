@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import keras
-
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
-from albert_tf.modeling.encoder import AlbertEncoder, tf1_scope
+from albert_tf.modeling.base import AlbertModel, tf1_scope
+from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
-from albert_tf.release import ReleaseLoadable
 
 
-class AlbertPretrainer(ReleaseLoadable, keras.Model):
+class AlbertPretrainer(AlbertModel):
     """ALBERT with its pretraining heads, as the original `run_pretraining.py` builds it.
 
     Inputs: the encoder's dict plus `masked_lm_positions` [B, P] (int32).
@@ -21,9 +19,7 @@ class AlbertPretrainer(ReleaseLoadable, keras.Model):
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")
-        super().__init__(**kwargs)
-        self.config = config
-        self.seed = seed
+        super().__init__(config, seed, **kwargs)
         self.encoder = AlbertEncoder(config, seed=seed, dtype=self.dtype_policy)
         # The heads draw their seeds after the encoder's, from a stream of their own.
         seeds = common.SeedStream(None if seed is None else seed + 1)
@@ -45,11 +41,3 @@ class AlbertPretrainer(ReleaseLoadable, keras.Model):
             self.encoder.word_embeddings)
         outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
         return outputs
-
-    def get_config(self):
-        return {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(AlbertConfig.from_dict(config.pop("config")), **config)

@@ -1,0 +1,47 @@
+"""`AlbertModel`: what every model of this package shares."""
+
+from __future__ import annotations
+
+import keras
+
+from albert_tf.checkpoints import load_tf1_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.release import find_release_files
+
+
+def tf1_scope(name: str):
+    """An absolute variable scope: paths below it start at `name`, whatever encloses
+    the model, so that every variable path is its name in a TF1 checkpoint."""
+    return keras.name_scope(name, override_parent="")
+
+
+class AlbertModel(keras.Model):
+    """A Keras model built from an `AlbertConfig` (and a seed): serializable with
+    `get_config` / `from_config`, and loadable from a Google release directory."""
+
+    def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(config, AlbertConfig):
+            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
+        self.config = config
+        self.seed = seed
+
+    def get_config(self):
+        return {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")), **config)
+
+    @classmethod
+    def from_release(cls, directory, *, strict: bool = True, **kwargs):
+        """Builds the model from a release's `albert_config.json` and loads its
+        checkpoint. With `strict` (default) every weight must come from the checkpoint.
+        The load report is kept as `model.load_report`, the files as
+        `model.release_files`."""
+        files = find_release_files(directory)
+        model = cls(AlbertConfig.from_json_file(files.config_file), **kwargs)
+        model.load_report = load_tf1_checkpoint(model, files.checkpoint, strict=strict)
+        model.release_files = files
+        return model

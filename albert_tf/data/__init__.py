@@ -1,0 +1,1 @@
+"""Data: pretraining instances, GLUE / SQuAD / RACE features, tf.data pipelines."""

@@ -1,0 +1,157 @@
+"""TFRecord plumbing shared by every dataset: writing safely, reading back, batching.
+
+Files keep the original google-research/albert formats (fixed-length features padded to
+`max_seq_length`, the original feature names), so records written by either side are
+read by the other. Reading trims each example back to its real length and pads a batch
+only to its own longest sequence, so no computation is spent on padding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from typing import Iterator, Mapping
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+# The original feature names -> the model's input names.
+MODEL_INPUT_NAMES = {
+    "input_ids": "input_word_ids",
+    "input_mask": "input_mask",
+    "segment_ids": "input_type_ids",
+}
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+
+
+def int64_feature(values) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=list(np.ravel(values))))
+
+
+def float_feature(values) -> tf.train.Feature:
+    return tf.train.Feature(float_list=tf.train.FloatList(value=list(np.ravel(values))))
+
+
+def bytes_feature(values) -> tf.train.Feature:
+    values = [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+
+
+def make_example(features: Mapping[str, tf.train.Feature]) -> bytes:
+    return tf.train.Example(
+        features=tf.train.Features(feature=dict(features))).SerializeToString()
+
+
+@contextlib.contextmanager
+def atomic_tfrecord_writer(path: str | os.PathLike, options: str | None = None
+                           ) -> Iterator[tf.io.TFRecordWriter]:
+    """A TFRecord writer whose file appears at `path` only when the block succeeds.
+
+    Records go to a temporary name beside `path`, renamed on success and deleted on
+    any error, so no run leaves a truncated file behind.
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(path)
+    if directory:
+        tf.io.gfile.makedirs(directory)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    writer = tf.io.TFRecordWriter(tmp, options=options)
+    try:
+        yield writer
+        writer.close()
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        writer.close()
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+        raise
+
+
+def write_records(path: str | os.PathLike, records) -> int:
+    """Writes serialized examples atomically; returns how many."""
+    count = 0
+    with atomic_tfrecord_writer(path) as writer:
+        for record in records:
+            writer.write(record)
+            count += 1
+    return count
+
+
+class SkipLog:
+    """Counts skipped bad input and warns once per item, naming file and line."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.count = 0
+
+    def skip(self, where: str, why: str) -> None:
+        self.count += 1
+        logging.warning("skipping %s at %s: %s", self.what, where, why)
+
+    def summary(self, total: int) -> None:
+        if self.count:
+            logging.warning("skipped %d of %d %s", self.count, total, self.what)
+
+
+def fixed_length_spec(max_seq_length: int, extra: Mapping[str, tf.io.FixedLenFeature]
+                      | None = None, sequence_shape=()) -> dict:
+    """The original fine-tuning record spec: the three sequences of
+    `sequence_shape + [max_seq_length]` int64, plus `extra` features."""
+    shape = list(sequence_shape) + [max_seq_length]
+    spec = {name: tf.io.FixedLenFeature(shape, tf.int64) for name in SEQUENCE_FEATURES}
+    spec.update(extra or {})
+    return spec
+
+
+def _to_int32(features: dict) -> dict:
+    return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
+            for k, v in features.items()}
+
+
+def trim_to_length(features: dict) -> dict:
+    """Cuts the sequence features back to the longest real length (sum of
+    `input_mask` along the last axis), so that batches can pad to their own longest."""
+    length = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), -1))
+    trimmed = dict(features)
+    for name in SEQUENCE_FEATURES:
+        trimmed[name] = features[name][..., :length]
+    return trimmed
+
+
+def to_model_inputs(features: Mapping[str, tf.Tensor]) -> dict:
+    """Renames the original feature names to the model's (`input_ids` ->
+    `input_word_ids`, `segment_ids` -> `input_type_ids`); other keys pass through."""
+    return {MODEL_INPUT_NAMES.get(k, k): v for k, v in features.items()}
+
+
+def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
+                        seed: int | None = None, drop_remainder: bool = False,
+                        shuffle_buffer: int = 10_000, repeat: bool | None = None,
+                        bucket_boundaries: list[int] | None = None) -> tf.data.Dataset:
+    """Batches of original-format fine-tuning records, padded to each batch's longest.
+
+    Args:
+      files: a TFRecord path or list of paths.
+      spec: the parsing spec (`fixed_length_spec`).
+      training: shuffle (seeded) and repeat.
+      drop_remainder: fixed batch size (TPU).
+      bucket_boundaries: sequence lengths at which to bucket, so that examples of
+        similar length share a batch (eval and predict keep every example).
+    """
+    files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
+    dataset = tf.data.TFRecordDataset([os.fspath(f) for f in files])
+    if training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    if repeat if repeat is not None else training:
+        dataset = dataset.repeat()
+    dataset = dataset.map(lambda record: trim_to_length(_to_int32(
+        tf.io.parse_single_example(record, spec))), num_parallel_calls=tf.data.AUTOTUNE)
+    if bucket_boundaries:
+        dataset = dataset.bucket_by_sequence_length(
+            lambda f: tf.shape(f["input_ids"])[-1], bucket_boundaries,
+            [batch_size] * (len(bucket_boundaries) + 1), drop_remainder=drop_remainder)
+    else:
+        dataset = dataset.padded_batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.prefetch(tf.data.AUTOTUNE)

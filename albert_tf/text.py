@@ -1,0 +1,284 @@
+"""In-graph ALBERT tokenization (tensorflow-text) and packing of segments.
+
+`AlbertTextTokenizer` turns raw strings into the ids that the Python
+`FullTokenizer.encode` gives (`preprocess`, `tokenize`, `convert_tokens_to_ids`), inside
+tf.data or a SavedModel: no Python in the loop. `pack_inputs` builds
+`[CLS] A [SEP] (B [SEP])` with the original's longest-first truncation.
+
+The character classes below (Python's whitespace, combining marks, control characters,
+punctuation) are built from Python's own `unicodedata`, so the graph makes the same
+decisions as the Python tokenizer for every code point.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import unicodedata
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from albert_tf.tokenization import CLS, MASK, SEP, UNK, FullTokenizer, TokenizerError
+
+_SPIECE_UNDERLINE = "▁"
+
+
+# --------------------------------------------------------------- character classes
+def _ranges_class(predicate) -> str:
+    """An RE2 character class of every code point for which `predicate(char)` holds."""
+    ranges, start, previous = [], None, None
+    for cp in range(sys.maxunicode + 1):
+        if 0xD800 <= cp <= 0xDFFF:  # surrogates never occur in UTF-8 text
+            continue
+        if predicate(chr(cp)):
+            if start is None:
+                start = cp
+            elif cp != previous + 1:
+                ranges.append((start, previous))
+                start = cp
+            previous = cp
+    if start is not None:
+        ranges.append((start, previous))
+    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges]
+    return "[" + "".join(parts) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def _classes() -> dict[str, str]:
+    from albert_tf.tokenization import _is_chinese_char, _is_control, _is_punctuation
+
+    return {
+        # str.split() / str.strip() whitespace.
+        "space": _ranges_class(str.isspace),
+        # What `preprocess_text` drops after NFKD.
+        "combining": _ranges_class(lambda c: unicodedata.combining(c) != 0),
+        # What BERT's basic tokenizer drops and turns into spaces.
+        "control": _ranges_class(lambda c: ord(c) in (0, 0xFFFD) or _is_control(c)),
+        "bert_space": _ranges_class(lambda c: c in " \t\n\r" or unicodedata.category(c) == "Zs"),
+        "nonspacing": _ranges_class(lambda c: unicodedata.category(c) == "Mn"),
+        "punctuation": _ranges_class(_is_punctuation),
+        "cjk": _ranges_class(lambda c: _is_chinese_char(ord(c))),
+    }
+
+
+def _valid_utf8(texts):
+    # Python decodes bytes with errors="ignore": drop invalid sequences the same way.
+    return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
+
+
+def preprocess_text(texts, lower: bool):
+    """In-graph `tokenization.preprocess_text(text, lower=lower)` on a string tensor."""
+    c = _classes()
+    texts = _valid_utf8(texts)
+    texts = tf.strings.regex_replace(texts, f"^{c['space']}+|{c['space']}+$", "")
+    texts = tf.strings.regex_replace(texts, f"{c['space']}+", " ")
+    texts = tf.strings.regex_replace(texts, "``|''", '"')
+    texts = tf_text.normalize_utf8(texts, "NFKD")
+    texts = tf.strings.regex_replace(texts, f"{c['combining']}+", "")
+    if lower:
+        texts = tf.strings.lower(texts, encoding="utf-8")
+    return texts
+
+
+# ------------------------------------------------------------------------ tokenizer
+class AlbertTextTokenizer(tf.Module):
+    """Raw text -> ALBERT ids in the graph, equal to `FullTokenizer.encode`.
+
+    Built from the same files as `FullTokenizer`: a SentencePiece model
+    (`spm_model_file`) or a WordPiece vocabulary (`vocab_file`), and `do_lower_case`.
+    `tokenize(texts)` maps a string scalar to int32 ids [(T)], a vector [N] to [N, (T)].
+    """
+
+    def __init__(self, *, spm_model_file: str | None = None, vocab_file: str | None = None,
+                 do_lower_case: bool = True, name: str | None = None):
+        super().__init__(name=name)
+        # The Python tokenizer validates the files and gives the special ids.
+        python = FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case,
+                               spm_model_file=spm_model_file)
+        self.do_lower_case = do_lower_case
+        self.vocab_size = python.vocab_size
+        self.cls_id, self.sep_id = python.special_id(CLS), python.special_id(SEP)
+        self.pad_id = python.special_id("pad")
+        self.mask_id = python.vocab.get(MASK, python.special_id("pad"))
+        if spm_model_file:
+            self.spm_model_file = os.fspath(spm_model_file)
+            self._asset = tf.saved_model.Asset(self.spm_model_file)
+            with tf.io.gfile.GFile(self.spm_model_file, "rb") as f:
+                model = f.read()
+            # The fast tokenizer breaks ties between equal-score segmentations as the
+            # Python sentencepiece package does; the older op does not (3 in 105,116
+            # SQuAD/GLUE texts came out with the same pieces in another order).
+            self._sentencepiece = tf_text.FastSentencepieceTokenizer(model)
+            pieces = [python.sp_model.IdToPiece(i) for i in range(python.vocab_size)]
+            self._id_to_piece = tf.constant(pieces)
+            self._piece_to_id = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    pieces, tf.range(len(pieces), dtype=tf.int32)),
+                default_value=python.sp_model.unk_id())
+            self._comma_id = python.sp_model.PieceToId(",")
+            self._wordpiece = None
+        else:
+            self.vocab_file = os.fspath(vocab_file)
+            self._asset = tf.saved_model.Asset(self.vocab_file)
+            if UNK not in python.vocab:
+                raise TokenizerError(f"vocab file {vocab_file} has no {UNK} token")
+            table = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(
+                    list(python.vocab), tf.constant(list(python.vocab.values()), tf.int64)),
+                default_value=-1)
+            self._wordpiece = tf_text.WordpieceTokenizer(
+                table, suffix_indicator="##", max_bytes_per_word=200,
+                token_out_type=tf.int64, unknown_token=UNK)
+            self._sentencepiece = None
+        self._tokenize_compiled = tf.function(
+            self._tokenize_vector, input_signature=[tf.TensorSpec([None], tf.string)])
+
+    def tokenize(self, texts) -> tf.RaggedTensor:
+        texts = tf.convert_to_tensor(texts, tf.string)
+        if texts.shape.rank not in (0, 1):
+            raise ValueError(
+                f"tokenize takes a string scalar or vector, got shape {texts.shape}")
+        flat = tf.reshape(texts, [-1])
+        # Eager callers get the traced function (one call instead of many small ops).
+        tokenize = self._tokenize_compiled if tf.executing_eagerly() else \
+            self._tokenize_vector
+        ids = tokenize(flat)  # [N, (T)]
+        return ids[0] if texts.shape.rank == 0 else ids
+
+    __call__ = tokenize
+
+    def _tokenize_vector(self, texts):
+        if self._sentencepiece is not None:
+            return self._tokenize_sentencepiece(texts)
+        return self._tokenize_wordpiece(texts)
+
+    # -- SentencePiece: preprocess_text, pieces, the digit-comma re-split.
+    def _tokenize_sentencepiece(self, texts):
+        texts = preprocess_text(texts, lower=self.do_lower_case)
+        return self._resplit_digit_commas(self._encode(texts))
+
+    def _encode(self, texts):
+        """SentencePiece ids, [N] -> [N, (P)] int32 with int64 row splits."""
+        ids = self._sentencepiece.tokenize(texts)
+        return tf.cast(ids, tf.int32).with_row_splits_dtype(tf.int64)
+
+    def _resplit_digit_commas(self, ids):
+        """Pieces such as `▁1990,` become `▁1990` `,`, exactly as
+        `tokenization.encode_pieces`. ids: [N, (P)] -> [N, (P')]."""
+        flat_ids = ids.flat_values  # [F]
+        flat = tf.gather(self._id_to_piece, flat_ids)
+        # Python's str.isdigit() is wider than RE2's \d (Unicode Nd); after NFKD the
+        # difference is limited to a few digit-like symbols.
+        needs_split = tf.logical_and(
+            tf.strings.length(flat, unit="UTF8_CHAR") > 1,
+            tf.strings.regex_full_match(flat, r".*\d,"))
+        split_at = tf.where(needs_split)[:, 0]  # [K] positions in `flat`
+        keep_at = tf.where(tf.logical_not(needs_split))[:, 0]
+        to_split = tf.gather(flat, split_at)  # [K]
+        text = tf.strings.regex_replace(
+            tf.strings.regex_replace(to_split, ",$", ""), _SPIECE_UNDERLINE, "")
+        resplit = self._encode(text)  # [K, (Q)]
+        # When the piece did not start with ▁ but its re-encoding does, drop that ▁
+        # (the whole first piece when it is just ▁). Rows are never empty: the text
+        # re-encoded ends with a digit.
+        row_starts = resplit.row_starts()
+        first = tf.gather(self._id_to_piece, tf.gather(resplit.flat_values, row_starts))
+        fix = tf.logical_and(
+            tf.logical_not(tf.strings.regex_full_match(to_split, f"{_SPIECE_UNDERLINE}.*")),
+            tf.strings.regex_full_match(first, f"{_SPIECE_UNDERLINE}.*"))
+        stripped = tf.strings.regex_replace(first, f"^{_SPIECE_UNDERLINE}", "")
+        is_first = tf.ragged.range(resplit.row_lengths()).flat_values == 0
+        row_of = resplit.value_rowids()
+        fix_here = tf.logical_and(is_first, tf.gather(fix, row_of))
+        stripped_ids = self._piece_to_id.lookup(stripped)
+        values = tf.where(fix_here, tf.gather(stripped_ids, row_of), resplit.flat_values)
+        keep = tf.logical_not(tf.logical_and(fix_here, tf.gather(stripped == "", row_of)))
+        resplit = tf.ragged.boolean_mask(resplit.with_flat_values(values),
+                                         resplit.with_flat_values(keep))
+        commas = tf.fill(tf.stack([tf.size(split_at, tf.int64), 1]), self._comma_id)
+        resplit = tf.concat([resplit, commas], axis=1)  # [K, (Q')]
+        # Every piece becomes a row (itself, or its re-split pieces), back in order.
+        kept = tf.RaggedTensor.from_tensor(tf.gather(flat_ids, keep_at)[:, tf.newaxis])
+        rows = tf.concat([kept, resplit], axis=0)
+        order = tf.argsort(tf.concat([keep_at, split_at], axis=0))
+        rows = tf.gather(rows, order)  # [F, (Q)]
+        return ids.with_flat_values(rows).merge_dims(1, 2)
+
+    # -- WordPiece: BERT's basic tokenizer, then greedy longest-match.
+    def _tokenize_wordpiece(self, texts):
+        c = _classes()
+        texts = _valid_utf8(texts)
+        texts = tf.strings.regex_replace(texts, f"{c['control']}+", "")
+        texts = tf.strings.regex_replace(texts, c["bert_space"], " ")
+        texts = tf.strings.regex_replace(texts, f"({c['cjk']})", r" \1 ")
+        if self.do_lower_case:
+            texts = tf.strings.lower(texts, encoding="utf-8")
+            texts = tf_text.normalize_utf8(texts, "NFD")
+            texts = tf.strings.regex_replace(texts, f"{c['nonspacing']}+", "")
+        delimiters = f"{c['space']}+|{c['punctuation']}"
+        words = tf_text.regex_split(texts, delimiters, keep_delim_regex_pattern=c["punctuation"])
+        ids = self._wordpiece.tokenize(words)  # [N, (W), (P)]
+        return tf.cast(ids.merge_dims(1, 2), tf.int32)
+
+
+# ------------------------------------------------------------------------- packing
+def truncated_lengths(length_a, length_b, budget):
+    """Segment lengths after the original's longest-first truncation of a pair to
+    `budget` tokens: pop from the longer segment (ties: the second) until it fits."""
+    length_a = tf.convert_to_tensor(length_a)
+    length_b = tf.cast(length_b, length_a.dtype)
+    budget = tf.cast(budget, length_a.dtype)
+    excess = tf.maximum(length_a + length_b - budget, 0)
+    difference = length_a - length_b
+    a_only = tf.logical_and(difference > 0, difference >= excess)
+    b_only = tf.logical_and(difference <= 0, -difference >= excess)
+    new_a = tf.where(a_only, length_a - excess,
+                     tf.where(b_only, length_a, (budget + 1) // 2))
+    new_b = tf.where(b_only, length_b - excess,
+                     tf.where(a_only, length_b, budget // 2))
+    return new_a, new_b
+
+
+def _take(segment, lengths):
+    """The first `lengths[i]` ids of each row of a ragged [B, (T)] tensor."""
+    positions = tf.ragged.range(segment.row_lengths())
+    return tf.ragged.boolean_mask(segment, positions < lengths[:, tf.newaxis])
+
+
+def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
+                pad_id: int = 0, pad_to_max_length: bool = False) -> dict:
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` from ragged int ids [B, (T)].
+
+    Truncates as the original (a single segment to `max_seq_length - 2`; a pair
+    longest-first to `max_seq_length - 3`). Returns int32 `input_word_ids`,
+    `input_mask`, `input_type_ids` of shape [B, S]: S is the batch's longest packed
+    length, or `max_seq_length` with `pad_to_max_length`.
+    """
+    if not 1 <= len(segments) <= 2:
+        raise ValueError(f"pack_inputs takes one or two segments, got {len(segments)}")
+    segments = [tf.cast(s, tf.int32) for s in segments]
+    batch = segments[0].nrows()
+    lengths = [s.row_lengths() for s in segments]
+    if len(segments) == 1:
+        segments = [_take(segments[0], tf.minimum(lengths[0], max_seq_length - 2))]
+    else:
+        new_a, new_b = truncated_lengths(lengths[0], lengths[1], max_seq_length - 3)
+        segments = [_take(segments[0], new_a), _take(segments[1], new_b)]
+
+    def column(value):  # [B, 1] ragged
+        return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
+
+    pieces, types = [column(cls_id)], [column(0)]
+    for type_id, segment in enumerate(segments):
+        pieces += [segment, column(sep_id)]
+        types += [tf.zeros_like(segment) + type_id, column(type_id)]
+    word_ids = tf.concat(pieces, axis=1)  # [B, (S)]
+    type_ids = tf.concat(types, axis=1)
+    shape = [None, max_seq_length] if pad_to_max_length else None
+    return {
+        "input_word_ids": word_ids.to_tensor(default_value=pad_id, shape=shape),
+        "input_mask": tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),
+        "input_type_ids": type_ids.to_tensor(default_value=0, shape=shape),
+    }

@@ -1,0 +1,242 @@
+"""Tokenization: the original's behaviour in Python, and the same ids in the graph."""
+
+import pathlib
+import random
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf.text import AlbertTextTokenizer, pack_inputs, truncated_lengths
+from albert_tf.tokenization import (
+    FullTokenizer,
+    TokenizerError,
+    preprocess_text,
+    truncate_seq_pair,
+)
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+SPM_MODEL = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
+REAL_TEXT = (FIXTURES / "text" / "real_sample.txt").read_text(encoding="utf-8").splitlines()
+SHARED = pathlib.Path(__file__).parent.parent.parent / "shared" / "data"
+
+# Hand-made cases for the corners of the rules.
+EDGE_CASES = [
+    "This is a test", "", "   ", "It cost 1,000, or 2,5, in 1990, then",
+    "a1, b22,33, 4,", "Café naïve façade ÅNGSTRÖM ß ﬁ ½ x², Œuvre",
+    "``quoted'' and \"plain\" quotes", "tabs\tand\nnew\r\nlines\u00a0nbsp\u3000ideographic",
+    "日本語のテキスト, 中文句子。", "emoji 😀 and symbols © ™ → ∞", "MiXeD CaSe İstanbul",
+    "control\u0007chars\u200bzero\ufeffwidth", "hyphen-ated words—and dashes – too",
+    # Equal-score segmentations: tie-breaking must be the Python package's.
+    "rated eee for excitement", "the $900000 (about R7.5-million)",
+]
+
+
+@pytest.fixture(scope="module")
+def spm_tokenizer():
+    return FullTokenizer(spm_model_file=SPM_MODEL, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def spm_graph():
+    return AlbertTextTokenizer(spm_model_file=SPM_MODEL, do_lower_case=True)
+
+
+# --------------------------------------------------------------------- Python
+def test_preprocess_text_rules():
+    assert preprocess_text("  a \t b\n\nc  ") == "a b c"
+    assert preprocess_text("``hi''") == '"hi"'
+    assert preprocess_text("Café Ångström") == "Cafe Angstrom"
+    assert preprocess_text("Café", keep_accents=True) == unicodedata.normalize("NFC", "Café")
+    assert preprocess_text("Café ABC", lower=True) == "cafe abc"
+    assert preprocess_text("  a  b ", remove_space=False) == "  a  b "
+    assert preprocess_text(b"bytes \xff ok") == "bytes ok"  # invalid UTF-8 dropped
+
+
+def test_sentencepiece_matches_googles_model(spm_tokenizer):
+    text = spm_tokenizer.preprocess("This is a test")
+    assert text == "this is a test"
+    assert spm_tokenizer.tokenize(text) == ["▁this", "▁is", "▁a", "▁test"]
+    assert spm_tokenizer.encode("This is a test") == [48, 25, 21, 1289]
+    assert spm_tokenizer.convert_ids_to_tokens([48, 25, 21, 1289]) == [
+        "▁this", "▁is", "▁a", "▁test"]
+    assert len(spm_tokenizer.vocab) == 30000
+    assert [spm_tokenizer.special_id(s) for s in ("[CLS]", "[SEP]", "[MASK]", "pad")] == [
+        2, 3, 4, 0]
+
+
+def test_pieces_ending_in_digit_comma_are_resplit(spm_tokenizer):
+    raw = spm_tokenizer.sp_model.EncodeAsPieces("in 1990, or 2,5, then")
+    assert "▁1990," in raw and "▁2," in raw  # what SentencePiece alone gives
+    pieces = spm_tokenizer.tokenize("in 1990, or 2,5, then")
+    assert pieces == ["▁in", "▁1990", ",", "▁or", "▁2", ",", "5", ",", "▁then"]
+    assert "".join(pieces).replace("▁", " ").strip() == "in 1990, or 2,5, then"
+
+
+def make_wordpiece_vocab(path, texts, extra=()):
+    """A BERT-style vocab: specials, frequent words, every character alone and as ##."""
+    from albert_tf.tokenization import BasicTokenizer
+
+    words, chars = {}, set()
+    for text in texts:
+        for word in BasicTokenizer(do_lower_case=True).tokenize(text):
+            words[word] = words.get(word, 0) + 1
+            chars.update(word)
+    frequent = [w for w, n in sorted(words.items(), key=lambda x: -x[1])[:300]]
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *extra, *frequent]
+    tokens += sorted(chars) + ["##" + c for c in sorted(chars)]
+    path.write_text("\n".join(dict.fromkeys(tokens)) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_wordpiece_is_berts(tmp_path):
+    vocab = make_wordpiece_vocab(tmp_path / "vocab.txt", [], extra=[
+        "un", "##aff", "##able", "hello", "中", "国", ",", "!"])
+    tokenizer = FullTokenizer(vocab_file=vocab, do_lower_case=True)
+    assert tokenizer.tokenize("UnAffable") == ["un", "##aff", "##able"]
+    assert tokenizer.tokenize("Héllo, 中国!") == ["hello", ",", "中", "国", "!"]
+    assert tokenizer.tokenize("unknownword") == ["[UNK]"]
+    assert tokenizer.tokenize("un" * 101) == ["[UNK]"]  # over 200 characters
+    ids = tokenizer.convert_tokens_to_ids(["un", "##aff"])
+    assert tokenizer.convert_ids_to_tokens(ids) == ["un", "##aff"]
+    assert tokenizer.preprocess("Keep Case") == "Keep Case"  # its basic tokenizer lowercases
+    cased = FullTokenizer(vocab_file=vocab, do_lower_case=False)
+    assert cased.tokenize("Hello") == ["[UNK]"]
+
+
+def test_tokenizer_files_are_checked(tmp_path):
+    with pytest.raises(TokenizerError, match="needs a spm_model_file or a vocab_file"):
+        FullTokenizer()
+    with pytest.raises(TokenizerError, match=f"vocab file {tmp_path}/none.txt does not exist"):
+        FullTokenizer(vocab_file=str(tmp_path / "none.txt"))
+    (tmp_path / "bad.model").write_bytes(b"not a model")
+    with pytest.raises(TokenizerError, match=f"{tmp_path}/bad.model is not a SentencePiece"):
+        FullTokenizer(spm_model_file=str(tmp_path / "bad.model"))
+    (tmp_path / "words.txt").write_text("a\nb\n")
+    with pytest.raises(TokenizerError, match=r"has no \[CLS\] or \[SEP\] token"):
+        FullTokenizer(vocab_file=str(tmp_path / "words.txt"))
+
+
+def test_truncate_seq_pair_is_longest_first():
+    a, b = list(range(7)), list(range(4))
+    truncate_seq_pair(a, b, 8)
+    assert (len(a), len(b)) == (4, 4)
+    a, b = list(range(5)), list(range(5))
+    truncate_seq_pair(a, b, 7)
+    assert (len(a), len(b)) == (4, 3)  # ties pop from the second
+
+
+# ------------------------------------------------------------------ in-graph
+def test_graph_equals_python_on_real_and_edge_text(spm_tokenizer, spm_graph):
+    texts = REAL_TEXT + EDGE_CASES
+    graph_ids = spm_graph.tokenize(texts).to_list()
+    mismatches = [(t, g, spm_tokenizer.encode(t)) for t, g in zip(texts, graph_ids)
+                  if g != spm_tokenizer.encode(t)]
+    assert not mismatches, mismatches[:3]
+    assert sum(len(g) for g in graph_ids) > 9_000  # real work was compared
+
+
+def test_graph_drops_invalid_utf8_like_python(spm_tokenizer, spm_graph):
+    raw = b"valid \xff\xfe bytes \xc3"
+    assert spm_graph.tokenize(tf.constant(raw)).numpy().tolist() == spm_tokenizer.encode(raw)
+
+
+def test_graph_wordpiece_equals_python(tmp_path):
+    chinese = ["中文的句子，还有标点。", "我们在北京大学学习自然语言处理",
+               "混合 English 和中文 text"]
+    texts = REAL_TEXT[:200] + EDGE_CASES + chinese
+    vocab = make_wordpiece_vocab(tmp_path / "vocab.txt", REAL_TEXT[:100] + chinese[:1])
+    for lower in (True, False):
+        python = FullTokenizer(vocab_file=vocab, do_lower_case=lower)
+        graph = AlbertTextTokenizer(vocab_file=vocab, do_lower_case=lower)
+        graph_ids = graph.tokenize(texts).to_list()
+        mismatches = [(t, g, python.encode(t)) for t, g in zip(texts, graph_ids)
+                      if g != python.encode(t)]
+        assert not mismatches, mismatches[:3]
+    assert any(python.vocab["[UNK]"] in ids for ids in graph_ids)  # unknowns exercised
+
+
+def test_graph_tokenizer_runs_in_tf_data(spm_tokenizer, spm_graph):
+    dataset = tf.data.Dataset.from_tensor_slices(REAL_TEXT[:40]).batch(8).map(
+        spm_graph.tokenize)
+    ids = [row for batch in dataset for row in batch.to_list()]
+    assert ids == [spm_tokenizer.encode(t) for t in REAL_TEXT[:40]]
+
+
+def test_graph_tokenizer_survives_a_savedmodel(tmp_path, spm_tokenizer, spm_graph):
+    module = tf.Module()
+    module.tokenizer = spm_graph
+    module.encode = tf.function(
+        lambda texts: spm_graph.tokenize(texts).to_tensor(),
+        input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(module, str(tmp_path / "saved"))
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    ids = loaded.encode(tf.constant(["This is a test", "in 1990, then"])).numpy()
+    assert ids[0, :4].tolist() == [48, 25, 21, 1289]
+    assert ids[1][ids[1] != 0].tolist() == spm_tokenizer.encode("in 1990, then")
+
+
+@pytest.mark.skipif(not (SHARED / "squad" / "dev-v1.1.json").exists(),
+                    reason="the shared SQuAD and GLUE data are not beside the repo")
+def test_graph_equals_python_on_shared_squad_and_glue(spm_tokenizer, spm_graph):
+    import json
+
+    squad = json.loads((SHARED / "squad" / "dev-v1.1.json").read_text())
+    texts = []
+    for article in squad["data"][:12]:
+        for paragraph in article["paragraphs"]:
+            texts.append(paragraph["context"])
+            texts += [qa["question"] for qa in paragraph["qas"]]
+    for task, column in (("SST-2", 0), ("RTE", 1), ("MRPC", 3)):
+        rows = (SHARED / "glue" / task / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
+        texts += [row.split("\t")[column] for row in rows]
+    graph_ids = spm_graph.tokenize(texts).to_list()
+    mismatches = [t for t, g in zip(texts, graph_ids) if g != spm_tokenizer.encode(t)]
+    assert not mismatches, mismatches[:3]
+    assert len(texts) > 3000
+
+
+# ------------------------------------------------------------------- packing
+def test_truncated_lengths_equal_the_originals_loop():
+    cases = [(a, b, m) for a in range(0, 12) for b in range(0, 12) for m in range(0, 14)]
+    got_a, got_b = truncated_lengths(*(tf.constant(x) for x in zip(*cases)))
+    for (a, b, m), ga, gb in zip(cases, got_a.numpy(), got_b.numpy()):
+        seq_a, seq_b = list(range(a)), list(range(b))
+        truncate_seq_pair(seq_a, seq_b, m)
+        assert (ga, gb) == (len(seq_a), len(seq_b)), (a, b, m)
+
+
+def python_pack(a, b, max_len):
+    a, b = list(a), list(b) if b is not None else None
+    if b is None:
+        a = a[:max_len - 2]
+        return [2] + a + [3], [0] * (len(a) + 2)
+    truncate_seq_pair(a, b, max_len - 3)
+    return [2] + a + [3] + b + [3], [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+def test_pack_inputs_equals_the_original_packing():
+    rng = random.Random(0)
+    a = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(20)]
+    b = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(20)]
+    for segments in ([a], [a, b]):
+        packed = pack_inputs([tf.ragged.constant(s, tf.int32) for s in segments], 16,
+                             cls_id=2, sep_id=3)
+        ids, types = packed["input_word_ids"].numpy(), packed["input_type_ids"].numpy()
+        mask = packed["input_mask"].numpy()
+        for i in range(20):
+            want_ids, want_types = python_pack(a[i], b[i] if len(segments) == 2 else None, 16)
+            n = int(mask[i].sum())
+            assert ids[i, :n].tolist() == want_ids and types[i, :n].tolist() == want_types
+            assert not ids[i, n:].any() and not types[i, n:].any()
+        assert ids.shape[1] == max(int(m.sum()) for m in mask) <= 16  # batch's longest
+
+
+def test_pack_inputs_pads_to_max_length_on_request():
+    packed = pack_inputs([tf.ragged.constant([[7, 8]])], 10, cls_id=2, sep_id=3, pad_id=0,
+                         pad_to_max_length=True)
+    np.testing.assert_array_equal(packed["input_word_ids"], [[2, 7, 8, 3, 0, 0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(packed["input_mask"], [[1, 1, 1, 1, 0, 0, 0, 0, 0, 0]])
+    with pytest.raises(ValueError, match="one or two segments"):
+        pack_inputs([], 10, cls_id=2, sep_id=3)

@@ -110,12 +110,13 @@ def _to_int32(features: dict) -> dict:
             for k, v in features.items()}
 
 
-def trim_to_length(features: dict) -> dict:
-    """Cuts the sequence features back to the longest real length (sum of
-    `input_mask` along the last axis), so that batches can pad to their own longest."""
+def trim_to_length(features: dict, sequence_features=SEQUENCE_FEATURES) -> dict:
+    """Cuts the sequence features (by default the three model inputs; a dataset with
+    more, such as SQuAD's `p_mask`, names them all) back to the longest real length (sum
+    of `input_mask` along the last axis), so that batches can pad to their own longest."""
     length = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), -1))
     trimmed = dict(features)
-    for name in SEQUENCE_FEATURES:
+    for name in sequence_features:
         trimmed[name] = features[name][..., :length]
     return trimmed
 
@@ -129,7 +130,9 @@ def to_model_inputs(features: Mapping[str, tf.Tensor]) -> dict:
 def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
                         seed: int | None = None, drop_remainder: bool = False,
                         shuffle_buffer: int = 10_000, repeat: bool | None = None,
-                        bucket_boundaries: list[int] | None = None) -> tf.data.Dataset:
+                        bucket_boundaries: list[int] | None = None,
+                        sequence_features=SEQUENCE_FEATURES,
+                        padding_values: Mapping[str, int] | None = None) -> tf.data.Dataset:
     """Batches of original-format fine-tuning records, padded to each batch's longest.
 
     Args:
@@ -139,6 +142,8 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
       drop_remainder: fixed batch size (TPU).
       bucket_boundaries: sequence lengths at which to bucket, so that examples of
         similar length share a batch (eval and predict keep every example).
+      sequence_features: the features trimmed to the real length (`trim_to_length`).
+      padding_values: feature name -> the value that pads it in a batch (default 0).
     """
     files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     dataset = tf.data.TFRecordDataset([os.fspath(f) for f in files])
@@ -147,11 +152,18 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
     if repeat if repeat is not None else training:
         dataset = dataset.repeat()
     dataset = dataset.map(lambda record: trim_to_length(_to_int32(
-        tf.io.parse_single_example(record, spec))), num_parallel_calls=tf.data.AUTOTUNE)
+        tf.io.parse_single_example(record, spec)), sequence_features),
+        num_parallel_calls=tf.data.AUTOTUNE)
+    padding = None
+    if padding_values:
+        padding = {name: tf.constant(padding_values.get(name, 0), element.dtype)
+                   for name, element in dataset.element_spec.items()}
     if bucket_boundaries:
         dataset = dataset.bucket_by_sequence_length(
             lambda f: tf.shape(f["input_ids"])[-1], bucket_boundaries,
-            [batch_size] * (len(bucket_boundaries) + 1), drop_remainder=drop_remainder)
+            [batch_size] * (len(bucket_boundaries) + 1), padding_values=padding,
+            drop_remainder=drop_remainder)
     else:
-        dataset = dataset.padded_batch(batch_size, drop_remainder=drop_remainder)
+        dataset = dataset.padded_batch(batch_size, padding_values=padding,
+                                       drop_remainder=drop_remainder)
     return dataset.prefetch(tf.data.AUTOTUNE)

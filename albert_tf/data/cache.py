@@ -1,0 +1,126 @@
+"""Converted datasets cached beside their settings, so a stale cache is rebuilt.
+
+A converted file `<path>` (TFRecords) has `<path>.meta.json` beside it holding the
+settings that shaped it (source files and their SHA-256, lengths, the tokenizer's model
+and `do_lower_case`, a format version). Both are written under temporary names and
+renamed; the settings file is written last, so an interrupted conversion never leaves a
+file that looks valid. Never pickle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import uuid
+from typing import Callable
+
+import tensorflow as tf
+from absl import logging
+
+META_SUFFIX = ".meta.json"  # the settings file beside a cached record file
+
+
+def open_binary(path: str):
+    """A local file with `open`, a URL (gs://, ...) with `tf.io.gfile`."""
+    return tf.io.gfile.GFile(path, "rb") if "://" in path else open(path, "rb")
+
+
+@dataclasses.dataclass(frozen=True)
+class CachedRecords:
+    path: str            # the TFRecord file
+    num_examples: int
+    num_skipped: int     # bad rows left out of it
+    reused: bool         # True when an existing, matching file was used
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open_binary(path) as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def abspath_or_url(path) -> str | None:
+    """An absolute local path, or the URL unchanged."""
+    if not path:
+        return None
+    path = os.fspath(path)
+    return path if "://" in path else os.path.abspath(path)
+
+
+def tokenizer_settings(tokenizer) -> dict:
+    """What identifies a tokenizer's output: its model or vocab (path and content) and
+    `do_lower_case`."""
+    model = getattr(tokenizer, "spm_model_file", None)
+    vocab = None if model else getattr(tokenizer, "vocab_file", None)
+    return {
+        "spm_model_file": abspath_or_url(model),
+        "vocab_file": abspath_or_url(vocab),
+        "tokenizer_sha256": file_sha256(os.fspath(model or vocab)) if model or vocab
+        else None,
+        "do_lower_case": bool(tokenizer.do_lower_case),
+    }
+
+
+def read_cache_info(path: str) -> dict | None:
+    """The settings stored beside a cached record file, or None."""
+    info_path = path + META_SUFFIX
+    if not (tf.io.gfile.exists(path) and tf.io.gfile.exists(info_path)):
+        return None
+    try:
+        with tf.io.gfile.GFile(info_path, "r") as f:
+            return json.load(f)
+    except (ValueError, OSError):
+        return None
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    """Writes `text` to `path` under a temporary name, then renames it."""
+    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
+    try:
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            f.write(text)
+        tf.io.gfile.rename(tmp, path, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.remove(tmp)
+        raise
+
+
+def write_cache_info(path: str, info: dict) -> None:
+    """Writes `<path>.meta.json` atomically."""
+    write_text_atomically(path + META_SUFFIX, json.dumps(info, indent=2, sort_keys=True))
+
+
+def changed_settings(new: dict, old: dict) -> list[str]:
+    """The keys whose values differ between two settings dicts."""
+    return sorted(k for k in set(new) | set(old) if new.get(k) != old.get(k))
+
+
+def cached_conversion(path: str, settings: dict,
+                      convert: Callable[[str], tuple[int, int]]) -> CachedRecords:
+    """Reuses `path` when `<path>.meta.json` holds exactly `settings`; otherwise runs
+    `convert(path) -> (num_examples, num_skipped)` and stores the settings.
+
+    The settings file is removed before converting and written only after the records
+    are complete, so an interrupted run never leaves a file that looks valid.
+    """
+    info = read_cache_info(path)
+    if info is not None and info.get("settings") == settings:
+        logging.info("using cached records %s (%d examples)", path, info["num_examples"])
+        return CachedRecords(path, info["num_examples"], info.get("num_skipped", 0), True)
+    if info is not None:
+        changed = changed_settings(settings, info.get("settings", {}))
+        logging.info("re-converting %s: settings changed (%s)", path, ", ".join(changed))
+    elif tf.io.gfile.exists(path):
+        logging.warning("re-converting %s: no settings file %s%s beside it", path, path,
+                        META_SUFFIX)
+    if tf.io.gfile.exists(path + META_SUFFIX):
+        tf.io.gfile.remove(path + META_SUFFIX)
+    num_examples, num_skipped = convert(path)
+    write_cache_info(path, {"settings": settings, "num_examples": num_examples,
+                            "num_skipped": num_skipped})
+    return CachedRecords(path, num_examples, num_skipped, False)

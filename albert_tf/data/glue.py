@@ -1,0 +1,427 @@
+"""GLUE: the tasks, their TSV files, features and TFRecords as the original ALBERT code.
+
+`GLUE_TASKS` is the one list of tasks (name -> directory, labels, metric, regression or
+not, pair or single, where each column is); everything else (processors, records, the
+training script) reads it from here. Names are the original `run_classifier.py`'s
+(`cola`, `mnli`, `mismnli`, `mrpc`, `rte`, `sst-2`, `sts-b`, `qqp`, `qnli`, `wnli`) plus
+`ax` (the diagnostic set, which the original has a processor for), case-insensitive.
+
+Rows become examples as the original processors do (same columns, same guid, text passed
+through `tokenizer.preprocess` where the original calls `process_text`, test rows
+without labels), and examples become the original's features: `[CLS] A [SEP] (B [SEP])`,
+longest-first truncation, zero padding to `max_seq_length`, records with `input_ids`,
+`input_mask`, `segment_ids`, `label_ids` (float for STS-B) and `is_real_example`.
+Unlike the original, bad rows (unknown label, missing columns, invalid UTF-8) are
+skipped with a warning naming file and line instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import os
+from typing import Callable, Iterator, Mapping, Sequence
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.data import records
+from albert_tf.data.cache import (
+    CachedRecords,
+    abspath_or_url,
+    cached_conversion,
+    file_sha256,
+    open_binary,
+    tokenizer_settings,
+)
+from albert_tf.tokenization import CLS, SEP, convert_to_unicode, truncate_seq_pair
+
+SPLITS = ("train", "dev", "test")
+# The original run_classifier.py names: <task>_train.tf_record, <task>_eval.tf_record
+# (and predict.tf_record, which we prefix with the task too).
+CACHE_SUFFIX = {"train": "train", "dev": "eval", "test": "predict"}
+CACHE_FORMAT = "albert_tf.glue/1"  # bump when a change here changes the records
+
+
+class GlueDataError(ValueError):
+    """GLUE data that cannot be used: nothing valid left in a file, a split the task
+    does not have, a label the task does not know."""
+
+
+# ----------------------------------------------------------------------- the tasks
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where one split's fields are in a TSV row (0-based columns; -1 = last)."""
+
+    text_a: int
+    text_b: int | None = None
+    label: int | None = None  # None: a test split, without labels
+    guid: int | None = None   # None: "<split>-<row index>", as the original
+    header: bool = True
+
+    @property
+    def min_columns(self) -> int:
+        used = [c for c in (self.text_a, self.text_b, self.label, self.guid)
+                if c is not None and c >= 0]
+        # A label read from the last column must not be one of the text columns.
+        return max(used) + 1 + (1 if self.label is not None and self.label < 0 else 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+    """One GLUE task: where its files are and what its labels and metric are."""
+
+    name: str                      # the original's task_name, lower case: "sts-b"
+    dir_name: str                  # its folder under the GLUE root: "STS-B"
+    labels: tuple[str, ...]        # () for regression
+    metric: str                    # the original's eval key: eval_accuracy, ...
+    is_regression: bool
+    is_pair: bool
+    files: Mapping[str, str]       # split -> file name in dir_name
+    layouts: Mapping[str, Layout]  # split -> columns
+
+    @property
+    def num_labels(self) -> int:
+        """Outputs of the classifier: 1 for regression, as the original's `[None]`."""
+        return 1 if self.is_regression else len(self.labels)
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(s for s in SPLITS if s in self.files)
+
+    def path(self, data_dir: str | os.PathLike, split: str) -> str:
+        if split not in self.files:
+            raise GlueDataError(
+                f"task {self.name} has no {split!r} split (it has: {', '.join(self.splits)})")
+        return os.path.join(os.fspath(data_dir), self.dir_name, self.files[split])
+
+
+def _files(train="train.tsv", dev="dev.tsv", test="test.tsv"):
+    return {"train": train, "dev": dev, "test": test}
+
+
+def _pair_layouts(text_a, text_b, label, test_a, test_b, guid=0):
+    train = Layout(text_a, text_b, label=label, guid=guid)
+    return {"train": train, "dev": train, "test": Layout(test_a, test_b, guid=0)}
+
+
+_MNLI_LABELS = ("contradiction", "entailment", "neutral")
+_NLI_LABELS = ("entailment", "not_entailment")
+_BINARY = ("0", "1")
+_ACCURACY, _MCC, _PEARSON = "eval_accuracy", "matthew_corr", "pearson"
+_MNLI_LAYOUTS = _pair_layouts(8, 9, -1, 8, 9)
+
+GLUE_TASKS: dict[str, GlueTask] = {task.name: task for task in (
+    GlueTask("cola", "CoLA", _BINARY, _MCC, False, False, _files(), {
+        # CoLA's train and dev have no header (as GLUE ships them); its test has one.
+        "train": Layout(3, label=1, header=False), "dev": Layout(3, label=1, header=False),
+        "test": Layout(1, guid=0)}),
+    GlueTask("sst-2", "SST-2", _BINARY, _ACCURACY, False, False, _files(), {
+        "train": Layout(0, label=1), "dev": Layout(0, label=1), "test": Layout(1, guid=0)}),
+    GlueTask("mrpc", "MRPC", _BINARY, _ACCURACY, False, True, _files(),
+             _pair_layouts(3, 4, 0, 3, 4, guid=None)),
+    GlueTask("sts-b", "STS-B", (), _PEARSON, True, True, _files(),
+             _pair_layouts(7, 8, -1, 7, 8)),
+    GlueTask("qqp", "QQP", _BINARY, _ACCURACY, False, True, _files(),
+             _pair_layouts(3, 4, 5, 1, 2)),
+    GlueTask("mnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
+             _files(dev="dev_matched.tsv", test="test_matched.tsv"), _MNLI_LAYOUTS),
+    GlueTask("mismnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
+             _files(dev="dev_mismatched.tsv", test="test_mismatched.tsv"), _MNLI_LAYOUTS),
+    GlueTask("qnli", "QNLI", _NLI_LABELS, _ACCURACY, False, True, _files(),
+             _pair_layouts(1, 2, -1, 1, 2)),
+    GlueTask("rte", "RTE", _NLI_LABELS, _ACCURACY, False, True, _files(),
+             _pair_layouts(1, 2, -1, 1, 2)),
+    GlueTask("wnli", "WNLI", _BINARY, _ACCURACY, False, True, _files(),
+             _pair_layouts(1, 2, -1, 1, 2)),
+    # The diagnostic set: test only, scored with an MNLI model.
+    GlueTask("ax", "diagnostic", _MNLI_LABELS, _ACCURACY, False, True,
+             {"test": "diagnostic.tsv"}, {"test": Layout(1, 2, guid=0)}),
+)}
+
+# Other spellings people use -> the original's names.
+TASK_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnli",
+                "mnli-mm": "mismnli", "mnli_mismatched": "mismnli", "diagnostic": "ax"}
+
+
+def get_task(name: str | GlueTask) -> GlueTask:
+    """The task named `name` (case-insensitive; `TASK_ALIASES` accepted)."""
+    if isinstance(name, GlueTask):
+        return name
+    key = name.strip().lower()
+    key = TASK_ALIASES.get(key, key)
+    if key not in GLUE_TASKS:
+        raise GlueDataError(
+            f"unknown GLUE task {name!r}; known: {', '.join(GLUE_TASKS)}")
+    return GLUE_TASKS[key]
+
+
+# ---------------------------------------------------------------- rows -> examples
+@dataclasses.dataclass
+class InputExample:
+    """One GLUE example. `label` is a label string, a float (STS-B), or None (test)."""
+
+    guid: str
+    text_a: str
+    text_b: str | None = None
+    label: str | float | None = None
+
+
+def _missing_file_error(task: GlueTask, data_dir, path: str) -> FileNotFoundError:
+    data_dir = os.fspath(data_dir)
+    hint = (f"--data_dir is the GLUE root: the {task.name} processor adds "
+            f"'{task.dir_name}/{os.path.basename(path)}'")
+    if tf.io.gfile.exists(os.path.join(data_dir, os.path.basename(path))):
+        hint += f"; {data_dir} looks like the {task.dir_name} folder itself, use its parent"
+    elif not tf.io.gfile.isdir(data_dir):
+        hint = f"{data_dir} does not exist; " + hint
+    return FileNotFoundError(f"GLUE file {path} does not exist ({hint})")
+
+
+def read_tsv_lines(path: str, skips: records.SkipLog) -> Iterator[tuple[int, list[str]]]:
+    """(0-based row index, fields) for each line of a tab-separated file.
+
+    No quote handling, as the original (`csv` with `quotechar=None`): quotes are text.
+    A UTF-8 byte-order mark is dropped; lines that are not UTF-8 are skipped (counted,
+    warned with file and line).
+    """
+    with open_binary(path) as f:
+        for index, raw in enumerate(f):
+            raw = raw.rstrip(b"\n")
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
+            if index == 0 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                skips.skip(f"{path}:{index + 1}",
+                           f"not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})")
+                continue
+            yield index, line.split("\t")
+
+
+class GlueProcessor:
+    """Reads a task's TSV files into `InputExample`s, as the original processors.
+
+    Args:
+      task: a `GlueTask` or its name.
+      process_text: what the original's `process_text` does to texts, labels and ids
+        read from the file: pass `tokenizer.preprocess` (SentencePiece:
+        `preprocess_text`, lowercasing per `do_lower_case`; WordPiece: nothing), or use
+        `for_tokenizer` / `get_processor`. Default: nothing.
+    """
+
+    def __init__(self, task: str | GlueTask,
+                 process_text: Callable[[str], str] | None = None):
+        self.task = get_task(task)
+        self.process_text = process_text or convert_to_unicode
+        self.last_skipped = 0
+
+    @classmethod
+    def for_tokenizer(cls, task: str | GlueTask, tokenizer) -> "GlueProcessor":
+        """Text processed as the original does for `tokenizer` (`tokenizer.preprocess`)."""
+        return cls(task, tokenizer.preprocess)
+
+    def get_labels(self) -> list:
+        """The original's label list (`[None]` for STS-B)."""
+        return [None] if self.task.is_regression else list(self.task.labels)
+
+    def get_train_examples(self, data_dir) -> list[InputExample]:
+        return self.get_examples(data_dir, "train")
+
+    def get_dev_examples(self, data_dir) -> list[InputExample]:
+        return self.get_examples(data_dir, "dev")
+
+    def get_test_examples(self, data_dir) -> list[InputExample]:
+        return self.get_examples(data_dir, "test")
+
+    def get_examples(self, data_dir, split: str) -> list[InputExample]:
+        """The examples of `split` ("train", "dev", "test") under the GLUE root
+        `data_dir`. Bad rows are skipped (see `last_skipped`); a file with no usable
+        row raises `GlueDataError`."""
+        task = self.task
+        path = task.path(data_dir, split)
+        if not tf.io.gfile.exists(path):
+            raise _missing_file_error(task, data_dir, path)
+        layout = task.layouts[split]
+        skips = records.SkipLog(f"{task.name} {split} row")
+        examples = []
+        for index, line in read_tsv_lines(path, skips):
+            if index == 0 and layout.header:
+                continue
+            where = f"{path}:{index + 1}"
+            if line == [""]:
+                skips.skip(where, "empty line")
+                continue
+            if len(line) < layout.min_columns:
+                skips.skip(where, f"{len(line)} columns, expected at least "
+                                  f"{layout.min_columns}")
+                continue
+            example, error = self._make_example(index, line, layout, split)
+            if error:
+                skips.skip(where, error)
+                continue
+            examples.append(example)
+        skips.summary(len(examples) + skips.count)
+        self.last_skipped = skips.count
+        if not examples:
+            raise GlueDataError(
+                f"no usable {task.name} {split} example in {path} "
+                f"({skips.count} bad row(s) skipped, see the warnings)")
+        return examples
+
+    def _make_example(self, index: int, line: list[str], layout: Layout, split: str
+                      ) -> tuple[InputExample | None, str | None]:
+        process = self.process_text
+        label = None
+        if layout.label is not None:
+            raw = line[layout.label]
+            if self.task.is_regression:  # the original: float(line[-1]), unprocessed
+                try:
+                    label = float(raw)
+                except ValueError:
+                    return None, f"label {raw!r} is not a number"
+            else:
+                label = process(raw)
+                if label not in self.task.labels:
+                    return None, (f"unknown label {raw!r} (expected one of "
+                                  f"{', '.join(self.task.labels)})")
+        guid = f"{split}-{index}" if layout.guid is None else process(line[layout.guid])
+        text_b = None if layout.text_b is None else process(line[layout.text_b])
+        return InputExample(guid, process(line[layout.text_a]), text_b, label), None
+
+
+def get_processor(task: str | GlueTask, tokenizer=None) -> GlueProcessor:
+    """The processor of `task`, processing text as `tokenizer` needs (if given)."""
+    if tokenizer is None:
+        return GlueProcessor(task)
+    return GlueProcessor.for_tokenizer(task, tokenizer)
+
+
+# ------------------------------------------------------------- examples -> features
+@dataclasses.dataclass
+class InputFeatures:
+    input_ids: list[int]
+    input_mask: list[int]
+    segment_ids: list[int]
+    label_id: int | float
+    is_real_example: bool = True
+
+
+def label_id(task: GlueTask, label) -> int | float:
+    """The record label: the label's index, the float score (STS-B), or 0 for a test
+    example (the original gives test examples the first label)."""
+    if label is None:
+        return 0.0 if task.is_regression else 0
+    if task.is_regression:
+        return float(label)
+    try:
+        return task.labels.index(label)
+    except ValueError:
+        raise GlueDataError(f"unknown {task.name} label {label!r} (expected one of "
+                            f"{', '.join(task.labels)})") from None
+
+
+def convert_single_example(example: InputExample, task: str | GlueTask,
+                           max_seq_length: int, tokenizer) -> InputFeatures:
+    """`[CLS] A [SEP] (B [SEP])` ids, mask and segments padded to `max_seq_length`,
+    truncated as the original (pair: longest first; single: keep the start)."""
+    task = get_task(task)
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    tokens_a = tokenizer.tokenize(example.text_a)
+    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
+    if tokens_b:
+        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+    else:  # an empty B counts as no B, as in the original
+        tokens_a = tokens_a[:max_seq_length - 2]
+    tokens = [CLS] + tokens_a + [SEP]
+    segment_ids = [0] * len(tokens)
+    if tokens_b:
+        tokens += tokens_b + [SEP]
+        segment_ids += [1] * (len(tokens_b) + 1)
+    input_ids = tokenizer.convert_tokens_to_ids(tokens)
+    padding = [0] * (max_seq_length - len(input_ids))
+    return InputFeatures(input_ids=input_ids + padding,
+                         input_mask=[1] * len(input_ids) + padding,
+                         segment_ids=segment_ids + padding,
+                         label_id=label_id(task, example.label))
+
+
+def feature_record(features: InputFeatures, task: str | GlueTask) -> bytes:
+    """A serialized tf.Example in the original format."""
+    task = get_task(task)
+    label = (records.float_feature([features.label_id]) if task.is_regression
+             else records.int64_feature([features.label_id]))
+    return records.make_example({
+        "input_ids": records.int64_feature(features.input_ids),
+        "input_mask": records.int64_feature(features.input_mask),
+        "segment_ids": records.int64_feature(features.segment_ids),
+        "label_ids": label,
+        "is_real_example": records.int64_feature([int(features.is_real_example)]),
+    })
+
+
+def write_examples(examples: Sequence[InputExample], task: str | GlueTask,
+                   max_seq_length: int, tokenizer, output_file) -> int:
+    """Writes the examples' features to `output_file` (atomically); returns how many."""
+    task = get_task(task)
+    return records.write_records(output_file, (
+        feature_record(convert_single_example(e, task, max_seq_length, tokenizer), task)
+        for e in examples))
+
+
+def record_spec(task: str | GlueTask, max_seq_length: int) -> dict:
+    """The parsing spec of the task's records (`label_ids` float32 for regression)."""
+    task = get_task(task)
+    return records.fixed_length_spec(max_seq_length, {
+        "label_ids": tf.io.FixedLenFeature([], tf.float32 if task.is_regression
+                                           else tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    })
+
+
+def glue_dataset(files, task: str | GlueTask, max_seq_length: int, batch_size: int, *,
+                 training: bool, seed: int | None = None, drop_remainder: bool = False,
+                 bucket_boundaries: list[int] | None = None, **kwargs) -> tf.data.Dataset:
+    """Batches of the task's records (original feature names), each padded to its own
+    longest sequence; see `records.fine_tuning_dataset`."""
+    return records.fine_tuning_dataset(
+        files, record_spec(task, max_seq_length), batch_size, training=training, seed=seed,
+        drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries, **kwargs)
+
+
+def cache_path(cache_dir, task: str | GlueTask, split: str) -> str:
+    """`<cache_dir>/<task>_{train,eval,predict}.tf_record`, the original's names."""
+    task = get_task(task)
+    if split not in CACHE_SUFFIX:
+        raise GlueDataError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
+    return os.path.join(os.fspath(cache_dir), f"{task.name}_{CACHE_SUFFIX[split]}.tf_record")
+
+
+def cached_glue_records(task: str | GlueTask, split: str, data_dir, cache_dir, tokenizer,
+                        max_seq_length: int) -> CachedRecords:
+    """Converts a whole split of a task to a TFRecord file under `cache_dir`, or reuses
+    the file converted before from the same data with the same settings.
+
+    The settings (task, split, source file and its SHA-256, `max_seq_length`, the
+    tokenizer's model path and SHA-256, `do_lower_case`) are kept in
+    `<file>.meta.json`; any difference converts again.
+    """
+    task = get_task(task)
+    source = task.path(data_dir, split)
+    if not tf.io.gfile.exists(source):
+        raise _missing_file_error(task, data_dir, source)
+    settings = {"format": CACHE_FORMAT, "task": task.name, "split": split,
+                "source": abspath_or_url(source), "source_sha256": file_sha256(source),
+                "max_seq_length": int(max_seq_length), **tokenizer_settings(tokenizer)}
+
+    def convert(path):
+        processor = get_processor(task, tokenizer)
+        examples = processor.get_examples(data_dir, split)
+        count = write_examples(examples, task, max_seq_length, tokenizer, path)
+        logging.info("wrote %d %s %s examples to %s", count, task.name, split, path)
+        return count, processor.last_skipped
+
+    return cached_conversion(cache_path(cache_dir, task, split), settings, convert)

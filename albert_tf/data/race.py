@@ -1,0 +1,321 @@
+"""RACE: multiple-choice reading comprehension, as the original ALBERT `race_utils.py`.
+
+The release layout is `<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt`, each file
+one JSON document: `article`, `questions`, `options` (four per question), `answers`
+(letters A-D), `id`. Each question becomes one example of four choices:
+`[CLS] article [SEP] question-with-option [SEP]`, the option put in place of the
+question's `_` blank(s) when it has one, else appended after a space. A choice keeps
+the last `max_qa_length` tokens of question + option and the start of the article, and
+the four are packed as `[4, max_seq_length]` (flattened in the TFRecord, as the
+original writes them; `[B, 4, S]` once batched).
+
+Unlike the original, files are read in sorted order (the original follows `os.listdir`,
+so its order depends on the file system) and bad input (invalid JSON or UTF-8, an
+answer outside A-D, a question without four options) is skipped with a warning naming
+the file and question instead of stopping the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from albert_tf.data import records
+from albert_tf.data.cache import (
+    CachedRecords,
+    abspath_or_url,
+    cached_conversion,
+    open_binary,
+    tokenizer_settings,
+)
+from albert_tf.data.glue import InputFeatures
+from albert_tf.tokenization import CLS, SEP, convert_to_unicode
+
+RACE_LABELS = ("A", "B", "C", "D")
+NUM_CHOICES = len(RACE_LABELS)
+LEVELS = ("middle", "high")  # the original's reading order
+SPLITS = ("train", "dev", "test")
+CACHE_FORMAT = "albert_tf.race/1"
+# The original run_race.py's default.
+DEFAULT_MAX_QA_LENGTH = 128
+
+
+class RaceDataError(ValueError):
+    """RACE data that cannot be used: no valid question left, bad arguments."""
+
+
+@dataclasses.dataclass
+class RaceExample:
+    """One question: the article and the four question+option texts."""
+
+    example_id: str
+    context: str
+    endings: list[str]   # NUM_CHOICES texts
+    label: int           # 0-3 for A-D
+
+
+def race_dir(data_dir, split: str) -> str:
+    """`<data_dir>/RACE/<split>`: `data_dir` is the folder that holds `RACE/`."""
+    if split not in SPLITS:
+        raise RaceDataError(f"unknown RACE split {split!r}; expected one of {SPLITS}")
+    return os.path.join(os.fspath(data_dir), "RACE", split)
+
+
+def selected_levels(high_only: bool = False, middle_only: bool = False) -> tuple[str, ...]:
+    if high_only and middle_only:
+        raise RaceDataError("high_only and middle_only exclude each other: set at most one")
+    if high_only:
+        return ("high",)
+    if middle_only:
+        return ("middle",)
+    return LEVELS
+
+
+def race_files(data_dir, split: str, high_only: bool = False,
+               middle_only: bool = False) -> list[str]:
+    """The `.txt` files of a split, level by level (middle, then high), sorted."""
+    split_dir = race_dir(data_dir, split)
+    files = []
+    for level in selected_levels(high_only, middle_only):
+        level_dir = os.path.join(split_dir, level)
+        if not tf.io.gfile.isdir(level_dir):
+            hint = ("the RACE release has RACE/{train,dev,test}/{middle,high}/*.txt; "
+                    "--data_dir is the folder that holds RACE/")
+            if tf.io.gfile.isdir(os.path.join(os.fspath(data_dir), split)):
+                hint += f"; {os.fspath(data_dir)} looks like the RACE folder itself"
+            raise FileNotFoundError(f"RACE folder {level_dir} does not exist ({hint})")
+        files += [os.path.join(level_dir, name)
+                  for name in sorted(tf.io.gfile.listdir(level_dir)) if name.endswith(".txt")]
+    return files
+
+
+def _documents(path: str, skips: records.SkipLog):
+    """The JSON documents of a file: one per file in the release; one per line also
+    works (the original reads line by line)."""
+    with open_binary(path) as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        skips.skip(path, f"not valid UTF-8 (offset {e.start})")
+        return []
+    try:
+        return [json.loads(text)]
+    except ValueError:
+        pass
+    documents = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                documents.append(json.loads(line))
+            except ValueError as e:
+                skips.skip(f"{path}:{number}", f"not JSON ({e})")
+    return documents
+
+
+def make_ending(question: str, option: str) -> str:
+    """The option in place of every `_` of the question, else question + " " + option."""
+    return question.replace("_", option) if "_" in question else f"{question} {option}"
+
+
+def document_examples(document, where: str, process_text: Callable[[str], str],
+                      skips: records.SkipLog) -> list[RaceExample]:
+    """The examples of one RACE JSON document; bad questions are skipped."""
+    if not isinstance(document, dict):
+        skips.skip(where, "not a JSON object")
+        return []
+    missing = [k for k in ("article", "questions", "options", "answers", "id")
+               if k not in document]
+    if missing:
+        skips.skip(where, f"missing field(s) {', '.join(missing)}")
+        return []
+    answers, options, questions = (document["answers"], document["options"],
+                                   document["questions"])
+    context = process_text(document["article"])
+    examples = []
+    for i, answer in enumerate(answers):
+        here = f"{where} question {i}"
+        if i >= len(questions) or i >= len(options):
+            skips.skip(here, "no question or options for this answer")
+            continue
+        if answer not in RACE_LABELS:
+            skips.skip(here, f"answer {answer!r} is not one of {', '.join(RACE_LABELS)}")
+            continue
+        if not isinstance(options[i], list) or len(options[i]) != NUM_CHOICES:
+            skips.skip(here, f"expected {NUM_CHOICES} options, found "
+                             f"{len(options[i]) if isinstance(options[i], list) else 0}")
+            continue
+        question = process_text(questions[i])
+        endings = [make_ending(question, process_text(option)) for option in options[i]]
+        examples.append(RaceExample(str(document["id"]), context, endings,
+                                    RACE_LABELS.index(answer)))
+    return examples
+
+
+class RaceProcessor:
+    """Reads RACE examples as the original `RaceProcessor`.
+
+    Args:
+      process_text: the original's `process_text`: pass `tokenizer.preprocess` (or use
+        `for_tokenizer`). Default: nothing.
+      high_only, middle_only: read only that level.
+    """
+
+    def __init__(self, process_text: Callable[[str], str] | None = None,
+                 high_only: bool = False, middle_only: bool = False):
+        self.process_text = process_text or convert_to_unicode
+        self.levels = selected_levels(high_only, middle_only)
+        self.high_only, self.middle_only = high_only, middle_only
+        self.last_skipped = 0
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer, high_only: bool = False, middle_only: bool = False):
+        return cls(tokenizer.preprocess, high_only, middle_only)
+
+    def get_labels(self) -> list[str]:
+        return list(RACE_LABELS)
+
+    def get_train_examples(self, data_dir) -> list[RaceExample]:
+        return self.get_examples(data_dir, "train")
+
+    def get_dev_examples(self, data_dir) -> list[RaceExample]:
+        return self.get_examples(data_dir, "dev")
+
+    def get_test_examples(self, data_dir) -> list[RaceExample]:
+        return self.get_examples(data_dir, "test")
+
+    def get_examples(self, data_dir, split: str) -> list[RaceExample]:
+        files = race_files(data_dir, split, self.high_only, self.middle_only)
+        skips = records.SkipLog(f"RACE {split} input")
+        examples = []
+        for path in files:
+            documents = _documents(path, skips)
+            for number, document in enumerate(documents):
+                where = path if len(documents) == 1 else f"{path} document {number}"
+                examples += document_examples(document, where, self.process_text, skips)
+        skips.summary(len(examples) + skips.count)
+        self.last_skipped = skips.count
+        if not examples:
+            raise RaceDataError(
+                f"no usable RACE {split} question under {race_dir(data_dir, split)} "
+                f"(levels: {', '.join(self.levels)}; {len(files)} .txt file(s); "
+                f"{skips.count} bad item(s) skipped, see the warnings)")
+        return examples
+
+
+def _check_lengths(max_seq_length: int, max_qa_length: int) -> None:
+    if max_qa_length < 1:
+        raise ValueError(f"max_qa_length must be positive, got {max_qa_length}")
+    if max_seq_length - 3 < max_qa_length:
+        raise ValueError(f"max_seq_length ({max_seq_length}) must leave room for "
+                         f"[CLS], 2 x [SEP] and max_qa_length ({max_qa_length}) tokens")
+
+
+def convert_single_example(example: RaceExample, max_seq_length: int, max_qa_length: int,
+                           tokenizer) -> InputFeatures:
+    """Four `[CLS] article [SEP] ending [SEP]` sequences, each of `max_seq_length`:
+    the ending keeps its last `max_qa_length` tokens, the article what still fits."""
+    _check_lengths(max_seq_length, max_qa_length)
+    if len(example.endings) != NUM_CHOICES:
+        raise RaceDataError(f"example {example.example_id} has {len(example.endings)} "
+                            f"endings, expected {NUM_CHOICES}")
+    context_tokens = tokenizer.tokenize(example.context)
+    input_ids, input_mask, segment_ids = [], [], []
+    for ending in example.endings:
+        ending_tokens = tokenizer.tokenize(ending)[-max_qa_length:]
+        context = context_tokens[:max_seq_length - 3 - len(ending_tokens)]
+        tokens = [CLS] + context + [SEP] + ending_tokens + [SEP]
+        ids = tokenizer.convert_tokens_to_ids(tokens)
+        padding = [0] * (max_seq_length - len(ids))
+        input_ids.append(ids + padding)
+        input_mask.append([1] * len(ids) + padding)
+        segment_ids.append([0] * (len(context) + 2) + [1] * (len(ending_tokens) + 1)
+                           + padding)
+    return InputFeatures(input_ids, input_mask, segment_ids, example.label)
+
+
+def feature_record(features: InputFeatures) -> bytes:
+    """A serialized tf.Example in the original RACE format: the sequences flattened to
+    `NUM_CHOICES * max_seq_length` values."""
+    return records.make_example({
+        "input_ids": records.int64_feature(features.input_ids),
+        "input_mask": records.int64_feature(features.input_mask),
+        "segment_ids": records.int64_feature(features.segment_ids),
+        "label_ids": records.int64_feature([features.label_id]),
+        "is_real_example": records.int64_feature([int(features.is_real_example)]),
+    })
+
+
+def write_examples(examples: Sequence[RaceExample], max_seq_length: int,
+                   max_qa_length: int, tokenizer, output_file) -> int:
+    """Writes the examples' features to `output_file` (atomically); returns how many."""
+    _check_lengths(max_seq_length, max_qa_length)
+    return records.write_records(output_file, (
+        feature_record(convert_single_example(e, max_seq_length, max_qa_length, tokenizer))
+        for e in examples))
+
+
+def record_spec(max_seq_length: int) -> dict:
+    """The parsing spec: sequences `[NUM_CHOICES, max_seq_length]`, int64 labels."""
+    return records.fixed_length_spec(max_seq_length, {
+        "label_ids": tf.io.FixedLenFeature([], tf.int64),
+        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+    }, sequence_shape=(NUM_CHOICES,))
+
+
+def race_dataset(files, max_seq_length: int, batch_size: int, *, training: bool,
+                 seed: int | None = None, drop_remainder: bool = False,
+                 bucket_boundaries: list[int] | None = None, **kwargs) -> tf.data.Dataset:
+    """Batches of RACE records: sequences `[B, 4, L]` with L the batch's longest."""
+    return records.fine_tuning_dataset(
+        files, record_spec(max_seq_length), batch_size, training=training, seed=seed,
+        drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries, **kwargs)
+
+
+def cache_path(cache_dir, split: str, high_only: bool = False,
+               middle_only: bool = False) -> str:
+    """`<cache_dir>/race[_high|_middle]_{train,eval,predict}.tf_record`."""
+    level = "_high" if high_only else "_middle" if middle_only else ""
+    suffix = {"train": "train", "dev": "eval", "test": "predict"}[split]
+    return os.path.join(os.fspath(cache_dir), f"race{level}_{suffix}.tf_record")
+
+
+def _files_sha256(files: Sequence[str], root: str) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(os.path.relpath(path, root).encode() + b"\0")
+        with open_binary(path) as f:
+            digest.update(f.read())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def cached_race_records(split: str, data_dir, cache_dir, tokenizer, max_seq_length: int,
+                        max_qa_length: int = DEFAULT_MAX_QA_LENGTH, *,
+                        high_only: bool = False, middle_only: bool = False
+                        ) -> CachedRecords:
+    """Converts a RACE split to a TFRecord file under `cache_dir`, or reuses the one
+    converted before from the same files with the same settings (kept in
+    `<file>.meta.json`: the files' SHA-256, lengths, levels, tokenizer, `do_lower_case`)."""
+    _check_lengths(max_seq_length, max_qa_length)
+    files = race_files(data_dir, split, high_only, middle_only)
+    split_dir = race_dir(data_dir, split)
+    settings = {"format": CACHE_FORMAT, "split": split, "source": abspath_or_url(split_dir),
+                "levels": list(selected_levels(high_only, middle_only)),
+                "num_files": len(files), "source_sha256": _files_sha256(files, split_dir),
+                "max_seq_length": int(max_seq_length), "max_qa_length": int(max_qa_length),
+                **tokenizer_settings(tokenizer)}
+
+    def convert(path):
+        processor = RaceProcessor.for_tokenizer(tokenizer, high_only, middle_only)
+        examples = processor.get_examples(data_dir, split)
+        count = write_examples(examples, max_seq_length, max_qa_length, tokenizer, path)
+        return count, processor.last_skipped
+
+    return cached_conversion(cache_path(cache_dir, split, high_only, middle_only),
+                             settings, convert)

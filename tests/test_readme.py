@@ -3,12 +3,14 @@
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 README = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
 def blocks(language):
@@ -23,12 +25,17 @@ def release_dir(tmp_path, monkeypatch):
 
     config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16,
                           num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=32)
+                          max_position_embeddings=512)
     release = tmp_path / "albert_base"
     release.mkdir()
     config.to_json_file(release / "albert_config.json")
     save_tf1_checkpoint(AlbertPretrainer(config, seed=0), str(release / "model.ckpt-best"))
-    (release / "30k-clean.model").write_bytes(b"stand-in")
+    shutil.copy(FIXTURES / "spm" / "albert_en_30k_reconstructed.model",
+                release / "30k-clean.model")
+    # The data the README's examples read, in the layouts the releases use.
+    shutil.copytree(FIXTURES / "glue", tmp_path / "glue_data")
+    shutil.copytree(FIXTURES / "race" / "RACE", tmp_path / "RACE")
+    shutil.copy(FIXTURES / "squad" / "dev-v1.1-excerpt.json", tmp_path / "dev-v1.1.json")
     monkeypatch.chdir(tmp_path)
     return release
 
@@ -42,6 +49,9 @@ def test_python_examples_run_in_order(release_dir, capsys):
     assert "loaded" in printed and "skipped" in printed
     assert (release_dir.parent / "my_model" / "model.ckpt.index").exists()
     assert float(namespace["total"]) > 0
+    assert "['▁this', '▁is', '▁a', '▁test']" in printed and "[48, 25, 21, 1289]" in printed
+    assert "(2, 16)" in printed and "(2, 4, " in printed
+    assert (release_dir.parent / "cache" / "mrpc_eval.tf_record.meta.json").exists()
 
 
 def test_shell_commands_print_the_table_figures():

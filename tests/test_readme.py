@@ -3,13 +3,15 @@
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-README = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+ROOT = pathlib.Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
@@ -36,11 +38,39 @@ def release_dir(tmp_path, monkeypatch):
     shutil.copytree(FIXTURES / "glue", tmp_path / "glue_data")
     shutil.copytree(FIXTURES / "race" / "RACE", tmp_path / "RACE")
     shutil.copy(FIXTURES / "squad" / "dev-v1.1-excerpt.json", tmp_path / "dev-v1.1.json")
+    (tmp_path / "corpus").mkdir()
+    shutil.copy(FIXTURES / "pretraining" / "alice_excerpt.txt", tmp_path / "corpus")
     monkeypatch.chdir(tmp_path)
     return release
 
 
-def test_python_examples_run_in_order(release_dir, capsys):
+def python_commands():
+    """The `python ...` lines of the README's shell blocks (continuations joined)."""
+    commands = []
+    for block in blocks("sh"):
+        for command in block.replace("\\\n", " ").splitlines():
+            if command.startswith("python "):
+                commands.append(shlex.split(command.split("#")[0]))
+    return commands
+
+
+def run_python_command(args, cwd):
+    """Runs a README `python ...` command as a user would, from `cwd` (scripts of the
+    repository root are found there)."""
+    if args[1].endswith(".py"):
+        args = [args[0], str(ROOT / args[1]), *args[2:]]
+    return subprocess.run([sys.executable, *args[1:]], capture_output=True, text=True,
+                          timeout=300, cwd=cwd,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def test_examples_run_in_order(release_dir, capsys):
+    # The shell commands first (the Python examples read what they write).
+    for args in python_commands():
+        if "param_count" in args:
+            continue  # checked against the table below
+        result = run_python_command(args, release_dir.parent)
+        assert result.returncode == 0, (args, result.stderr[-2000:])
     namespace = {}
     for code in blocks("python"):
         exec(compile(code, "README.md", "exec"), namespace)
@@ -52,16 +82,16 @@ def test_python_examples_run_in_order(release_dir, capsys):
     assert "['▁this', '▁is', '▁a', '▁test']" in printed and "[48, 25, 21, 1289]" in printed
     assert "(2, 16)" in printed and "(2, 4, " in printed
     assert (release_dir.parent / "cache" / "mrpc_eval.tf_record.meta.json").exists()
+    assert sorted(p.name for p in (release_dir.parent / "pretrain").iterdir()) == [
+        "records.tfrecord-00000-of-00002", "records.tfrecord-00001-of-00002"]
+    assert printed.count("(8, 128) (8, 20) True") == 2
 
 
-def test_shell_commands_print_the_table_figures():
-    commands = [line for block in blocks("sh") for line in block.splitlines()
-                if line.startswith("python -m albert_tf.param_count")]
+def test_parameter_count_command_prints_the_table_figures(tmp_path):
+    commands = [args for args in python_commands() if "albert_tf.param_count" in args]
     assert commands
-    for command in commands:
-        args = command.split()[1:]
-        result = subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                                timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    for args in commands:
+        result = run_python_command(args, tmp_path)
         assert result.returncode == 0, result.stderr
         for size in ("base", "large", "xlarge", "xxlarge"):
             row = next(line for line in README.splitlines() if line.startswith(f"| {size} |"))

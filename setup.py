@@ -19,6 +19,7 @@ setup(
         "keras>=3.10,<4",
         "sentencepiece>=0.2",
         "absl-py>=2.0",
+        "tensorboard>=2.20",
         "numpy>=1.26",
     ],
     extras_require={"test": ["pytest>=8"]},

@@ -1,0 +1,92 @@
+"""tf.distribute strategies behind `--distribution_strategy`: the scale-out engine.
+
+one_device (one CPU or GPU), mirrored (the GPUs of one host), multi_worker_mirrored
+(several hosts, configured by the TF_CONFIG environment variable) and tpu (with
+`--tpu`, a TPU name or address). We never write our own all-reduce.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+from absl import logging
+
+STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
+
+
+class DistributionError(ValueError):
+    """A strategy that cannot be built, or a batch that does not fit it."""
+
+
+def get_strategy(name: str = "one_device", *, tpu: str | None = None,
+                 num_gpus: int | None = None) -> tf.distribute.Strategy:
+    """The strategy named by `--distribution_strategy`."""
+    if name not in STRATEGIES:
+        raise DistributionError(
+            f"unknown distribution_strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    if name == "one_device":
+        device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+    if name == "mirrored":
+        gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
+        if num_gpus is not None:
+            gpus = gpus[:num_gpus]
+        devices = gpus or [d.name for d in tf.config.list_logical_devices("CPU")]
+        return tf.distribute.MirroredStrategy(devices)
+    if name == "multi_worker_mirrored":
+        if "TF_CONFIG" not in os.environ:
+            raise DistributionError(
+                "multi_worker_mirrored needs the TF_CONFIG environment variable "
+                "(cluster and task of this worker)")
+        try:
+            json.loads(os.environ["TF_CONFIG"])
+        except ValueError as e:
+            raise DistributionError(f"TF_CONFIG is not valid JSON: {e}") from None
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if not tpu:
+        raise DistributionError("distribution_strategy=tpu needs --tpu (name or address)")
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def per_replica_batch_size(global_batch_size: int, strategy: tf.distribute.Strategy,
+                           flag: str = "train_batch_size") -> int:
+    """The batch each replica reads; the global batch must divide over the replicas."""
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size < 1 or global_batch_size % replicas:
+        raise DistributionError(
+            f"--{flag}={global_batch_size} does not divide over the {replicas} replicas "
+            f"of the {type(strategy).__name__}: use a multiple of {replicas}")
+    return global_batch_size // replicas
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes checkpoints, summaries and results."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    return task_type == "chief" or (task_type == "worker" and task_id == 0 and
+                                    "chief" not in resolver.cluster_spec().as_dict())
+
+
+def use_xla(enable_xla: bool, strategy: tf.distribute.Strategy) -> bool:
+    """XLA for the gradient computation, unless the strategy cannot run it.
+
+    MirroredStrategy over several logical CPU devices cannot run XLA-compiled replica
+    functions; there we turn it off and say so.
+    """
+    if not enable_xla:
+        return False
+    replicas_on_cpu = (strategy.num_replicas_in_sync > 1 and
+                       not tf.config.list_logical_devices("GPU") and
+                       not isinstance(strategy, tf.distribute.TPUStrategy))
+    if replicas_on_cpu:
+        logging.warning("--enable_xla is off: XLA cannot run under %s over %d CPU "
+                        "devices", type(strategy).__name__, strategy.num_replicas_in_sync)
+        return False
+    return True

@@ -1,0 +1,277 @@
+"""The one training loop under every script: tf.distribute, checkpoints that resume.
+
+`Trainer` runs a model on a stream of batches with an `Objective` and an optimizer:
+- under any tf.distribute strategy (one device, mirrored GPUs, several hosts, TPU): the
+  objective's denominators are summed over replicas and micro-batches, so the loss and
+  the update equal those of the same global batch on one device;
+- several steps per `tf.function` call (`steps_per_loop`), gradient accumulation,
+  XLA for the gradient computation (`enable_xla`, a pure function), mixed precision
+  (a `keras.optimizers.LossScaleOptimizer` is used as such);
+- TF2 checkpoints (`tf.train.Checkpoint` of model and optimizer) every
+  `save_checkpoints_steps`, `keep_checkpoint_max` kept, resumed automatically from
+  `output_dir` at the same step, schedule and data position; SIGTERM saves and stops;
+- TensorBoard summaries (loss terms, learning rate) and a progress line with rate and ETA.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import time
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.data.records import to_model_inputs
+from albert_tf.training import distribute
+from albert_tf.training.objectives import Objective
+
+
+def forward(model, features, training: bool):
+    """The model on a batch with the original feature names."""
+    return model(to_model_inputs(features), training=training)
+
+
+@dataclasses.dataclass
+class TrainResult:
+    step: int                 # the global step reached
+    loss: float | None        # mean loss of the last loop
+    stopped_by_signal: bool   # SIGTERM: saved and stopped before train_steps
+    checkpoint: str | None    # the last checkpoint written
+
+
+class Trainer:
+    """Trains `model` with `optimizer` on `objective` under `strategy`.
+
+    Create the model and the optimizer inside `strategy.scope()` first.
+    """
+
+    def __init__(self, *, strategy: tf.distribute.Strategy, model, optimizer,
+                 objective: Objective, output_dir: str, train_steps: int,
+                 steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
+                 keep_checkpoint_max: int = 5, gradient_accumulation_steps: int = 1,
+                 enable_xla: bool = False, log_steps: int | None = None):
+        if train_steps < 1:
+            raise ValueError(f"train_steps must be >= 1, got {train_steps}")
+        if gradient_accumulation_steps < 1:
+            raise ValueError("gradient_accumulation_steps must be >= 1, got "
+                             f"{gradient_accumulation_steps}")
+        self.strategy = strategy
+        self.model = model
+        self.optimizer = optimizer
+        self.objective = objective
+        self.output_dir = os.fspath(output_dir)
+        self.train_steps = train_steps
+        self.steps_per_loop = max(1, steps_per_loop)
+        self.save_checkpoints_steps = max(1, save_checkpoints_steps)
+        self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.log_steps = log_steps or self.steps_per_loop
+        self.use_xla = distribute.use_xla(enable_xla, strategy)
+        self.is_chief = distribute.is_chief(strategy)
+        with strategy.scope():
+            # Slots exist before a restore, so that it assigns them at once.
+            optimizer.build(model.trainable_variables)
+            self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        directory = self.output_dir if self.is_chief else os.path.join(
+            self.output_dir, f".worker_tmp_{strategy.cluster_resolver.task_id}")
+        self.manager = tf.train.CheckpointManager(
+            self.checkpoint, directory, max_to_keep=keep_checkpoint_max,
+            checkpoint_name="ckpt")
+        self._stop_requested = False
+        self._train_loop = None
+
+    # ----------------------------------------------------------------- checkpoints
+    @property
+    def step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    def restore(self) -> int:
+        """Resumes from the latest checkpoint in `output_dir`, if any; returns the step."""
+        latest = tf.train.latest_checkpoint(self.output_dir)
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("resumed from %s at step %d", latest, self.step)
+        return self.step
+
+    def save(self) -> str | None:
+        path = self.manager.save(checkpoint_number=self.step)
+        if not self.is_chief:
+            shutil.rmtree(self.manager.directory, ignore_errors=True)
+            return None
+        logging.info("saved checkpoint %s", path)
+        return path
+
+    # ------------------------------------------------------------------- the step
+    def _replica_step(self, micro_batches):
+        """One optimizer step on this replica's share of `micro_batches`; returns this
+        replica's part of each loss term (their sum over replicas is the global term)."""
+        objective, model = self.objective, self.model
+        context = tf.distribute.get_replica_context()
+
+        def all_reduce(values):
+            return context.all_reduce(tf.distribute.ReduceOp.SUM, values)
+
+        denominators = objective.global_denominators(
+            [objective.denominators(batch) for batch in micro_batches], all_reduce)
+        variables = model.trainable_variables
+        total_grads, total_terms = None, None
+        for batch in micro_batches:
+            grads, terms = self._gradients(batch, denominators)
+            total_grads = grads if total_grads is None else [
+                a + b for a, b in zip(total_grads, grads)]
+            total_terms = terms if total_terms is None else {
+                k: total_terms[k] + terms[k] for k in terms}
+        self.optimizer.apply_gradients(zip(total_grads, variables))
+        return total_terms
+
+    def _compute_gradients(self, batch, denominators):
+        with tf.GradientTape() as tape:
+            outputs = forward(self.model, batch, training=True)
+            terms = self.objective.terms(outputs, batch, denominators)
+            loss = tf.add_n(list(terms.values()))
+            if hasattr(self.optimizer, "scale_loss"):  # float16 loss scaling
+                loss = self.optimizer.scale_loss(loss)
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                 for g, v in zip(grads, self.model.trainable_variables)]
+        return grads, terms
+
+    def _build_train_loop(self):
+        self._gradients = tf.function(self._compute_gradients, jit_compile=True) \
+            if self.use_xla else self._compute_gradients
+        accumulation = self.gradient_accumulation_steps
+
+        names = self.objective.term_names
+
+        @tf.function
+        def train_loop(iterator, num_steps):
+            sums = {k: tf.constant(0.0) for k in names}
+            for _ in tf.range(num_steps):
+                micro_batches = tuple(next(iterator) for _ in range(accumulation))
+                per_replica = self.strategy.run(self._replica_step, args=(micro_batches,))
+                sums = {k: sums[k] + self.strategy.reduce(
+                    tf.distribute.ReduceOp.SUM, per_replica[k], axis=None) for k in names}
+            return {k: v / tf.cast(num_steps, tf.float32) for k, v in sums.items()}
+
+        return train_loop
+
+    # -------------------------------------------------------------------- training
+    def train(self, dataset_fn: Callable[[int], tf.data.Dataset]) -> TrainResult:
+        """Trains up to `train_steps`, resuming from `output_dir`.
+
+        `dataset_fn(skip)` returns the training stream of *global* batches with the
+        original feature names, `skip` batches in (so a resumed run reads the batches
+        the interrupted one would have read next); it should repeat forever.
+        """
+        start = self.restore()
+        if start >= self.train_steps:
+            logging.info("already trained: step %d of %d", start, self.train_steps)
+            return TrainResult(start, None, False, tf.train.latest_checkpoint(self.output_dir))
+        dataset = dataset_fn(start * self.gradient_accumulation_steps)
+        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        if self._train_loop is None:
+            self._train_loop = self._build_train_loop()
+        writer = tf.summary.create_file_writer(
+            os.path.join(self.output_dir, "train")) if self.is_chief else None
+        previous = self._install_sigterm()
+        step, last_checkpoint, loss = start, None, None
+        began, began_step = time.time(), start
+        try:
+            while step < self.train_steps and not self._stop_requested:
+                next_save = (step // self.save_checkpoints_steps + 1) * \
+                    self.save_checkpoints_steps
+                num_steps = min(self.steps_per_loop, self.train_steps - step, next_save - step)
+                terms = self._train_loop(iterator, tf.constant(num_steps))
+                step = self.step
+                terms = {k: float(v) for k, v in terms.items()}
+                loss = sum(terms.values())
+                if not np.isfinite(loss):
+                    raise FloatingPointError(f"loss is {loss} at step {step}: stopping")
+                self._report(step, terms, loss, began, began_step, writer)
+                if step % self.save_checkpoints_steps == 0 or step >= self.train_steps:
+                    last_checkpoint = self.save()
+            if self._stop_requested and step < self.train_steps:
+                logging.warning("SIGTERM: stopping at step %d", step)
+                if step % self.save_checkpoints_steps:
+                    last_checkpoint = self.save()
+        finally:
+            self._restore_sigterm(previous)
+            if writer is not None:
+                writer.flush()
+        return TrainResult(step, loss, self._stop_requested and step < self.train_steps,
+                           last_checkpoint or tf.train.latest_checkpoint(self.output_dir))
+
+    def _report(self, step, terms, loss, began, began_step, writer):
+        learning_rate = self.optimizer.learning_rate
+        learning_rate = float(tf.convert_to_tensor(getattr(learning_rate, "value",
+                                                           learning_rate)))
+        elapsed = max(time.time() - began, 1e-9)
+        rate = (step - began_step) / elapsed
+        eta = (self.train_steps - step) / rate if rate > 0 else float("inf")
+        logging.info(
+            "step %d/%d  loss %.4f  %s  lr %.3g  %.2f steps/s  ETA %s", step,
+            self.train_steps, loss, "  ".join(f"{k} {v:.4f}" for k, v in terms.items()),
+            learning_rate, rate, _duration(eta))
+        if writer is not None:
+            with writer.as_default(step=step):
+                tf.summary.scalar("loss", loss)
+                tf.summary.scalar("learning_rate", learning_rate)
+                tf.summary.scalar("steps_per_second", rate)
+                for name, value in terms.items():
+                    tf.summary.scalar(name, value)
+
+    # ------------------------------------------------------------------- signals
+    def _install_sigterm(self):
+        def request_stop(signum, frame):
+            self._stop_requested = True
+
+        try:
+            return signal.signal(signal.SIGTERM, request_stop)
+        except ValueError:  # not the main thread: leave signals alone
+            return None
+
+    def _restore_sigterm(self, previous):
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _duration(seconds: float) -> str:
+    if not np.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
+def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
+            output_keys, feature_keys=()) -> dict[str, np.ndarray]:
+    """Runs `model` over a finite dataset of global batches; returns the chosen outputs
+    (and features, e.g. labels or unique ids) of every example, in order, as numpy.
+
+    Sequence outputs are padded per batch; they come back as lists of arrays.
+    """
+    @tf.function(reduce_retracing=True)
+    def step(batch):
+        def replica_fn(batch):
+            outputs = forward(model, batch, training=False)
+            result = {k: outputs[k] for k in output_keys}
+            result.update({k: batch[k] for k in feature_keys})
+            return result
+        return strategy.run(replica_fn, args=(batch,))
+
+    collected: dict[str, list] = {k: [] for k in (*output_keys, *feature_keys)}
+    for batch in strategy.experimental_distribute_dataset(dataset):
+        per_replica = step(batch)
+        for key, value in per_replica.items():
+            for local in strategy.experimental_local_results(value):
+                collected[key].extend(np.asarray(local))
+    return {k: _stack(v) for k, v in collected.items()}
+
+
+def _stack(rows):
+    shapes = {np.shape(r) for r in rows}
+    return np.stack(rows) if len(shapes) <= 1 else rows

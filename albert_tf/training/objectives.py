@@ -1,0 +1,98 @@
+"""Training objectives written so that any split of a batch gives the same loss.
+
+A loss here is a sum of terms `numerator / denominator`: numerators are sums over the
+examples of the batch (they depend on the model), denominators are counts computed from
+the features alone (examples, masked-token weights). The training loop adds the
+denominators up over every replica and micro-batch *before* dividing, so a global batch
+split over 8 GPUs, or accumulated over 4 micro-batches, gives exactly the loss and the
+gradient of the same batch on one device, weighted means (the masked-LM loss) included.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping
+
+import tensorflow as tf
+
+from albert_tf.losses import MLM_DENOMINATOR_EPSILON
+
+
+class Objective:
+    """Base: `numerators(outputs, features)` and `denominators(features)`, both dicts of
+    float32 scalars with the same keys; `offsets` are added to the global denominators
+    (the original's 1e-5 of the masked-LM loss)."""
+
+    offsets: Mapping[str, float] = {}
+    term_names: tuple[str, ...] = ()
+
+    def numerators(self, outputs, features) -> dict[str, tf.Tensor]:
+        raise NotImplementedError
+
+    def denominators(self, features) -> dict[str, tf.Tensor]:
+        raise NotImplementedError
+
+    def terms(self, outputs, features, denominators=None) -> dict[str, tf.Tensor]:
+        """Each term's value (`numerator / denominator`); `denominators` default to
+        this batch's own (plus offsets)."""
+        if denominators is None:
+            denominators = self.global_denominators([self.denominators(features)])
+        numerators = self.numerators(outputs, features)
+        return {k: numerators[k] / denominators[k] for k in numerators}
+
+    def loss(self, outputs, features, denominators=None) -> tf.Tensor:
+        return tf.add_n(list(self.terms(outputs, features, denominators).values()))
+
+    def global_denominators(self, parts, all_reduce=None) -> dict[str, tf.Tensor]:
+        """Adds up the denominators of several micro-batches (and, with `all_reduce`,
+        of every replica), then the offsets."""
+        total = {k: tf.add_n([p[k] for p in parts]) for k in parts[0]}
+        if all_reduce is not None:
+            total = all_reduce(total)
+        return {k: v + self.offsets.get(k, 0.0) for k, v in total.items()}
+
+
+def _batch_size(features) -> tf.Tensor:
+    first = next(iter(features.values()))
+    return tf.cast(tf.shape(first)[0], tf.float32)
+
+
+class MeanObjective(Objective):
+    """The mean over the examples of a per-example loss ([B] float)."""
+
+    def __init__(self, per_example_loss: Callable, name: str = "loss"):
+        self.per_example_loss = per_example_loss
+        self.name = name
+        self.term_names = (name,)
+
+    def numerators(self, outputs, features):
+        return {self.name: tf.reduce_sum(tf.cast(
+            self.per_example_loss(outputs, features), tf.float32))}
+
+    def denominators(self, features):
+        return {self.name: _batch_size(features)}
+
+
+class PretrainingObjective(Objective):
+    """The original `run_pretraining.py` loss: masked LM (weighted mean with the 1e-5
+    denominator) plus sentence order (mean)."""
+
+    offsets = {"masked_lm_loss": MLM_DENOMINATOR_EPSILON}
+    term_names = ("masked_lm_loss", "sentence_order_loss")
+
+    def numerators(self, outputs, features):
+        log_probs = tf.nn.log_softmax(tf.cast(outputs["mlm_logits"], tf.float32), axis=-1)
+        ids = tf.cast(features["masked_lm_ids"], tf.int32)
+        nll = -tf.gather(log_probs, ids, batch_dims=2)  # [B, P]
+        weights = tf.cast(features["masked_lm_weights"], tf.float32)
+        sop = tf.nn.log_softmax(tf.cast(outputs["sop_logits"], tf.float32), axis=-1)
+        labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
+        return {
+            "masked_lm_loss": tf.reduce_sum(weights * nll),
+            "sentence_order_loss": -tf.reduce_sum(tf.gather(sop, labels, batch_dims=1)),
+        }
+
+    def denominators(self, features):
+        return {
+            "masked_lm_loss": tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32)),
+            "sentence_order_loss": _batch_size(features),
+        }

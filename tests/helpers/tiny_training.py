@@ -1,0 +1,118 @@
+"""A tiny pretraining run for the training-loop tests, importable and runnable.
+
+    python tests/helpers/tiny_training.py OUTPUT_DIR TRAIN_STEPS SAVE_STEPS
+        [--strategy=one_device|mirrored] [--accumulation=N] [--batch=B] [--sleep=S]
+
+Prints the final weights' checksum as JSON on its last line.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+
+
+def config():
+    from albert_tf import AlbertConfig
+
+    return AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,
+                        num_hidden_layers=2, num_hidden_groups=1, inner_group_num=1,
+                        num_attention_heads=2, intermediate_size=24,
+                        max_position_embeddings=16)
+
+
+def dataset(global_batch, skip=0, seed=3):
+    """A fixed stream of pretraining batches (original feature names), ragged MLM
+    weights included, so that weighted means are tested."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    n, length, predictions = 64, 12, 3
+    ids = rng.integers(5, 40, (n, length)).astype(np.int32)
+    mask = np.ones((n, length), np.int32)
+    for i in range(n):
+        mask[i, rng.integers(6, length + 1):] = 0
+    ids *= mask
+    positions = rng.integers(1, 6, (n, predictions)).astype(np.int32)
+    weights = (rng.random((n, predictions)) < 0.7).astype(np.float32)
+    features = {
+        "input_ids": ids, "input_mask": mask,
+        "segment_ids": np.zeros_like(ids),
+        "masked_lm_positions": positions,
+        "masked_lm_ids": np.take_along_axis(ids, positions, 1),
+        "masked_lm_weights": weights,
+        "next_sentence_labels": rng.integers(0, 2, (n, 1)).astype(np.int32),
+    }
+    data = tf.data.Dataset.from_tensor_slices(features).repeat().batch(global_batch)
+    return data.skip(skip)
+
+
+def make_trainer(strategy, output_dir, train_steps, save_steps, accumulation=1,
+                 learning_rate=0.05, **kwargs):
+    import keras
+
+    from albert_tf import AlbertPretrainer
+    from albert_tf.training.loop import Trainer
+    from albert_tf.training.objectives import PretrainingObjective
+
+    with strategy.scope():
+        model = AlbertPretrainer(config(), seed=0)
+        # A large epsilon: Adam would blow rounding noise (the key biases' gradient is
+        # exactly zero in theory) up to full-size steps and hide real differences.
+        optimizer = keras.optimizers.Adam(learning_rate, epsilon=1e-3)
+    return Trainer(strategy=strategy, model=model, optimizer=optimizer,
+                   objective=PretrainingObjective(), output_dir=output_dir,
+                   train_steps=train_steps, steps_per_loop=2,
+                   save_checkpoints_steps=save_steps,
+                   gradient_accumulation_steps=accumulation, **kwargs)
+
+
+def weights_summary(model):
+    return {w.path: float(np.sum(np.abs(w.numpy().astype(np.float64)))) for w in model.weights}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("output_dir")
+    parser.add_argument("train_steps", type=int)
+    parser.add_argument("save_steps", type=int)
+    parser.add_argument("--strategy", default="one_device")
+    parser.add_argument("--accumulation", type=int, default=1)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--sleep", type=float, default=0.0)
+    args = parser.parse_args()
+    import tensorflow as tf
+
+    if args.strategy == "mirrored":
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from albert_tf.training import distribute
+
+    strategy = distribute.get_strategy(args.strategy)
+    trainer = make_trainer(strategy, args.output_dir, args.train_steps, args.save_steps,
+                           args.accumulation)
+    if args.sleep:  # slow each loop down, so that a test can interrupt the run
+        original = trainer._report
+
+        def slow_report(*a, **k):
+            original(*a, **k)
+            time.sleep(args.sleep)
+
+        trainer._report = slow_report
+    micro_batch = args.batch // args.accumulation
+    result = trainer.train(lambda skip: dataset(micro_batch, skip))
+    print(json.dumps({"step": result.step, "loss": result.loss,
+                      "stopped": result.stopped_by_signal,
+                      "weights": weights_summary(trainer.model)}))
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

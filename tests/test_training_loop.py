@@ -1,0 +1,135 @@
+"""The training loop: distribution, accumulation, checkpoints, resume, signals."""
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from albert_tf.training import distribute
+from tests.helpers import tiny_training
+
+SCRIPT = str(pathlib.Path(tiny_training.__file__))
+ROOT = str(pathlib.Path(__file__).parent.parent)
+
+
+def run_script(*args, timeout=240):
+    result = subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True,
+                            text=True, timeout=timeout, cwd=ROOT,
+                            env=dict(os.environ, PYTHONPATH=ROOT))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def assert_same_weights(a, b, rtol=1e-5, atol=1e-6):
+    assert a.keys() == b.keys()
+    for name in a:
+        # (Sums of |w|; atol covers the key biases, whose gradient is only rounding noise.)
+        assert a[name] == pytest.approx(b[name], rel=rtol, abs=atol), name
+
+
+def test_training_lowers_the_loss_and_writes_checkpoints_and_summaries(tmp_path):
+    strategy = distribute.get_strategy("one_device")
+    trainer = tiny_training.make_trainer(strategy, str(tmp_path), 12, 4)
+    result = trainer.train(lambda skip: tiny_training.dataset(8, skip))
+    assert result.step == 12 and not result.stopped_by_signal
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == [
+        "ckpt-12.index", "ckpt-4.index", "ckpt-8.index"]
+    assert result.checkpoint == str(tmp_path / "ckpt-12")
+    assert list((tmp_path / "train").glob("events.out.tfevents.*"))
+    # Training again with the same output_dir finds the work done.
+    again = tiny_training.make_trainer(strategy, str(tmp_path), 12, 4)
+    assert again.train(lambda skip: tiny_training.dataset(8, skip)).step == 12
+
+
+def test_loss_goes_down():
+    strategy = distribute.get_strategy("one_device")
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as directory:
+        trainer = tiny_training.make_trainer(strategy, directory, 40, 100)
+        losses = []
+        original = trainer._report
+
+        def record(step, terms, loss, *rest):
+            losses.append(loss)
+            original(step, terms, loss, *rest)
+
+        trainer._report = record
+        trainer.train(lambda skip: tiny_training.dataset(64, skip))
+    assert losses[-1] < 0.7 * losses[0], losses
+
+
+def test_keep_checkpoint_max(tmp_path):
+    strategy = distribute.get_strategy("one_device")
+    trainer = tiny_training.make_trainer(strategy, str(tmp_path), 10, 2, keep_checkpoint_max=2)
+    trainer.train(lambda skip: tiny_training.dataset(8, skip))
+    assert sorted(p.name for p in tmp_path.glob("ckpt-*.index")) == [
+        "ckpt-10.index", "ckpt-8.index"]
+
+
+def test_gradient_accumulation_equals_the_whole_batch(tmp_path):
+    whole = run_script(tmp_path / "whole", 4, 100, "--batch=8")
+    accumulated = run_script(tmp_path / "accumulated", 4, 100, "--batch=8", "--accumulation=2")
+    assert accumulated["loss"] == pytest.approx(whole["loss"], rel=1e-5)
+    assert_same_weights(accumulated["weights"], whole["weights"])
+
+
+def test_mirrored_over_two_devices_equals_one_device(tmp_path):
+    one = run_script(tmp_path / "one", 4, 100, "--batch=8")
+    two = run_script(tmp_path / "two", 4, 100, "--batch=8", "--strategy=mirrored")
+    assert two["loss"] == pytest.approx(one["loss"], rel=1e-5)
+    assert_same_weights(two["weights"], one["weights"])
+
+
+def test_resume_after_sigkill_ends_with_the_uninterrupted_weights(tmp_path):
+    uninterrupted = run_script(tmp_path / "straight", 12, 2)
+    directory = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, SCRIPT, str(directory), "12", "2",
+                                "--sleep=0.5"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not (directory / "ckpt-4.index").exists():
+        assert process.poll() is None and time.time() < deadline, "no checkpoint appeared"
+        time.sleep(0.05)
+    process.kill()
+    process.wait()
+    assert not (directory / "ckpt-12.index").exists()
+    resumed = run_script(directory, 12, 2)
+    assert resumed["step"] == 12
+    assert_same_weights(resumed["weights"], uninterrupted["weights"])
+
+
+def test_sigterm_saves_and_stops_cleanly(tmp_path):
+    process = subprocess.Popen([sys.executable, SCRIPT, str(tmp_path), "1000", "500",
+                                "--sleep=0.3"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.time() + 120
+    while not list((tmp_path / "train").glob("events.out.tfevents.*")) if (
+            tmp_path / "train").exists() else True:
+        assert process.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGTERM)
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["stopped"] and 0 < result["step"] < 1000
+    assert (tmp_path / f"ckpt-{result['step']}.index").exists()
+
+
+def test_batch_that_does_not_divide_over_replicas_is_refused():
+    class FakeStrategy:
+        num_replicas_in_sync = 3
+
+    with pytest.raises(distribute.DistributionError,
+                       match="--train_batch_size=8 does not divide over the 3 replicas"):
+        distribute.per_replica_batch_size(8, FakeStrategy())
+    with pytest.raises(distribute.DistributionError, match="unknown distribution_strategy"):
+        distribute.get_strategy("horovod")
+    with pytest.raises(distribute.DistributionError, match="needs --tpu"):
+        distribute.get_strategy("tpu")

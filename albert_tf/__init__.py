@@ -20,15 +20,26 @@ from albert_tf.checkpoints import (  # noqa: E402
     save_tf1_checkpoint,
 )
 from albert_tf.config import AlbertConfig, ConfigError, available_configs  # noqa: E402
-from albert_tf.modeling import AlbertEncoder, AlbertPretrainer  # noqa: E402
+from albert_tf.modeling import (  # noqa: E402
+    AlbertClassifier,
+    AlbertEncoder,
+    AlbertMultipleChoice,
+    AlbertPretrainer,
+    AlbertSquadV1,
+    AlbertSquadV2,
+)
 from albert_tf.release import find_release_files  # noqa: E402
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AlbertClassifier",
     "AlbertConfig",
     "AlbertEncoder",
+    "AlbertMultipleChoice",
     "AlbertPretrainer",
+    "AlbertSquadV1",
+    "AlbertSquadV2",
     "CheckpointError",
     "ConfigError",
     "LoadReport",

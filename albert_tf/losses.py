@@ -1,4 +1,5 @@
-"""The pretraining losses of the original `run_pretraining.py`, in float32."""
+"""The losses of the original code, in float32: pretraining (`run_pretraining.py`)
+and fine-tuning (`run_classifier.py`, `run_race.py`, `run_squad_v1.py`, `run_squad_v2.py`)."""
 
 from __future__ import annotations
 
@@ -36,3 +37,68 @@ def pretraining_loss(outputs, features):
                          features["masked_lm_weights"])
     sop = sentence_order_loss(outputs["sop_logits"], features["next_sentence_labels"])
     return mlm + sop, mlm, sop
+
+
+# ------------------------------------------------------------------ fine-tuning losses
+# The losses of the original fine-tuning scripts, in float32. Each takes the model's
+# outputs and the labels as the records hold them ([B] or [B, 1]). With
+# `per_example=True` the per-example vector [B] is returned instead of its mean (the
+# original's `per_example_loss`, which its evaluation averages with `is_real_example`).
+
+
+def _flat(labels, dtype):
+    return tf.reshape(tf.cast(labels, dtype), [-1])
+
+
+def _nll_of_positions(log_probs, positions):
+    """-sum(one_hot(positions) * log_probs): the original's form, so that a position
+    outside [0, depth) contributes 0, as there."""
+    depth = tf.shape(log_probs)[-1]
+    one_hot = tf.one_hot(_flat(positions, tf.int32), depth=depth, dtype=tf.float32)
+    return -tf.reduce_sum(one_hot * log_probs, axis=-1)
+
+
+def classification_loss(logits, labels, *, per_example: bool = False):
+    """Cross-entropy of GLUE classification (`classifier_utils.create_model`) and of
+    RACE (`race_utils.create_model`, logits [B, num_choices]): the mean over the batch
+    of -log_softmax(logits)[label]. logits: [B, num_labels]; labels: int [B] or [B, 1]."""
+    log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    loss = _nll_of_positions(log_probs, labels)
+    return loss if per_example else tf.reduce_mean(loss)
+
+
+def regression_loss(predictions, labels, *, per_example: bool = False):
+    """STS-B (`num_labels == 1`): the mean squared error (prediction - label)^2.
+    predictions: [B] (or [B, 1]); labels: float [B] or [B, 1]."""
+    loss = tf.square(_flat(predictions, tf.float32) - _flat(labels, tf.float32))
+    return loss if per_example else tf.reduce_mean(loss)
+
+
+def squad_v1_loss(start_logits, end_logits, start_positions, end_positions):
+    """`run_squad_v1.py`: (start + end) / 2, each the batch mean of
+    -log_softmax(logits)[position] over the whole sequence (the original does not mask).
+    start_logits, end_logits: [B, S]; positions: int [B] or [B, 1]."""
+    start = _nll_of_positions(
+        tf.nn.log_softmax(tf.cast(start_logits, tf.float32), axis=-1), start_positions)
+    end = _nll_of_positions(
+        tf.nn.log_softmax(tf.cast(end_logits, tf.float32), axis=-1), end_positions)
+    return (tf.reduce_mean(start) + tf.reduce_mean(end)) / 2.0
+
+
+# The original weighs the answerability loss by 0.5 "so that the scale is comparable".
+SQUAD_V2_CLASS_LOSS_WEIGHT = 0.5
+
+
+def squad_v2_loss(start_log_probs, end_log_probs, cls_logits, start_positions,
+                  end_positions, is_impossible):
+    """`run_squad_v2.py`: (start + end) * 0.5 + 0.5 * answerability, where start and end
+    are the batch means of -log_probs[position] (the p_mask-ed log-probabilities of
+    `AlbertSquadV2` called with `start_positions`) and answerability is the mean sigmoid
+    cross-entropy of `cls_logits` [B] against `is_impossible` (1 = no answer)."""
+    start = tf.reduce_mean(_nll_of_positions(tf.cast(start_log_probs, tf.float32),
+                                             start_positions))
+    end = tf.reduce_mean(_nll_of_positions(tf.cast(end_log_probs, tf.float32),
+                                           end_positions))
+    answerability = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=_flat(is_impossible, tf.float32), logits=_flat(cls_logits, tf.float32)))
+    return (start + end) * 0.5 + answerability * SQUAD_V2_CLASS_LOSS_WEIGHT

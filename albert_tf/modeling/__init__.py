@@ -2,5 +2,12 @@
 
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.modeling.tasks import (
+    AlbertClassifier,
+    AlbertMultipleChoice,
+    AlbertSquadV1,
+    AlbertSquadV2,
+)
 
-__all__ = ["AlbertEncoder", "AlbertPretrainer"]
+__all__ = ["AlbertClassifier", "AlbertEncoder", "AlbertMultipleChoice", "AlbertPretrainer",
+           "AlbertSquadV1", "AlbertSquadV2"]

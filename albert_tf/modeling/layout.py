@@ -112,3 +112,40 @@ def parameter_counts(config: AlbertConfig) -> dict[str, int]:
     parts["encoder"] = _count(encoder_variables(config))
     parts["total"] = _count(pretrainer_variables(config))
     return parts
+
+
+# --------------------------------------------------------------------- fine-tuning heads
+# The variables the original fine-tuning scripts add to `bert/` (every one of them also
+# creates the pooler, used or not). Shapes as the original creates them.
+
+
+def classifier_variables(config: AlbertConfig, num_labels: int) -> dict[str, tuple[int, ...]]:
+    """`classifier_utils.create_model` (run_classifier.py): two variables at the root
+    scope, on the pooled output. STS-B (regression) has num_labels = 1."""
+    return {"output_weights": (num_labels, config.hidden_size), "output_bias": (num_labels,)}
+
+
+def multiple_choice_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    """`race_utils.create_model` (run_race.py): one score per choice, at the root scope."""
+    return {"output_weights": (1, config.hidden_size), "output_bias": (1,)}
+
+
+def squad_v1_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    """`squad_utils.create_v1_model` (run_squad_v1.py): start and end weights in one."""
+    return {"cls/squad/output_weights": (2, config.hidden_size),
+            "cls/squad/output_bias": (2,)}
+
+
+def squad_v2_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
+    """`squad_utils.create_v2_model` (run_squad_v2.py): start logits, end logits
+    conditioned on a start (dense tanh, LayerNorm, dense) and the answerability class
+    (dense tanh, dense without bias), at the root scope."""
+    h = config.hidden_size
+    return {
+        **_dense("start_logits/dense", h, 1),
+        **_dense("end_logits/dense_0", 2 * h, h),
+        **_layer_norm("end_logits/LayerNorm", h),
+        **_dense("end_logits/dense_1", h, 1),
+        **_dense("answer_class/dense_0", 2 * h, h),
+        "answer_class/dense_1/kernel": (h, 1),
+    }

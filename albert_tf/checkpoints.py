@@ -138,6 +138,10 @@ class LoadReport:
     missing: list[str]
     unused: list[str]
     skipped: list[str]
+    # With `optimizer=`: the optimizer entries (`<name>/adam_m`, `<name>/adam_v`,
+    # `global_step`) assigned, and those the checkpoint lacks.
+    optimizer_loaded: list[str] = dataclasses.field(default_factory=list)
+    optimizer_missing: list[str] = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [
@@ -150,11 +154,23 @@ class LoadReport:
             + "".join(f"\n    {n}" for n in self.unused),
             f"  skipped {len(self.skipped)} optimizer / step entries",
         ]
+        if self.optimizer_loaded or self.optimizer_missing:
+            lines.append(
+                f"  optimizer: loaded {len(self.optimizer_loaded)} entries, missing "
+                f"{len(self.optimizer_missing)} (kept their values)"
+                + "".join(f"\n    {n}" for n in self.optimizer_missing))
         return "\n".join(lines)
 
 
+def _optimizer_variables(optimizer, model) -> dict[str, object]:
+    # Imported here: albert_tf.training imports the models, which import this module.
+    from albert_tf.training.optimizers import tf1_optimizer_variables
+
+    return tf1_optimizer_variables(optimizer, model)
+
+
 def load_tf1_checkpoint(model, path, *, strict: bool = False,
-                        prefix: str | None = None) -> LoadReport:
+                        prefix: str | None = None, optimizer=None) -> LoadReport:
     """Assigns every model variable whose TF1 name is in the checkpoint at `path`.
 
     Args:
@@ -163,6 +179,10 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
       strict: raise if any model variable is missing from the checkpoint.
       prefix: a leading scope of the checkpoint names to strip (e.g. "module/" for
         TF-Hub module variables). None detects it.
+      optimizer: an `albert_tf.training.optimizers` AdamWeightDecay or Lamb (built
+        on the model's trainable variables if it is not yet): its slots are loaded
+        from the original's `<name>/adam_m` and `<name>/adam_v`, its `iterations` from
+        `global_step`. With `strict`, all of them must be in the checkpoint.
 
     All shapes are checked before anything is assigned; mismatches raise one
     `CheckpointError` that lists every mismatched variable with both shapes.
@@ -197,6 +217,20 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
                 f"  {name}: model {variable.dtype}, checkpoint {dtypes[source].name}")
         else:
             loaded.append(name)
+    # The optimizer's entries: training state, under the same leading scope (the step
+    # may also sit at the top level).
+    optimizer_sources, optimizer_missing = {}, []
+    optimizer_variables = {} if optimizer is None else _optimizer_variables(optimizer, model)
+    for name, variable in optimizer_variables.items():
+        source = next((n for n in (prefix + name, name) if n in shapes), None)
+        if source is None:
+            optimizer_missing.append(name)
+        elif tuple(shapes[source]) != tuple(variable.shape):
+            mismatched.append(
+                f"  {name}: optimizer {list(variable.shape)}, checkpoint "
+                f"{list(shapes[source])}")
+        else:
+            optimizer_sources[name] = source
     if mismatched:
         raise CheckpointError(
             f"checkpoint {checkpoint} does not fit {model.name}: "
@@ -207,49 +241,67 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
             f"checkpoint {checkpoint} holds none of the {len(variables)} variables of "
             f"{model.name} (e.g. {next(iter(variables))!r}); its names look like "
             f"{candidates[:3]}")
-    if strict and missing:
+    if strict and (missing or optimizer_missing):
         raise CheckpointError(
-            f"checkpoint {checkpoint} lacks {len(missing)} variables that {model.name} "
-            "needs (strict=True):\n" + "\n".join(f"  {n}" for n in missing))
+            f"checkpoint {checkpoint} lacks {len(missing) + len(optimizer_missing)} "
+            f"variables that {model.name}"
+            + (" and its optimizer need" if optimizer_missing else " needs")
+            + " (strict=True):\n"
+            + "\n".join(f"  {n}" for n in missing + optimizer_missing))
 
     # Read everything first: a corrupt data file must not leave the model half loaded.
-    values = {}
-    for name in loaded:
+    targets = [(variables[n], by_model_name[n]) for n in loaded]
+    targets += [(optimizer_variables[n], s) for n, s in optimizer_sources.items()]
+    values = []
+    for variable, source in targets:
         try:
-            values[name] = reader.get_tensor(by_model_name[name])
+            values.append(reader.get_tensor(source))
         except (tf.errors.OpError, ValueError, IndexError) as e:
             message = getattr(e, "message", None) or str(e)
             raise CheckpointError(
-                f"cannot read {by_model_name[name]} from checkpoint {checkpoint}: "
+                f"cannot read {source} from checkpoint {checkpoint}: "
                 f"{message.strip().splitlines()[0]}") from None
-    for name, value in values.items():
-        variable = variables[name]
+    for (variable, _), value in zip(targets, values):
         variable.assign(np.asarray(value).astype(variable.dtype, copy=False))
 
     used = {by_model_name[n] for n in loaded}
     report = LoadReport(
         checkpoint=checkpoint, prefix=prefix, loaded=loaded, missing=missing,
-        unused=[n for n in candidates if n not in used], skipped=skipped)
+        unused=[n for n in candidates if n not in used],
+        skipped=[n for n in skipped if n not in set(optimizer_sources.values())],
+        optimizer_loaded=sorted(optimizer_sources), optimizer_missing=optimizer_missing)
     logging.info("%s", report)
     if missing:
         logging.warning("%d variables of %s are not in %s: %s", len(missing),
                         model.name, checkpoint, ", ".join(missing))
+    if optimizer_missing:
+        logging.warning("%d optimizer entries are not in %s (kept their values): %s",
+                        len(optimizer_missing), checkpoint, ", ".join(optimizer_missing))
     return report
 
 
 def save_tf1_checkpoint(model, path: str | os.PathLike, *,
                         global_step: int | None = None,
-                        update_state_file: bool = False) -> str:
+                        update_state_file: bool = False, optimizer=None) -> str:
     """Writes the model's weights under their TF1 names as a name-based checkpoint.
 
     `<path>.index` and `<path>.data-00000-of-00001` are written under a temporary name
     and renamed when complete; the original TF1 code (`--init_checkpoint=<path>`),
     `tf.train.load_checkpoint` and `load_tf1_checkpoint` read them. With
     `update_state_file` the directory's `checkpoint` file is pointed at `path` (off by
-    default: a training directory's own state file is left alone). Returns `path`.
+    default: a training directory's own state file is left alone). With `optimizer` (an
+    AdamWeightDecay or Lamb of `albert_tf.training.optimizers`) its slots are written as
+    the original's `<name>/adam_m`, `<name>/adam_v`, and `global_step` is its
+    `iterations` unless `global_step` is given. Returns `path`.
     """
     path = os.fspath(path)
     variables = _model_variables(model)
+    if optimizer is not None:
+        state = _optimizer_variables(optimizer, model)
+        step = state.pop("global_step")
+        if global_step is None:
+            global_step = int(tf.convert_to_tensor(step).numpy())
+        variables.update(state)
     names = sorted(variables)
     tensors = [tf.convert_to_tensor(variables[n].value) for n in names]
     if global_step is not None:

@@ -74,7 +74,8 @@ def regression_loss(predictions, labels, *, per_example: bool = False):
     return loss if per_example else tf.reduce_mean(loss)
 
 
-def squad_v1_loss(start_logits, end_logits, start_positions, end_positions):
+def squad_v1_loss(start_logits, end_logits, start_positions, end_positions, *,
+                  per_example: bool = False):
     """`run_squad_v1.py`: (start + end) / 2, each the batch mean of
     -log_softmax(logits)[position] over the whole sequence (the original does not mask).
     start_logits, end_logits: [B, S]; positions: int [B] or [B, 1]."""
@@ -82,7 +83,8 @@ def squad_v1_loss(start_logits, end_logits, start_positions, end_positions):
         tf.nn.log_softmax(tf.cast(start_logits, tf.float32), axis=-1), start_positions)
     end = _nll_of_positions(
         tf.nn.log_softmax(tf.cast(end_logits, tf.float32), axis=-1), end_positions)
-    return (tf.reduce_mean(start) + tf.reduce_mean(end)) / 2.0
+    loss = (start + end) / 2.0  # [B]; its batch mean is the original's loss
+    return loss if per_example else tf.reduce_mean(loss)
 
 
 # The original weighs the answerability loss by 0.5 "so that the scale is comparable".
@@ -90,15 +92,15 @@ SQUAD_V2_CLASS_LOSS_WEIGHT = 0.5
 
 
 def squad_v2_loss(start_log_probs, end_log_probs, cls_logits, start_positions,
-                  end_positions, is_impossible):
+                  end_positions, is_impossible, *, per_example: bool = False):
     """`run_squad_v2.py`: (start + end) * 0.5 + 0.5 * answerability, where start and end
     are the batch means of -log_probs[position] (the p_mask-ed log-probabilities of
     `AlbertSquadV2` called with `start_positions`) and answerability is the mean sigmoid
     cross-entropy of `cls_logits` [B] against `is_impossible` (1 = no answer)."""
-    start = tf.reduce_mean(_nll_of_positions(tf.cast(start_log_probs, tf.float32),
-                                             start_positions))
-    end = tf.reduce_mean(_nll_of_positions(tf.cast(end_log_probs, tf.float32),
-                                           end_positions))
-    answerability = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
-        labels=_flat(is_impossible, tf.float32), logits=_flat(cls_logits, tf.float32)))
-    return (start + end) * 0.5 + answerability * SQUAD_V2_CLASS_LOSS_WEIGHT
+    start = _nll_of_positions(tf.cast(start_log_probs, tf.float32), start_positions)
+    end = _nll_of_positions(tf.cast(end_log_probs, tf.float32), end_positions)
+    answerability = tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=_flat(is_impossible, tf.float32), logits=_flat(cls_logits, tf.float32))
+    # [B]; its batch mean is the original's loss (every part is a batch mean there).
+    loss = (start + end) * 0.5 + answerability * SQUAD_V2_CLASS_LOSS_WEIGHT
+    return loss if per_example else tf.reduce_mean(loss)

@@ -85,6 +85,11 @@ def test_examples_run_in_order(release_dir, capsys):
     assert sorted(p.name for p in (release_dir.parent / "pretrain").iterdir()) == [
         "records.tfrecord-00000-of-00002", "records.tfrecord-00001-of-00002"]
     assert printed.count("(8, 128) (8, 20) True") == 2
+    out = release_dir.parent
+    assert (out / "mrpc_out" / "model.ckpt-best.index").exists()
+    assert (out / "mrpc_out" / "submission" / "MRPC.tsv").exists()
+    assert (out / "squad_out" / "predictions.json").exists()
+    assert (out / "pretrain_out" / "eval_results.txt").exists()
 
 
 def test_parameter_count_command_prints_the_table_figures(tmp_path):

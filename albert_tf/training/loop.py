@@ -122,7 +122,7 @@ class Trainer:
         for batch in micro_batches:
             grads, terms = self._gradients(batch, denominators)
             total_grads = grads if total_grads is None else [
-                a + b for a, b in zip(total_grads, grads)]
+                _add_gradients(a, b) for a, b in zip(total_grads, grads)]
             total_terms = terms if total_terms is None else {
                 k: total_terms[k] + terms[k] for k in terms}
         self.optimizer.apply_gradients(zip(total_grads, variables))
@@ -136,7 +136,9 @@ class Trainer:
             if hasattr(self.optimizer, "scale_loss"):  # float16 loss scaling
                 loss = self.optimizer.scale_loss(loss)
         grads = tape.gradient(loss, self.model.trainable_variables)
-        grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+        # Embedding gradients stay IndexedSlices: the global-norm clip then counts them
+        # as the original does (one slice per token).
+        grads = [tf.zeros_like(v) if g is None else g
                  for g, v in zip(grads, self.model.trainable_variables)]
         return grads, terms
 
@@ -212,10 +214,9 @@ class Trainer:
         elapsed = max(time.time() - began, 1e-9)
         rate = (step - began_step) / elapsed
         eta = (self.train_steps - step) / rate if rate > 0 else float("inf")
-        logging.info(
-            "step %d/%d  loss %.4f  %s  lr %.3g  %.2f steps/s  ETA %s", step,
-            self.train_steps, loss, "  ".join(f"{k} {v:.4f}" for k, v in terms.items()),
-            learning_rate, rate, _duration(eta))
+        parts = "".join(f"  {k} {v:.4f}" for k, v in terms.items()) if len(terms) > 1 else ""
+        logging.info("step %d/%d  loss %.4f%s  lr %.3g  %.2f steps/s  ETA %s", step,
+                     self.train_steps, loss, parts, learning_rate, rate, _duration(eta))
         if writer is not None:
             with writer.as_default(step=step):
                 tf.summary.scalar("loss", loss)
@@ -237,6 +238,15 @@ class Trainer:
     def _restore_sigterm(self, previous):
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _add_gradients(a, b):
+    """a + b; IndexedSlices (embedding gradients) are joined, not densified, so that
+    accumulated micro-batches give the slices one batch would (the same clip norm)."""
+    if isinstance(a, tf.IndexedSlices) and isinstance(b, tf.IndexedSlices):
+        return tf.IndexedSlices(tf.concat([a.values, b.values], 0),
+                                tf.concat([a.indices, b.indices], 0), a.dense_shape)
+    return tf.convert_to_tensor(a) + tf.convert_to_tensor(b)
 
 
 def _duration(seconds: float) -> str:
@@ -275,3 +285,28 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
 def _stack(rows):
     shapes = {np.shape(r) for r in rows}
     return np.stack(rows) if len(shapes) <= 1 else rows
+
+
+def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
+             metric_fn, max_steps: int | None = None) -> dict[str, float]:
+    """Sums `metric_fn(outputs, features) -> {name: (sum, count)}` over a dataset of
+    global batches (at most `max_steps` of them) on every replica; returns sum / count
+    for each name."""
+    @tf.function(reduce_retracing=True)
+    def step(batch):
+        def replica_fn(batch):
+            return metric_fn(forward(model, batch, training=False), batch)
+        per_replica = strategy.run(replica_fn, args=(batch,))
+        return {k: (strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None),
+                    strategy.reduce(tf.distribute.ReduceOp.SUM, c, axis=None))
+                for k, (s, c) in per_replica.items()}
+
+    totals: dict[str, list[float]] = {}
+    if max_steps is not None:
+        dataset = dataset.take(max_steps)
+    for batch in strategy.experimental_distribute_dataset(dataset):
+        for name, (value, count) in step(batch).items():
+            total = totals.setdefault(name, [0.0, 0.0])
+            total[0] += float(value)
+            total[1] += float(count)
+    return {name: s / c if c else float("nan") for name, (s, c) in totals.items()}

@@ -1,0 +1,159 @@
+"""What the absl scripts share: flags with the original names, and the set-up steps.
+
+The scripts (`run_pretraining.py`, `run_classifier.py`, `run_squad.py`) only define
+flags and call `albert_tf.apps.<task>.run`; everything they do is reachable from
+Python here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+from absl import flags, logging
+
+from albert_tf.checkpoints import load_tf1_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.data.cache import write_text_atomically
+from albert_tf.training import distribute
+from albert_tf.training.optimizers import create_optimizer
+
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+class UsageError(ValueError):
+    """Flags or files that cannot make a run: reported before any training starts."""
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors that mean bad flags or input (reported as one line, not a traceback)."""
+    from albert_tf.checkpoints import CheckpointError
+    from albert_tf.config import ConfigError
+    from albert_tf.data.glue import GlueDataError
+    from albert_tf.data.pretraining import PretrainingDataError
+    from albert_tf.data.race import RaceDataError
+    from albert_tf.data.squad import SquadError
+    from albert_tf.tokenization import TokenizerError
+
+    return (UsageError, CheckpointError, ConfigError, GlueDataError, PretrainingDataError,
+            RaceDataError, SquadError, TokenizerError, distribute.DistributionError,
+            FileNotFoundError)
+
+
+def run_script(run, flag_names) -> None:
+    """The body of every script's `main`: the flags to `run`, bad input to one line."""
+    try:
+        run(flag_values(flag_names))
+    except user_errors() as e:
+        logging.error("%s", e)
+        raise SystemExit(f"error: {e}") from None
+
+
+def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw"):
+    """Flags every script has, with the original names where the original has them
+    (and each script's original defaults for the learning rate and the optimizer)."""
+    flags.DEFINE_string("albert_config_file", None,
+                        "albert_config.json of the model (or a shipped name such as "
+                        "albert_base_v2).")
+    flags.DEFINE_string("init_checkpoint", None,
+                        "A TF1 checkpoint to start from (e.g. Google's "
+                        "model.ckpt-best), unless output_dir already has a checkpoint.")
+    flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (30k-clean.model).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (Chinese models).")
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text.")
+    flags.DEFINE_bool("do_train", False, "Train.")
+    flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.")
+    flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
+    flags.DEFINE_string("optimizer", optimizer, "adamw or lamb.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000, "Checkpoint every N steps.")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "How many checkpoints to keep.")
+    flags.DEFINE_integer("iterations_per_loop", 100,
+                         "Training steps per tf.function call (and between progress lines).")
+    flags.DEFINE_enum("distribution_strategy", "one_device", list(distribute.STRATEGIES),
+                      "How to spread the work: one device, the GPUs of this host, several "
+                      "hosts (TF_CONFIG) or a TPU (--tpu).")
+    flags.DEFINE_string("tpu", None, "TPU name or address for distribution_strategy=tpu.")
+    flags.DEFINE_enum("precision", "float32", list(PRECISIONS),
+                      "float32, or Keras mixed precision (float16 with loss scaling).")
+    flags.DEFINE_bool("enable_xla", False, "Compile the gradient computation with XLA.")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                         "Micro-batches per optimizer step (train_batch_size is the total).")
+    flags.DEFINE_integer("seed", 12345, "Seed of every random choice (weights, data order).")
+    flags.DEFINE_string("export_dir", None, "Also export a SavedModel here at the end.")
+
+
+def flag_values(names) -> dict:
+    return {name: flags.FLAGS[name].value for name in names}
+
+
+@dataclasses.dataclass
+class RunContext:
+    """The strategy, the config and the helpers of one run."""
+
+    strategy: tf.distribute.Strategy
+    config: AlbertConfig
+    output_dir: str
+
+
+def check_file(path, flag: str) -> str:
+    if not path:
+        raise UsageError(f"--{flag} is required")
+    path = os.fspath(path)
+    if not tf.io.gfile.exists(path):
+        raise UsageError(f"--{flag}={path} does not exist")
+    return path
+
+
+def setup(*, albert_config_file, output_dir, distribution_strategy="one_device", tpu=None,
+          precision="float32", seed=12345, max_seq_length=None, **_) -> RunContext:
+    """Config, strategy, precision and seeds; errors before any work starts."""
+    if not output_dir:
+        raise UsageError("--output_dir is required")
+    if not albert_config_file:
+        raise UsageError("--albert_config_file is required")
+    config = AlbertConfig.from_name_or_file(albert_config_file)
+    if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
+        raise UsageError(
+            f"--max_seq_length={max_seq_length} is longer than the model's "
+            f"max_position_embeddings ({config.max_position_embeddings}) in "
+            f"{albert_config_file}")
+    keras.utils.set_random_seed(seed)
+    keras.mixed_precision.set_dtype_policy(precision)
+    strategy = distribute.get_strategy(distribution_strategy, tpu=tpu)
+    tf.io.gfile.makedirs(output_dir)
+    logging.info("%s with %d replicas; precision %s", type(strategy).__name__,
+                 strategy.num_replicas_in_sync, precision)
+    return RunContext(strategy, config, os.fspath(output_dir))
+
+
+def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimizer="adamw",
+                   precision="float32", **kwargs):
+    """The original optimizer; wrapped for loss scaling under float16."""
+    result = create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
+                              optimizer=optimizer, **kwargs)
+    if precision == "mixed_float16":
+        result = keras.optimizers.LossScaleOptimizer(result)
+    return result
+
+
+def initialize_from(model, init_checkpoint, output_dir) -> None:
+    """Loads `init_checkpoint` (TF1, by name) unless `output_dir` holds a checkpoint to
+    resume from (which then wins, as in the original)."""
+    if not init_checkpoint:
+        return
+    if tf.train.latest_checkpoint(output_dir):
+        logging.info("not loading %s: resuming from %s", init_checkpoint, output_dir)
+        return
+    report = load_tf1_checkpoint(model, init_checkpoint)
+    logging.info("initialized from %s:\n%s", init_checkpoint, report)
+
+
+def write_results(path: str, results: dict, title: str = "Eval results") -> None:
+    """`key = value` lines, as the original's eval_results.txt; also logged."""
+    logging.info("***** %s *****", title)
+    for key, value in sorted(results.items()):
+        logging.info("  %s = %s", key, value)
+    write_text_atomically(path, "".join(f"{k} = {v}\n" for k, v in sorted(results.items())))

@@ -1,0 +1,1 @@
+"""Training for albert_tf: optimizers, objectives, distribution and the training loop."""

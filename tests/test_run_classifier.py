@@ -1,0 +1,143 @@
+"""run_classifier.py end to end on tiny models: GLUE (classification, regression), RACE."""
+
+import json
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
+TINY = {"vocab_size": 30000, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 128}
+
+
+def run(*args, check=True):
+    result = subprocess.run([sys.executable, str(ROOT / "run_classifier.py"), *map(str, args)],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def results(path):
+    return {k: float(v) for k, v in (line.split(" = ")
+                                     for line in path.read_text().splitlines())}
+
+
+@pytest.fixture(scope="module")
+def tiny_config(tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "albert_config.json"
+    path.write_text(json.dumps(TINY))
+    return path
+
+
+def common_flags(config, output_dir, **overrides):
+    flags = {"spm_model_file": SPM, "albert_config_file": config, "output_dir": output_dir,
+             "max_seq_length": 64, "train_batch_size": 8, "eval_batch_size": 8,
+             "predict_batch_size": 8, "train_step": 6, "save_checkpoints_steps": 3,
+             "iterations_per_loop": 3, "learning_rate": 1e-3}
+    flags.update(overrides)
+    return [f"--{k}={v}" for k, v in flags.items()]
+
+
+def test_mrpc_train_eval_predict(tmp_path, tiny_config):
+    out = tmp_path / "mrpc"
+    run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
+        "--do_predict", *common_flags(tiny_config, out))
+    evaluation = results(out / "eval_results.txt")
+    assert evaluation["global_step"] == 6 and 0 <= evaluation["eval_accuracy"] <= 1
+    assert "f1" in evaluation
+    best = results(out / "best_trial.txt")
+    assert best["eval_accuracy"] >= evaluation["eval_accuracy"]
+    # The best checkpoint is a TF1 name-based checkpoint with the original's names.
+    import tensorflow as tf
+
+    names = dict(tf.train.list_variables(str(out / "model.ckpt-best")))
+    assert names["output_weights"] == [2, 16] and "bert/pooler/dense/kernel" in names
+    test_rows = (FIXTURES / "glue" / "MRPC" / "test.tsv").read_text().splitlines()[1:]
+    probabilities = (out / "test_results.tsv").read_text().splitlines()
+    assert len(probabilities) == len(test_rows)
+    assert all(abs(sum(map(float, row.split("\t"))) - 1) < 1e-4 for row in probabilities)
+    submission = (out / "submission" / "MRPC.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == len(test_rows) + 1
+    # A later --do_predict alone uses the trained model.
+    run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_predict",
+        *common_flags(tiny_config, out))
+
+
+def test_sts_b_is_regression(tmp_path, tiny_config):
+    out = tmp_path / "stsb"
+    run("--task_name=STS-B", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
+        *common_flags(tiny_config, out))
+    evaluation = results(out / "eval_results.txt")
+    assert {"pearson", "spearman", "MSE"} <= set(evaluation)
+
+
+def test_race_multiple_choice(tmp_path, tiny_config):
+    out = tmp_path / "race"
+    run("--task_name=race", f"--data_dir={FIXTURES / 'race'}", "--do_train", "--do_eval",
+        *common_flags(tiny_config, out, max_seq_length=128, max_qa_length=32,
+                      train_batch_size=2, eval_batch_size=2))
+    assert 0 <= results(out / "eval_results.txt")["eval_accuracy"] <= 1
+
+
+def easy_sst2(directory, seed=0):
+    """A sentiment task a tiny model must learn: one word of four decides the label."""
+    rng = random.Random(seed)
+    positive = ["great", "good", "wonderful", "excellent", "lovely"]
+    negative = ["bad", "awful", "terrible", "poor", "boring"]
+    filler = ["the", "movie", "film", "was", "plot", "actors", "story", "really", "quite"]
+    (directory / "SST-2").mkdir(parents=True)
+    for split, count in (("train", 400), ("dev", 100)):
+        rows = ["sentence\tlabel"]
+        for _ in range(count):
+            label = rng.randint(0, 1)
+            words = rng.sample(filler, 3) + [rng.choice(positive if label else negative)]
+            rng.shuffle(words)
+            rows.append(f"{' '.join(words)}\t{label}")
+        (directory / "SST-2" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+
+
+def test_a_tiny_model_learns_an_easy_task(tmp_path, tiny_config):
+    easy_sst2(tmp_path / "glue")
+    out = tmp_path / "easy"
+    run("--task_name=sst-2", f"--data_dir={tmp_path / 'glue'}", "--do_train", "--do_eval",
+        *common_flags(tiny_config, out, max_seq_length=16, train_batch_size=16,
+                      train_step=150, warmup_step=10, save_checkpoints_steps=150,
+                      iterations_per_loop=50, learning_rate=3e-3, dropout_prob=0))
+    accuracy = results(out / "eval_results.txt")["eval_accuracy"]
+    assert accuracy >= 0.9, accuracy  # chance is 0.5
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--task_name=nope", "--do_train"], "nope"),
+    (["--task_name=MRPC", "--do_train", "--data_dir=/no/such/dir"], "/no/such/dir"),
+    (["--task_name=MRPC", "--do_predict"], "need a trained model"),
+    (["--task_name=MRPC"], "nothing to do"),
+    (["--task_name=MRPC", "--do_train", "--init_checkpoint=/no/model.ckpt"],
+     "no checkpoint at /no/model.ckpt"),
+])
+def test_bad_input_fails_before_training(tmp_path, tiny_config, args, message):
+    flags = common_flags(tiny_config, tmp_path / "bad")
+    if not any(a.startswith("--data_dir") for a in args):
+        flags.append(f"--data_dir={FIXTURES / 'glue'}")
+    result = run(*args, *flags, check=False)
+    assert result.returncode != 0 and message in result.stderr, result.stderr[-2000:]
+    assert not list((tmp_path / "bad").glob("ckpt-*"))
+
+
+def test_checkpoint_of_another_size_lists_every_mismatch(tmp_path, tiny_config):
+    result = run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train",
+                 f"--init_checkpoint={FIXTURES / 'albert_tf1_tiny_grouped' / 'model.ckpt'}",
+                 *common_flags(tiny_config, tmp_path / "out"), check=False)
+    assert result.returncode != 0
+    assert "does not fit" in result.stderr and "variables differ" in result.stderr
+    assert not list((tmp_path / "out").glob("ckpt-*"))
+    shutil.rmtree(tmp_path / "out", ignore_errors=True)

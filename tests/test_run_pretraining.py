@@ -1,0 +1,88 @@
+"""run_pretraining.py end to end on a tiny model: records and dynamic masking."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
+CORPUS = str(FIXTURES / "pretraining" / "alice_excerpt.txt")
+TINY = {"vocab_size": 30000, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 64}
+
+
+def run(script, *args, check=True):
+    result = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)],
+                            capture_output=True, text=True, timeout=300, cwd=ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("pretraining")
+    (directory / "tiny.json").write_text(json.dumps(TINY))
+    run("create_pretraining_data.py", f"--input_file={CORPUS}",
+        f"--output_file={directory / 'records.tfrecord'}", f"--spm_model_file={SPM}",
+        "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2")
+    return directory
+
+
+COMMON = ["--train_batch_size=8", "--eval_batch_size=8", "--max_seq_length=64",
+          "--max_predictions_per_seq=10", "--learning_rate=0.01", "--num_warmup_steps=2",
+          "--iterations_per_loop=3", "--max_eval_steps=3"]
+
+
+def eval_results(directory):
+    lines = (directory / "eval_results.txt").read_text().splitlines()
+    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+
+
+def test_trains_evaluates_and_resumes_from_records(workspace):
+    out = workspace / "out"
+    args = [f"--input_file={workspace / 'records.tfrecord'}",
+            f"--albert_config_file={workspace / 'tiny.json'}", f"--output_dir={out}",
+            "--do_train", "--do_eval", "--save_checkpoints_steps=3", *COMMON]
+    run("run_pretraining.py", *args, "--num_train_steps=6")
+    assert sorted(p.name for p in out.glob("ckpt-*.index")) == ["ckpt-3.index", "ckpt-6.index"]
+    results = eval_results(out)
+    assert results["global_step"] == 6
+    assert set(results) >= {"masked_lm_accuracy", "masked_lm_loss",
+                            "sentence_order_accuracy", "sentence_order_loss"}
+    assert 0 <= results["masked_lm_accuracy"] <= 1 and results["masked_lm_loss"] > 0
+    # Asking for more steps resumes from step 6, not from scratch.
+    result = run("run_pretraining.py", *args, "--num_train_steps=9")
+    assert "resumed from" in result.stderr and "ckpt-6" in result.stderr
+    assert eval_results(out)["global_step"] == 9
+
+
+def test_dynamic_masking_from_raw_text(workspace):
+    out = workspace / "dynamic"
+    run("run_pretraining.py", f"--input_text={CORPUS}", f"--spm_model_file={SPM}",
+        f"--albert_config_file={workspace / 'tiny.json'}", f"--output_dir={out}",
+        "--do_train", "--do_eval", "--num_train_steps=3", "--save_checkpoints_steps=3",
+        *COMMON)
+    assert (out / "ckpt-3.index").exists() and eval_results(out)["global_step"] == 3
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input_file=/no/such/*.tfrecord", "--do_train"], "/no/such/*.tfrecord"),
+    (["--do_train"], "exactly one of --input_file"),
+    ([f"--input_file={CORPUS}"], "nothing to do"),
+    ([f"--input_file={CORPUS}", "--do_train", "--train_batch_size=7",
+      "--distribution_strategy=mirrored"], None),
+])
+def test_bad_flags_fail_before_training(workspace, args, message):
+    result = run("run_pretraining.py", f"--albert_config_file={workspace / 'tiny.json'}",
+                 f"--output_dir={workspace / 'bad'}", *args, check=False)
+    assert result.returncode != 0
+    if message:
+        assert message in result.stderr
+    assert not list((workspace / "bad").glob("ckpt-*"))

@@ -9,7 +9,7 @@ import math
 import os
 
 import tensorflow as tf
-from absl import flags, logging
+from absl import flags
 
 from albert_tf import losses
 from albert_tf.apps import common

@@ -54,6 +54,7 @@ def test_mrpc_train_eval_predict(tmp_path, tiny_config):
     evaluation = results(out / "eval_results.txt")
     assert evaluation["global_step"] == 6 and 0 <= evaluation["eval_accuracy"] <= 1
     assert "f1" in evaluation
+    assert list((out / "eval").glob("events.out.tfevents.*"))  # TensorBoard eval metrics
     best = results(out / "best_trial.txt")
     assert best["eval_accuracy"] >= evaluation["eval_accuracy"]
     # The best checkpoint is a TF1 name-based checkpoint with the original's names.
@@ -78,6 +79,18 @@ def test_sts_b_is_regression(tmp_path, tiny_config):
         *common_flags(tiny_config, out))
     evaluation = results(out / "eval_results.txt")
     assert {"pearson", "spearman", "MSE"} <= set(evaluation)
+
+
+def test_float16_mixed_precision_trains_with_loss_scaling(tmp_path, tiny_config):
+    out = tmp_path / "fp16"
+    run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
+        "--precision=mixed_float16", *common_flags(tiny_config, out, train_step=3,
+                                                   save_checkpoints_steps=3))
+    assert results(out / "eval_results.txt")["global_step"] == 3
+    import tensorflow as tf
+
+    kernel = tf.train.load_checkpoint(str(out / "model.ckpt-best")).get_tensor("output_weights")
+    assert kernel.dtype.name == "float32"  # weights stay float32
 
 
 def test_race_multiple_choice(tmp_path, tiny_config):

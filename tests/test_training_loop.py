@@ -218,3 +218,13 @@ def test_trainer_reproduces_the_originals_two_steps(tmp_path, name):
         # tests/test_optimizers.py).
         np.testing.assert_allclose(weight.numpy(), reader.get_tensor(weight.path), atol=5e-5,
                                    rtol=0, err_msg=weight.path)
+
+
+def test_xla_is_turned_off_with_a_message_for_replicas_on_cpu(caplog):
+    class TwoCpuReplicas:
+        num_replicas_in_sync = 2
+
+    assert not distribute.use_xla(True, TwoCpuReplicas())
+    assert "XLA cannot run under TwoCpuReplicas over 2 CPU devices" in caplog.text
+    assert not distribute.use_xla(False, distribute.get_strategy("one_device"))
+    assert distribute.use_xla(True, distribute.get_strategy("one_device"))

@@ -52,7 +52,7 @@ FLAG_NAMES = (
     "do_lower_case", "do_train", "do_eval", "do_predict", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir", "data_dir", "task_name", "cached_dir", "max_seq_length",
+    "seed", "data_dir", "task_name", "cached_dir", "max_seq_length",
     "max_qa_length", "high_only", "middle_only", "train_batch_size", "eval_batch_size",
     "predict_batch_size", "train_step", "warmup_step", "dropout_prob")
 
@@ -201,9 +201,10 @@ def _outputs(task, strategy, model, dataset):
 
 
 def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
-    """Evaluates every kept checkpoint on the dev set, writes eval_results.txt (the
-    latest) and keeps the best by the task's metric as `model.ckpt-best` (TF1 format,
-    readable by the original code) with `best_trial.txt`."""
+    """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
+    latest; TensorBoard gets each) and keeps the best by the task's metric as
+    `model.ckpt-best` (TF1 format, readable by the original code) with
+    `best_trial.txt`."""
     dataset = task.dataset(path, settings, settings["eval_batch_size"], False)
     checkpoints_to_try = trainer.manager.checkpoints or [None]
     best, best_step = None, None
@@ -212,6 +213,9 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
             trainer.checkpoint.restore(checkpoint).expect_partial()
         results = task.metrics(_outputs(task, trainer.strategy, trainer.model, dataset))
         results["global_step"] = trainer.step
+        if distribute.is_chief(trainer.strategy):
+            common.write_results(os.path.join(output_dir, "eval_results.txt"), results,
+                                 summary_step=trainer.step)
         logging.info("dev %s at step %d: %s", task.metric, trainer.step, results[task.metric])
         if best is None or results[task.metric] > best[task.metric]:
             best, best_step = results, trainer.step
@@ -220,7 +224,6 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
                                                 os.path.join(output_dir, BEST_CHECKPOINT),
                                                 global_step=trainer.step)
     if distribute.is_chief(trainer.strategy):
-        common.write_results(os.path.join(output_dir, "eval_results.txt"), results)
         common.write_results(os.path.join(output_dir, "best_trial.txt"), best,
                              title=f"Best trial (step {best_step})")
     return best

@@ -82,7 +82,6 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step (train_batch_size is the total).")
     flags.DEFINE_integer("seed", 12345, "Seed of every random choice (weights, data order).")
-    flags.DEFINE_string("export_dir", None, "Also export a SavedModel here at the end.")
 
 
 def flag_values(names) -> dict:
@@ -151,9 +150,18 @@ def initialize_from(model, init_checkpoint, output_dir) -> None:
     logging.info("initialized from %s:\n%s", init_checkpoint, report)
 
 
-def write_results(path: str, results: dict, title: str = "Eval results") -> None:
-    """`key = value` lines, as the original's eval_results.txt; also logged."""
+def write_results(path: str, results: dict, title: str = "Eval results",
+                  summary_step: int | None = None) -> None:
+    """`key = value` lines, as the original's eval_results.txt; also logged, and with
+    `summary_step` written as TensorBoard scalars under `<dir>/eval`."""
     logging.info("***** %s *****", title)
     for key, value in sorted(results.items()):
         logging.info("  %s = %s", key, value)
     write_text_atomically(path, "".join(f"{k} = {v}\n" for k, v in sorted(results.items())))
+    if summary_step is not None:
+        writer = tf.summary.create_file_writer(os.path.join(os.path.dirname(path), "eval"))
+        with writer.as_default(step=summary_step):
+            for key, value in results.items():
+                if key != "global_step":
+                    tf.summary.scalar(key, float(value))
+        writer.flush()

@@ -58,7 +58,7 @@ FLAG_NAMES = (
     "do_lower_case", "do_train", "do_predict", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir", "train_file", "predict_file", "train_feature_file",
+    "seed", "train_file", "predict_file", "train_feature_file",
     "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
     "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
     "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
@@ -180,7 +180,8 @@ def predict_and_score(trainer, settings, evaluation, output_dir) -> dict:
         scores = squad_metrics.evaluate_v1(gold, answers.predictions)
     scores = {k: v for k, v in scores.items() if not (isinstance(v, float) and math.isnan(v))}
     scores["global_step"] = trainer.step
-    common.write_results(os.path.join(output_dir, "eval_results.txt"), scores)
+    common.write_results(os.path.join(output_dir, "eval_results.txt"), scores,
+                         summary_step=trainer.step)
     with tf.io.gfile.GFile(os.path.join(output_dir, "eval_results.json"), "w") as f:
         json.dump(scores, f, indent=2)
     return scores

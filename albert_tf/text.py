@@ -46,7 +46,10 @@ def _ranges_class(predicate) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _classes() -> dict[str, str]:
+def character_classes() -> dict[str, str]:
+    """RE2 classes of the Python tokenizers' character rules, by name: `space`
+    (str.isspace), `combining`, `control`, `bert_space`, `nonspacing`, `punctuation`,
+    `cjk`."""
     from albert_tf.tokenization import _is_chinese_char, _is_control, _is_punctuation
 
     return {
@@ -70,7 +73,7 @@ def _valid_utf8(texts):
 
 def preprocess_text(texts, lower: bool):
     """In-graph `tokenization.preprocess_text(text, lower=lower)` on a string tensor."""
-    c = _classes()
+    c = character_classes()
     texts = _valid_utf8(texts)
     texts = tf.strings.regex_replace(texts, f"^{c['space']}+|{c['space']}+$", "")
     texts = tf.strings.regex_replace(texts, f"{c['space']}+", " ")
@@ -208,7 +211,7 @@ class AlbertTextTokenizer(tf.Module):
 
     # -- WordPiece: BERT's basic tokenizer, then greedy longest-match.
     def _tokenize_wordpiece(self, texts):
-        c = _classes()
+        c = character_classes()
         texts = _valid_utf8(texts)
         texts = tf.strings.regex_replace(texts, f"{c['control']}+", "")
         texts = tf.strings.regex_replace(texts, c["bert_space"], " ")

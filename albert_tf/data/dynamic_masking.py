@@ -526,9 +526,9 @@ def _blank_lines(lines, sentencepiece: bool, lower: bool):
     SentencePiece preprocessing (or, with WordPiece, after `str.strip`)."""
     if sentencepiece:
         return tf.equal(tf.strings.length(preprocess_text(lines, lower=lower)), 0)
-    from albert_tf.text import _classes  # Python's str.isspace as an RE2 class
+    from albert_tf.text import character_classes  # str.isspace as an RE2 class
 
-    return tf.strings.regex_full_match(lines, f"{_classes()['space']}*")
+    return tf.strings.regex_full_match(lines, f"{character_classes()['space']}*")
 
 
 def _split_documents(carry, block):

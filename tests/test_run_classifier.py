@@ -1,41 +1,21 @@
 """run_classifier.py end to end on tiny models: GLUE (classification, regression), RACE."""
 
-import json
-import os
-import pathlib
 import random
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
-TINY = {"vocab_size": 30000, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 128}
+from tests.helpers.scripts import FIXTURES, SPM, run_script, write_tiny_config
+from tests.helpers.scripts import read_results as results
 
 
 def run(*args, check=True):
-    result = subprocess.run([sys.executable, str(ROOT / "run_classifier.py"), *map(str, args)],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
-def results(path):
-    return {k: float(v) for k, v in (line.split(" = ")
-                                     for line in path.read_text().splitlines())}
+    return run_script("run_classifier.py", *args, check=check)
 
 
 @pytest.fixture(scope="module")
 def tiny_config(tmp_path_factory):
-    path = tmp_path_factory.mktemp("config") / "albert_config.json"
-    path.write_text(json.dumps(TINY))
-    return path
+    return write_tiny_config(tmp_path_factory.mktemp("config"))
 
 
 def common_flags(config, output_dir, **overrides):

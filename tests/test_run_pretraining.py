@@ -1,34 +1,17 @@
 """run_pretraining.py end to end on a tiny model: records and dynamic masking."""
 
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
-ROOT = pathlib.Path(__file__).parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
+from tests.helpers.scripts import FIXTURES, SPM, read_results, write_tiny_config
+from tests.helpers.scripts import run_script as run
+
 CORPUS = str(FIXTURES / "pretraining" / "alice_excerpt.txt")
-TINY = {"vocab_size": 30000, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 64}
-
-
-def run(script, *args, check=True):
-    result = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     directory = tmp_path_factory.mktemp("pretraining")
-    (directory / "tiny.json").write_text(json.dumps(TINY))
+    write_tiny_config(directory).rename(directory / "tiny.json")
     run("create_pretraining_data.py", f"--input_file={CORPUS}",
         f"--output_file={directory / 'records.tfrecord'}", f"--spm_model_file={SPM}",
         "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2")
@@ -41,8 +24,7 @@ COMMON = ["--train_batch_size=8", "--eval_batch_size=8", "--max_seq_length=64",
 
 
 def eval_results(directory):
-    lines = (directory / "eval_results.txt").read_text().splitlines()
-    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+    return read_results(directory / "eval_results.txt")
 
 
 def test_trains_evaluates_and_resumes_from_records(workspace):

@@ -1,36 +1,22 @@
 """run_squad.py end to end on tiny models: v1.1 and v2.0, files and official scores."""
 
 import json
-import os
-import pathlib
-import subprocess
-import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).parent.parent
-FIXTURES = ROOT / "tests" / "fixtures"
-SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
+from tests.helpers.scripts import FIXTURES, SPM, run_script, write_tiny_config
+
 V1 = FIXTURES / "squad" / "dev-v1.1-excerpt.json"
 V2 = FIXTURES / "squad" / "dev-v2.0-excerpt.json"
-TINY = {"vocab_size": 30000, "embedding_size": 8, "hidden_size": 16, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 128}
 
 
 def run(*args, check=True):
-    result = subprocess.run([sys.executable, str(ROOT / "run_squad.py"), *map(str, args)],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    if check:
-        assert result.returncode == 0, result.stderr[-3000:]
-    return result
+    return run_script("run_squad.py", *args, check=check)
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-    path = tmp_path_factory.mktemp("config") / "albert_config.json"
-    path.write_text(json.dumps(TINY))
-    return path
+    return write_tiny_config(tmp_path_factory.mktemp("config"))
 
 
 def flags(config, output_dir, data):

@@ -20,6 +20,7 @@ setup(
         "sentencepiece>=0.2",
         "absl-py>=2.0",
         "tensorboard>=2.20",
+        "tensorflow-serving-api>=2.21,<2.22",
         "numpy>=1.26",
     ],
     extras_require={"test": ["pytest>=8"]},

@@ -1,0 +1,66 @@
+"""Exports a fine-tuned (or pretrained) ALBERT TF1 checkpoint as a SavedModel for serving.
+
+    python export_savedmodel.py --kind=classifier --task_name=MRPC \\
+        --albert_config_file=albert_base/albert_config.json \\
+        --checkpoint=mrpc_out/model.ckpt-best \\
+        --spm_model_file=albert_base/30k-clean.model --max_seq_length=128 \\
+        --export_dir=serving/mrpc
+
+writes `serving/mrpc/<version>/` (1 + the largest existing version unless --version)
+with the signatures `serving_default`, `serve_examples` and `serve_text`. The checkpoint
+must hold every variable of the model (a mismatch stops before anything is written).
+The work is `albert_tf.export`.
+"""
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_enum("kind", None, ["classifier", "multiple_choice", "squad_v1", "squad_v2",
+                                 "encoder", "mlm"], "The model to export.")
+flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
+flags.DEFINE_string("checkpoint", None,
+                    "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best).")
+flags.DEFINE_string("spm_model_file", None, "SentencePiece model (for serve_text).")
+flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (for serve_text).")
+flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text.")
+flags.DEFINE_integer("max_seq_length", 512, "Longest packed input of serve_text.")
+flags.DEFINE_integer("max_query_length", 64, "Longest SQuAD question (serve_text).")
+flags.DEFINE_string("task_name", None, "A GLUE task: gives the labels and num_labels.")
+flags.DEFINE_integer("num_labels", None, "Classifier outputs (1: regression).")
+flags.DEFINE_integer("num_choices", 4, "Choices of a multiple-choice model (RACE: 4).")
+flags.DEFINE_string("labels", None, "Comma-separated labels (default: the task's).")
+flags.DEFINE_string("export_dir", None, "Where the version directories go.")
+flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from albert_tf.export import export_savedmodel, load_model_from_checkpoint
+
+    try:
+        num_labels = FLAGS.num_labels
+        if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
+            from albert_tf.data.glue import get_task
+
+            num_labels = get_task(FLAGS.task_name).num_labels
+        model = load_model_from_checkpoint(
+            FLAGS.kind, FLAGS.albert_config_file, FLAGS.checkpoint,
+            num_labels=num_labels, num_choices=FLAGS.num_choices)
+        path = export_savedmodel(
+            model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=FLAGS.spm_model_file,
+            vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+            max_seq_length=FLAGS.max_seq_length,
+            labels=FLAGS.labels.split(",") if FLAGS.labels else None,
+            version=FLAGS.version, task_name=FLAGS.task_name,
+            max_query_length=FLAGS.max_query_length)
+    except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
+        raise SystemExit(f"error: {e}") from None
+    print(f"exported {path}")
+
+
+if __name__ == "__main__":
+    for name in ("kind", "albert_config_file", "checkpoint", "export_dir"):
+        flags.mark_flag_as_required(name)
+    app.run(main)

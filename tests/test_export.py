@@ -1,0 +1,382 @@
+"""SavedModel export: every kind's signatures, reloaded in a fresh process, equal the
+Keras model; versioning; strict checkpoint loading before anything is written."""
+
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SPM = str(REPO / "tests" / "fixtures" / "spm" / "albert_en_30k_reconstructed.model")
+MAX_SEQ = 32
+MAX_QUERY = 8
+BIN = pathlib.Path(sys.executable).parent
+
+TEXTS_A = ["Hello world, this is a test.", "", " ".join(["a long sentence"] * 40),
+           "Who wrote Pride and Prejudice in 1813?"]
+TEXTS_B = ["It is 1990, or so.", "Short.", "", " ".join(["another long one"] * 30)]
+
+# kind -> (export kwargs for build_model, export_savedmodel kwargs)
+CASES = {
+    "classifier": ({"num_labels": 2}, {"task_name": "cola"}),  # single sentence
+    "regression": ({"num_labels": 1}, {"task_name": "sts-b"}),  # pair
+    "multiple_choice": ({"num_choices": 2}, {}),
+    "squad_v1": ({}, {"max_query_length": MAX_QUERY}),
+    "squad_v2": ({"start_n_top": 3, "end_n_top": 2}, {"max_query_length": MAX_QUERY}),
+    "encoder": ({}, {}),
+    "mlm": ({}, {}),
+}
+
+RELOAD = r"""
+import pickle, sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (the ops serve_text needs)
+calls = pickle.load(open(sys.argv[1], "rb"))
+loaded, results = {}, {}
+for key, (path, signature, inputs) in calls.items():
+    if path not in loaded:
+        loaded[path] = tf.saved_model.load(path)
+    fn = loaded[path].signatures[signature]
+    outputs = fn(**{k: tf.constant(v) for k, v in inputs.items()})
+    results[key] = {k: v.numpy() for k, v in outputs.items()}
+pickle.dump(results, open(sys.argv[2], "wb"))
+"""
+
+
+def read_warmup_requests(path):
+    from albert_tf.serving_warmup import read_warmup_requests
+
+    return read_warmup_requests(path)
+
+
+def warmup_path(path):
+    from albert_tf.serving_warmup import warmup_path
+
+    return warmup_path(path)
+
+
+def _kind(case):
+    return "classifier" if case == "regression" else case
+
+
+@pytest.fixture(scope="module")
+def config():
+    from albert_tf import AlbertConfig
+
+    return AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16,
+                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
+                        max_position_embeddings=64)
+
+
+@pytest.fixture(scope="module")
+def exported(config, tmp_path_factory):
+    """case -> (model, version dir)."""
+    from albert_tf.export import build_model, export_savedmodel
+
+    root = tmp_path_factory.mktemp("export")
+    out = {}
+    for case, (model_kwargs, export_kwargs) in CASES.items():
+        model = build_model(_kind(case), config, seed=3, **model_kwargs)
+        path = export_savedmodel(model, root / case, kind=_kind(case), spm_model_file=SPM,
+                                 max_seq_length=MAX_SEQ, **export_kwargs)
+        out[case] = (model, path)
+    return out
+
+
+def _python_tokenizer():
+    from albert_tf.tokenization import FullTokenizer
+
+    return FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+
+
+def _pack(segments):
+    from albert_tf.text import pack_inputs
+
+    t = _python_tokenizer()
+    ragged = []
+    for texts in segments:
+        ids = [t.encode(x) for x in texts]
+        ragged.append(tf.RaggedTensor.from_row_lengths(
+            np.array(sum(ids, []), np.int32), [len(x) for x in ids]))
+    return {k: v.numpy() for k, v in pack_inputs(
+        ragged, MAX_SEQ, cls_id=t.special_id("[CLS]"), sep_id=t.special_id("[SEP]"),
+        pad_id=t.special_id("pad")).items()}
+
+
+def _squad_pack(questions, contexts):
+    """The original's packing of one window, in Python."""
+    t = _python_tokenizer()
+    cls, sep = t.special_id("[CLS]"), t.special_id("[SEP]")
+    rows = []
+    for q, c in zip(questions, contexts):
+        q_ids = t.encode(q)[:MAX_QUERY]
+        c_ids = t.encode(c)[:MAX_SEQ - 3 - len(q_ids)]
+        ids = [cls] + q_ids + [sep] + c_ids + [sep]
+        types = [0] * (len(q_ids) + 2) + [1] * (len(c_ids) + 1)
+        p_mask = [0] + [1] * (len(q_ids) + 1) + [0] * len(c_ids) + [1]
+        rows.append((ids, types, p_mask))
+    length = max(len(r[0]) for r in rows)
+    pad = lambda xs, v: xs + [v] * (length - len(xs))  # noqa: E731
+    return {"input_word_ids": np.array([pad(r[0], 0) for r in rows], np.int32),
+            "input_mask": np.array([pad([1] * len(r[0]), 0) for r in rows], np.int32),
+            "input_type_ids": np.array([pad(r[1], 0) for r in rows], np.int32),
+            "p_mask": np.array([pad(r[2], 1) for r in rows], np.float32)}
+
+
+def _random_inputs(case, rng, batch=3, length=9):
+    shape = (batch, 2, length) if case == "multiple_choice" else (batch, length)
+    lengths = rng.integers(6, length + 1, size=shape[:-1])
+    mask = (np.arange(length) < lengths[..., None]).astype(np.int32)
+    inputs = {"input_word_ids": (rng.integers(5, 30000, size=shape) * mask).astype(np.int32),
+              "input_mask": mask,
+              "input_type_ids": ((np.arange(length) >= 3) * mask).astype(np.int32)}
+    if case == "squad_v2":
+        inputs["p_mask"] = (1 - mask).astype(np.float32)
+        inputs["p_mask"][:, 1:3] = 1
+    if case == "mlm":
+        inputs["masked_lm_positions"] = rng.integers(0, 6, size=(batch, 2)).astype(np.int32)
+    return inputs
+
+
+def _examples(case, inputs):
+    """Serialized tf.Examples, each row unpadded (RACE: all choices, flattened)."""
+    names = {"input_word_ids": "input_ids", "input_mask": "input_mask",
+             "input_type_ids": "segment_ids", "p_mask": "p_mask",
+             "masked_lm_positions": "masked_lm_positions"}
+    out = []
+    for i in range(len(inputs["input_word_ids"])):
+        if case == "multiple_choice":
+            keep = slice(None)
+        else:
+            keep = slice(0, int(inputs["input_mask"][i].sum()))
+        feature = {}
+        for name, value in inputs.items():
+            row = value[i] if name == "masked_lm_positions" else value[i][..., keep]
+            feature[names[name]] = tf.train.Feature(int64_list=tf.train.Int64List(
+                value=np.asarray(row).astype(np.int64).reshape(-1)))
+        out.append(tf.train.Example(features=tf.train.Features(feature=feature))
+                   .SerializeToString())
+    return np.array(out, dtype=object)
+
+
+def _text_inputs(case):
+    if case in ("squad_v1", "squad_v2"):
+        return {"question": TEXTS_A, "context": TEXTS_B}
+    if case == "multiple_choice":
+        return {"text_a": TEXTS_A, "text_b": [[b, a] for a, b in zip(TEXTS_A, TEXTS_B)]}
+    if case == "classifier":
+        return {"text_a": TEXTS_A}
+    return {"text_a": TEXTS_A, "text_b": TEXTS_B}
+
+
+def _text_model_inputs(case):
+    if case in ("squad_v1", "squad_v2"):
+        return _squad_pack(TEXTS_A, TEXTS_B)
+    if case == "multiple_choice":
+        texts = _text_inputs(case)
+        flat_a = [a for a in texts["text_a"] for _ in range(2)]
+        flat_b = [b for row in texts["text_b"] for b in row]
+        return {k: v.reshape(len(TEXTS_A), 2, -1) for k, v in _pack([flat_a, flat_b]).items()}
+    inputs = _pack([TEXTS_A] if case == "classifier" else [TEXTS_A, TEXTS_B])
+    if case == "mlm":
+        length = inputs["input_word_ids"].shape[1]
+        inputs["masked_lm_positions"] = np.tile(np.arange(length, dtype=np.int32),
+                                                (len(TEXTS_A), 1))
+    return inputs
+
+
+def _expected(case, model, inputs):
+    from albert_tf.export import _OUTPUTS
+
+    model_inputs = dict(inputs)
+    if case == "squad_v1":
+        model_inputs.pop("p_mask", None)
+    outputs = model({k: tf.constant(v) for k, v in model_inputs.items()}, training=False)
+    return {k: np.asarray(outputs[k]) for k in _OUTPUTS[_kind(case)] if k in outputs}
+
+
+@pytest.fixture(scope="module")
+def reloaded(exported, tmp_path_factory):
+    """Every signature of every case, called in a fresh process; and what to expect."""
+    rng = np.random.default_rng(0)
+    calls, expected = {}, {}
+    for case, (model, path) in exported.items():
+        inputs = _random_inputs(case, rng)
+        calls[(case, "serving_default")] = (path, "serving_default", inputs)
+        expected[(case, "serving_default")] = _expected(case, model, inputs)
+        calls[(case, "serve_examples")] = (path, "serve_examples",
+                                          {"examples": _examples(case, inputs)})
+        expected[(case, "serve_examples")] = expected[(case, "serving_default")]
+        calls[(case, "serve_text")] = (path, "serve_text", {
+            k: np.array(v, dtype=object) for k, v in _text_inputs(case).items()})
+        text_inputs = _text_model_inputs(case)
+        expected[(case, "serve_text")] = {**_expected(case, model, text_inputs),
+                                          "_inputs": text_inputs}
+    for case, (_, path) in exported.items():  # TF Serving's warmup request replays
+        logs = read_warmup_requests(warmup_path(path))
+        assert len(logs) == 1
+        request = logs[0].predict_log.request
+        assert request.model_spec.signature_name == "serving_default"
+        calls[(case, "warmup")] = (path, "serving_default", {
+            k: tf.make_ndarray(v) for k, v in request.inputs.items()})
+    calls[("squad_v2", "empty")] = (exported["squad_v2"][1], "serve_text", {
+        "question": np.array([b"", b""], dtype=object),
+        "context": np.array([b"", b""], dtype=object)})
+    work = tmp_path_factory.mktemp("reload")
+    with open(work / "calls.pkl", "wb") as f:
+        pickle.dump(calls, f)
+    subprocess.run([sys.executable, "-c", RELOAD, str(work / "calls.pkl"),
+                    str(work / "results.pkl")], check=True, cwd=work,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    with open(work / "results.pkl", "rb") as f:
+        return pickle.load(f), expected
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("signature", ["serving_default", "serve_examples", "serve_text"])
+def test_signature_matches_keras_model(reloaded, case, signature):
+    results, expected = reloaded
+    got, want = results[(case, signature)], dict(expected[(case, signature)])
+    packed = want.pop("_inputs", None)
+    for name, value in want.items():
+        assert name in got, f"{signature} lacks {name}: {sorted(got)}"
+        assert got[name].shape == value.shape, name
+        if value.dtype.kind in "iu":
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+        else:
+            np.testing.assert_allclose(got[name], value, atol=1e-5, rtol=1e-5, err_msg=name)
+    if signature == "serve_text":
+        width = packed["input_word_ids"].shape[-1]
+        assert width <= MAX_SEQ
+        if case in ("squad_v1", "squad_v2"):
+            for name in ("input_word_ids", "input_mask", "input_type_ids", "p_mask"):
+                np.testing.assert_array_equal(got[name], packed[name], err_msg=name)
+            np.testing.assert_array_equal(
+                got["context_start"],
+                [min(len(_python_tokenizer().encode(q)), MAX_QUERY) + 2 for q in TEXTS_A])
+        if case == "mlm":
+            np.testing.assert_array_equal(got["input_word_ids"], packed["input_word_ids"])
+
+
+def test_serve_text_truncates_long_and_handles_empty(reloaded):
+    results, _ = reloaded
+    got = results[("classifier", "serve_text")]
+    assert got["probabilities"].shape == (len(TEXTS_A), 2)
+    squad = results[("squad_v2", "serve_text")]
+    assert squad["input_word_ids"].shape == (len(TEXTS_A), MAX_SEQ)  # the long one is cut
+    assert squad["input_mask"][3].sum() == MAX_SEQ
+    empty = results[("squad_v2", "empty")]  # [CLS] [SEP] [SEP], padded for the beam
+    np.testing.assert_array_equal(empty["input_mask"], [[1, 1, 1]] * 2)
+    np.testing.assert_array_equal(empty["p_mask"], [[0, 1, 1]] * 2)
+    assert empty["start_top_index"].shape == (2, 3)
+    assert empty["end_top_index"].shape == (2, 6)
+    assert np.isfinite(empty["cls_logits"]).all()
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_warmup_request_runs(reloaded, case):
+    results, _ = reloaded
+    got = results[(case, "warmup")]
+    from albert_tf.export import _OUTPUTS
+
+    assert sorted(got) == sorted(k for k in _OUTPUTS[_kind(case)]
+                                 if case != "regression" or k != "probabilities")
+    for value in got.values():
+        assert np.isfinite(value).all()
+
+
+def test_extras_and_saved_model_cli(exported):
+    path = exported["classifier"][1]
+    extra = pathlib.Path(path) / "assets.extra"
+    info = json.loads((extra / "export_info.json").read_text())
+    assert info["kind"] == "classifier" and info["max_seq_length"] == MAX_SEQ
+    assert info["do_lower_case"] is True and info["is_pair"] is False
+    assert info["warmup_requests"] is True
+    assert sorted(info["signatures"]) == ["serve_examples", "serve_text", "serving_default"]
+    assert (extra / "labels.txt").read_text() == "0\n1\n"
+    assert json.loads((extra / "albert_config.json").read_text())["hidden_size"] == 16
+    assert not (pathlib.Path(exported["regression"][1]) / "assets.extra" / "labels.txt").exists()
+    assert (pathlib.Path(exported["multiple_choice"][1]) / "assets.extra" /
+            "labels.txt").read_text() == "A\nB\n"
+    assert [p.name for p in (pathlib.Path(path) / "assets").iterdir()] == \
+        ["albert_en_30k_reconstructed.model"]
+    shown = subprocess.run([str(BIN / "saved_model_cli"), "show", "--dir", path, "--all"],
+                           capture_output=True, text=True, check=True).stdout
+    for name in ("serving_default", "serve_examples", "serve_text", "probabilities",
+                 "input_word_ids", "examples", "text_a"):
+        assert name in shown
+
+
+def test_versions_increment_and_never_overwrite(exported, config, tmp_path):
+    from albert_tf.export import ExportError, export_savedmodel, next_version
+
+    model, path = exported["encoder"]
+    root = pathlib.Path(path).parent
+    assert pathlib.Path(path).name == "1"
+    second = export_savedmodel(model, root, kind="encoder", max_seq_length=MAX_SEQ)
+    assert pathlib.Path(second).name == "2"
+    loaded_info = json.loads((pathlib.Path(second) / "assets.extra" /
+                              "export_info.json").read_text())
+    assert sorted(loaded_info["signatures"]) == ["serve_examples", "serving_default"]
+    before = sorted(os.listdir(root))
+    with pytest.raises(ExportError, match="never overwritten"):
+        export_savedmodel(model, root, kind="encoder", max_seq_length=MAX_SEQ, version=1)
+    assert sorted(os.listdir(root)) == before  # no temporary directory left
+    (root / "7").mkdir()
+    (root / "notanumber").mkdir()
+    assert next_version(root) == 8
+    assert next_version(tmp_path / "nothing") == 1
+    with pytest.raises(ExportError, match="AlbertClassifier"):
+        export_savedmodel(model, tmp_path / "x", kind="classifier")
+    assert not (tmp_path / "x").exists()
+
+
+def test_checkpoint_mismatch_fails_before_writing(tmp_path):
+    from albert_tf.checkpoints import CheckpointError
+    from albert_tf.export import load_model_from_checkpoint
+
+    config_file = str(FIXTURE_DIR / "albert_config.json")
+    model = load_model_from_checkpoint("mlm", config_file, FIXTURE_CHECKPOINT)
+    assert not model.load_report.missing
+    with pytest.raises(CheckpointError):  # a pretraining checkpoint has no classifier head
+        load_model_from_checkpoint("classifier", config_file, FIXTURE_CHECKPOINT,
+                                   num_labels=2)
+    other = json.loads((FIXTURE_DIR / "albert_config.json").read_text())
+    other["intermediate_size"] += 8
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    with pytest.raises(CheckpointError):
+        load_model_from_checkpoint("encoder", tmp_path / "other.json", FIXTURE_CHECKPOINT)
+
+    export_dir = tmp_path / "serving"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "export_savedmodel.py"), "--kind=classifier",
+         f"--albert_config_file={config_file}", f"--checkpoint={FIXTURE_CHECKPOINT}",
+         "--task_name=MRPC", f"--export_dir={export_dir}"],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode != 0
+    assert "error:" in result.stderr
+    assert not export_dir.exists()
+
+
+def test_script_exports_a_checkpoint(tmp_path):
+    export_dir = tmp_path / "serving"
+    result = subprocess.run(
+        [sys.executable, str(REPO / "export_savedmodel.py"), "--kind=encoder",
+         f"--albert_config_file={FIXTURE_DIR / 'albert_config.json'}",
+         f"--checkpoint={FIXTURE_CHECKPOINT}", "--max_seq_length=16",
+         f"--export_dir={export_dir}"],
+        capture_output=True, text=True, cwd=tmp_path,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(os.listdir(export_dir)) == ["1"]
+    info = json.loads((export_dir / "1" / "assets.extra" / "export_info.json").read_text())
+    assert info["kind"] == "encoder" and info["max_seq_length"] == 16

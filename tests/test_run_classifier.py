@@ -30,7 +30,7 @@ def common_flags(config, output_dir, **overrides):
 def test_mrpc_train_eval_predict(tmp_path, tiny_config):
     out = tmp_path / "mrpc"
     run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
-        "--do_predict", *common_flags(tiny_config, out))
+        "--do_predict", f"--export_dir={out / 'export'}", *common_flags(tiny_config, out))
     evaluation = results(out / "eval_results.txt")
     assert evaluation["global_step"] == 6 and 0 <= evaluation["eval_accuracy"] <= 1
     assert "f1" in evaluation
@@ -48,9 +48,40 @@ def test_mrpc_train_eval_predict(tmp_path, tiny_config):
     assert all(abs(sum(map(float, row.split("\t"))) - 1) < 1e-4 for row in probabilities)
     submission = (out / "submission" / "MRPC.tsv").read_text().splitlines()
     assert submission[0] == "index\tprediction" and len(submission) == len(test_rows) + 1
+    # The SavedModel (the best checkpoint) answers raw text as the records were answered.
+    assert (out / "export" / "1" / "saved_model.pb").exists()
+    assert (out / "export" / "1" / "assets.extra" / "labels.txt").read_text().split() == [
+        "0", "1"]
+    pairs = [row.split("\t")[3:5] for row in test_rows]
+    served = serve_text(out / "export" / "1", pairs)
+    expected = [[float(x) for x in row.split("\t")] for row in probabilities]
+    assert len(served) == len(expected)
+    for got, want in zip(served, expected):
+        assert got == pytest.approx(want, abs=1e-5)
     # A later --do_predict alone uses the trained model.
     run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_predict",
         *common_flags(tiny_config, out))
+
+
+def serve_text(version_dir, pairs):
+    """Probabilities from the export's serve_text signature, in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys\n"
+        "import tensorflow_text  # registers the tokenizer ops\n"
+        "import tensorflow as tf\n"
+        "pairs = json.loads(sys.argv[2])\n"
+        "serve = tf.saved_model.load(sys.argv[1]).signatures['serve_text']\n"
+        "out = serve(text_a=tf.constant([p[0] for p in pairs]),\n"
+        "            text_b=tf.constant([p[1] for p in pairs]))\n"
+        "print(json.dumps(out['probabilities'].numpy().tolist()))\n")
+    result = subprocess.run([sys.executable, "-c", code, str(version_dir), json.dumps(pairs)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_sts_b_is_regression(tmp_path, tiny_config):

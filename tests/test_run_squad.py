@@ -49,7 +49,10 @@ def test_v1_trains_predicts_and_scores(tmp_path, config):
 
 def test_v2_writes_null_odds_and_v2_scores(tmp_path, config):
     out = tmp_path / "v2"
-    run("--version_2_with_negative", "--do_train", "--do_predict", *flags(config, out, V2))
+    run("--version_2_with_negative", "--do_train", "--do_predict",
+        f"--export_dir={out / 'export'}", *flags(config, out, V2))
+    info = json.loads((out / "export" / "1" / "assets.extra" / "export_info.json").read_text())
+    assert info["kind"] == "squad_v2" and info["max_seq_length"] == 128
     ids = question_ids(V2)
     assert set(json.loads((out / "predictions.json").read_text())) == ids
     assert set(json.loads((out / "null_odds.json").read_text())) == ids

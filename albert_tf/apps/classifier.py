@@ -52,7 +52,7 @@ FLAG_NAMES = (
     "do_lower_case", "do_train", "do_eval", "do_predict", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "data_dir", "task_name", "cached_dir", "max_seq_length",
+    "seed", "export_dir", "data_dir", "task_name", "cached_dir", "max_seq_length",
     "max_qa_length", "high_only", "middle_only", "train_batch_size", "eval_batch_size",
     "predict_batch_size", "train_step", "warmup_step", "dropout_prob")
 
@@ -193,7 +193,24 @@ def run(settings: dict) -> dict:
         best = evaluate_checkpoints(task, trainer, settings, paths["dev"], context.output_dir)
     if settings["do_predict"]:
         predict_test(task, trainer, settings, paths["test"], context.output_dir)
+    if settings["export_dir"]:
+        load_best_or_latest(trainer, context.output_dir)
+        if task.is_race:
+            common.export_if_asked(settings, strategy, trainer.model, "multiple_choice",
+                                   labels=list(race.RACE_LABELS))
+        else:
+            common.export_if_asked(settings, strategy, trainer.model, "classifier",
+                                   task_name=task.name)
     return best
+
+
+def load_best_or_latest(trainer, output_dir) -> None:
+    """The kept best checkpoint (model.ckpt-best) if there is one, else the latest."""
+    best = os.path.join(output_dir, BEST_CHECKPOINT)
+    if tf.io.gfile.exists(best + ".index"):
+        checkpoints.load_tf1_checkpoint(trainer.model, best, strict=True)
+    else:
+        trainer.restore()
 
 
 def _outputs(task, strategy, model, dataset):
@@ -232,11 +249,7 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
 def predict_test(task, trainer, settings, path, output_dir) -> None:
     """Predicts the test set with the best checkpoint (else the latest); writes
     test_results.tsv (probabilities or scores) and, for GLUE, the submission file."""
-    best = os.path.join(output_dir, BEST_CHECKPOINT)
-    if tf.io.gfile.exists(best + ".index"):
-        checkpoints.load_tf1_checkpoint(trainer.model, best, strict=True)
-    else:
-        trainer.restore()
+    load_best_or_latest(trainer, output_dir)
     dataset = task.dataset(path, settings, settings["predict_batch_size"], False)
     keys = ["predictions"] if task.is_regression else ["probabilities", "predictions"]
     outputs = predict(trainer.strategy, trainer.model, dataset, keys)

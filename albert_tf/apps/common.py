@@ -82,6 +82,9 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step (train_batch_size is the total).")
     flags.DEFINE_integer("seed", 12345, "Seed of every random choice (weights, data order).")
+    flags.DEFINE_string("export_dir", None,
+                        "Also export a SavedModel for TF Serving to <export_dir>/<version>/ "
+                        "at the end (see export_savedmodel.py).")
 
 
 def flag_values(names) -> dict:
@@ -165,3 +168,19 @@ def write_results(path: str, results: dict, title: str = "Eval results",
                 if key != "global_step":
                     tf.summary.scalar(key, float(value))
         writer.flush()
+
+
+def export_if_asked(settings: dict, strategy, model, kind: str, **options) -> str | None:
+    """With `--export_dir`, exports `model` as `kind` (see `albert_tf.export`) with the
+    run's tokenizer and `max_seq_length`; the chief alone writes. Returns the version
+    directory written."""
+    if not settings.get("export_dir") or not distribute.is_chief(strategy):
+        return None
+    from albert_tf.export import export_savedmodel
+
+    path = export_savedmodel(
+        model, settings["export_dir"], kind=kind, spm_model_file=settings["spm_model_file"],
+        vocab_file=settings["vocab_file"], do_lower_case=settings["do_lower_case"],
+        max_seq_length=settings["max_seq_length"], **options)
+    logging.info("exported the SavedModel to %s", path)
+    return path

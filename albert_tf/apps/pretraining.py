@@ -44,7 +44,7 @@ FLAG_NAMES = (
     "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "input_file", "input_text", "max_seq_length",
+    "seed", "export_dir", "input_file", "input_text", "max_seq_length",
     "max_predictions_per_seq", "train_batch_size", "eval_batch_size", "num_train_steps",
     "num_warmup_steps", "start_warmup_step", "poly_power", "max_eval_steps",
     "masked_lm_prob", "ngram", "short_seq_prob")
@@ -145,5 +145,6 @@ def run(settings: dict) -> dict:
         if distribute.is_chief(strategy):
             common.write_results(os.path.join(context.output_dir, "eval_results.txt"),
                                  results, summary_step=trainer.step)
+    common.export_if_asked(settings, strategy, model, "mlm")
     logging.info("done: step %d", trainer.step)
     return results

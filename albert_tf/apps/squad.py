@@ -58,7 +58,7 @@ FLAG_NAMES = (
     "do_lower_case", "do_train", "do_predict", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "train_file", "predict_file", "train_feature_file",
+    "seed", "export_dir", "train_file", "predict_file", "train_feature_file",
     "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
     "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
     "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
@@ -147,9 +147,12 @@ def run(settings: dict) -> dict:
             training=True, seed=settings["seed"], drop_remainder=True).skip(skip))
     else:
         trainer.restore()
-    if not settings["do_predict"]:
-        return {}
-    return predict_and_score(trainer, settings, evaluation, context.output_dir)
+    scores = {}
+    if settings["do_predict"]:
+        scores = predict_and_score(trainer, settings, evaluation, context.output_dir)
+    common.export_if_asked(settings, strategy, model, "squad_v2" if version_2 else "squad_v1",
+                           max_query_length=settings["max_query_length"])
+    return scores
 
 
 def predict_and_score(trainer, settings, evaluation, output_dir) -> dict:

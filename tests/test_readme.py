@@ -90,6 +90,38 @@ def test_examples_run_in_order(release_dir, capsys):
     assert (out / "mrpc_out" / "submission" / "MRPC.tsv").exists()
     assert (out / "squad_out" / "predictions.json").exists()
     assert (out / "pretrain_out" / "eval_results.txt").exists()
+    assert "(1, 2)" in printed
+    # Each REST body of the README, sent to the exported model's signature.
+    check_rest_bodies(out / "exported" / "mrpc" / "1")
+
+
+def check_rest_bodies(version_dir):
+    import base64
+    import json
+
+    import tensorflow as tf
+
+    from albert_tf.data import records
+
+    model = tf.saved_model.load(str(version_dir))
+    example = records.make_example({"input_ids": records.int64_feature([2, 48, 25, 3]),
+                                    "input_mask": records.int64_feature([1, 1, 1, 1]),
+                                    "segment_ids": records.int64_feature([0, 0, 0, 0])})
+    bodies = blocks("json")
+    assert len(bodies) == 3
+    for body in bodies:
+        body = body.replace("SERIALIZED_EXAMPLE_BASE64", base64.b64encode(example).decode())
+        request = json.loads(body)
+        inputs = {}
+        for name, value in request["inputs"].items():
+            if value and isinstance(value[0], dict):  # {"b64": ...}: bytes
+                inputs[name] = tf.constant([base64.b64decode(v["b64"]) for v in value])
+            elif value and isinstance(value[0], str):
+                inputs[name] = tf.constant(value)
+            else:
+                inputs[name] = tf.constant(value, tf.int32)
+        outputs = model.signatures[request["signature_name"]](**inputs)
+        assert outputs["probabilities"].shape == (1, 2), request["signature_name"]
 
 
 def test_parameter_count_command_prints_the_table_figures(tmp_path):

@@ -88,6 +88,31 @@ class AlbertTaskModel(AlbertModel):
     def _encode(self, inputs, training):
         return self.encoder(inputs, training=training)
 
+    def _build_pooled_head(self, num_outputs: int, dropout_rate: float) -> None:
+        """The head the original's classifier and RACE scorer put on the pooled output:
+        root-scope `output_weights` [num_outputs, H] and `output_bias`, and dropout."""
+        seeds = self._head_seeds
+        with root_scope():
+            self.output_weights = _variable(
+                "output_weights", (num_outputs, self.config.hidden_size),
+                common.truncated_normal(HEAD_INITIALIZER_STDDEV, seeds), self.dtype_policy)
+            self.output_bias = _variable("output_bias", (num_outputs,), "zeros",
+                                         self.dtype_policy)
+        self.dropout = common.dropout(dropout_rate, seeds, self.dtype_policy)
+
+    def _score_pooled(self, pooled, training):
+        """dropout(pooled) @ output_weights^T + output_bias: [N, H] -> [N, num_outputs]."""
+        pooled = common.apply_dropout(self.dropout, pooled, training)
+        scores = tf.matmul(pooled, tf.cast(self.output_weights, pooled.dtype), transpose_b=True)
+        return scores + tf.cast(self.output_bias, pooled.dtype)
+
+
+def _choice_outputs(logits) -> dict:
+    """`logits`, their softmax `probabilities` and the argmax `predictions` (int32)."""
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    return {"logits": logits, "probabilities": probabilities,
+            "predictions": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
 
 class AlbertClassifier(AlbertTaskModel):
     """GLUE classification on the pooled output, as `classifier_utils.create_model`.
@@ -113,14 +138,7 @@ class AlbertClassifier(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
-        seeds = self._head_seeds
-        with root_scope():
-            self.output_weights = _variable(
-                "output_weights", (num_labels, config.hidden_size),
-                common.truncated_normal(HEAD_INITIALIZER_STDDEV, seeds), self.dtype_policy)
-            self.output_bias = _variable("output_bias", (num_labels,), "zeros",
-                                         self.dtype_policy)
-        self.dropout = common.dropout(dropout_rate, seeds, self.dtype_policy)
+        self._build_pooled_head(num_labels, dropout_rate)
         self.built = True
 
     @property
@@ -129,15 +147,11 @@ class AlbertClassifier(AlbertTaskModel):
 
     def call(self, inputs, training=None):
         pooled = self._encode(inputs, training)["pooled_output"]  # [B, H]
-        pooled = common.apply_dropout(self.dropout, pooled, training)
-        logits = tf.matmul(pooled, tf.cast(self.output_weights, pooled.dtype), transpose_b=True)
-        logits = tf.cast(logits + tf.cast(self.output_bias, pooled.dtype), tf.float32)
+        logits = tf.cast(self._score_pooled(pooled, training), tf.float32)  # [B, num_labels]
         if self.is_regression:
             logits = tf.squeeze(logits, -1)  # [B]
             return {"logits": logits, "predictions": logits}
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        return {"logits": logits, "probabilities": probabilities,
-                "predictions": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+        return _choice_outputs(logits)
 
     def get_config(self):
         return {**super().get_config(), "num_labels": self.num_labels,
@@ -163,13 +177,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_choices = num_choices
         self.dropout_rate = dropout_rate
-        seeds = self._head_seeds
-        with root_scope():
-            self.output_weights = _variable(
-                "output_weights", (1, config.hidden_size),
-                common.truncated_normal(HEAD_INITIALIZER_STDDEV, seeds), self.dtype_policy)
-            self.output_bias = _variable("output_bias", (1,), "zeros", self.dtype_policy)
-        self.dropout = common.dropout(dropout_rate, seeds, self.dtype_policy)
+        self._build_pooled_head(1, dropout_rate)
         self.built = True
 
     def _flatten(self, inputs) -> tuple[dict, tf.Tensor]:
@@ -199,13 +207,9 @@ class AlbertMultipleChoice(AlbertTaskModel):
     def call(self, inputs, training=None):
         flat, batch_and_choices = self._flatten(inputs)
         pooled = self._encode(flat, training)["pooled_output"]  # [B * C, H]
-        pooled = common.apply_dropout(self.dropout, pooled, training)
-        scores = tf.matmul(pooled, tf.cast(self.output_weights, pooled.dtype), transpose_b=True)
-        scores = scores + tf.cast(self.output_bias, pooled.dtype)  # [B * C, 1]
+        scores = self._score_pooled(pooled, training)  # [B * C, 1]
         logits = tf.cast(tf.reshape(scores, batch_and_choices), tf.float32)  # [B, C]
-        probabilities = tf.nn.softmax(logits, axis=-1)
-        return {"logits": logits, "probabilities": probabilities,
-                "predictions": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+        return _choice_outputs(logits)
 
     def get_config(self):
         return {**super().get_config(), "num_choices": self.num_choices,

@@ -47,14 +47,10 @@ def define_flags():
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the classifier head.")
 
 
-FLAG_NAMES = (
-    "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
-    "do_lower_case", "do_train", "do_eval", "do_predict", "learning_rate", "optimizer",
-    "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
-    "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir", "data_dir", "task_name", "cached_dir", "max_seq_length",
-    "max_qa_length", "high_only", "middle_only", "train_batch_size", "eval_batch_size",
-    "predict_batch_size", "train_step", "warmup_step", "dropout_prob")
+FLAG_NAMES = common.MODEL_FLAG_NAMES + (
+    "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length", "max_qa_length",
+    "high_only", "middle_only", "train_batch_size", "eval_batch_size", "predict_batch_size",
+    "train_step", "warmup_step", "dropout_prob")
 
 
 @dataclasses.dataclass

@@ -87,6 +87,15 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
                         "at the end (see export_savedmodel.py).")
 
 
+# The flags `define_model_flags` defines, which every script passes to its `run`.
+MODEL_FLAG_NAMES = (
+    "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
+    "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
+    "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
+    "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
+    "seed", "export_dir")
+
+
 def flag_values(names) -> dict:
     return {name: flags.FLAGS[name].value for name in names}
 

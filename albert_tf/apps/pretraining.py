@@ -39,15 +39,11 @@ def define_flags():
     flags.DEFINE_float("short_seq_prob", 0.1, "Short sequence probability (dynamic masking).")
 
 
-FLAG_NAMES = (
-    "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
-    "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
-    "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
-    "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir", "input_file", "input_text", "max_seq_length",
-    "max_predictions_per_seq", "train_batch_size", "eval_batch_size", "num_train_steps",
-    "num_warmup_steps", "start_warmup_step", "poly_power", "max_eval_steps",
-    "masked_lm_prob", "ngram", "short_seq_prob")
+FLAG_NAMES = common.MODEL_FLAG_NAMES + (
+    "input_file", "input_text", "max_seq_length", "max_predictions_per_seq",
+    "train_batch_size", "eval_batch_size", "num_train_steps", "num_warmup_steps",
+    "start_warmup_step", "poly_power", "max_eval_steps", "masked_lm_prob", "ngram",
+    "short_seq_prob")
 
 
 def pretraining_metrics(outputs, features):

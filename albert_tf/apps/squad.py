@@ -53,12 +53,8 @@ def define_flags():
                        "by more than this.")
 
 
-FLAG_NAMES = (
-    "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
-    "do_lower_case", "do_train", "do_predict", "learning_rate", "optimizer",
-    "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
-    "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir", "train_file", "predict_file", "train_feature_file",
+FLAG_NAMES = common.MODEL_FLAG_NAMES + (
+    "do_predict", "train_file", "predict_file", "train_feature_file",
     "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
     "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
     "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",

@@ -187,10 +187,12 @@ def run(settings: dict) -> dict:
     best = {}
     if settings["do_eval"]:
         best = evaluate_checkpoints(task, trainer, settings, paths["dev"], context.output_dir)
+    if settings["do_predict"] or settings["export_dir"]:
+        # Prediction and export both use the best model: load it once.
+        load_best_or_latest(trainer, context.output_dir)
     if settings["do_predict"]:
         predict_test(task, trainer, settings, paths["test"], context.output_dir)
     if settings["export_dir"]:
-        load_best_or_latest(trainer, context.output_dir)
         if task.is_race:
             common.export_if_asked(settings, strategy, trainer.model, "multiple_choice",
                                    labels=list(race.RACE_LABELS))
@@ -243,9 +245,9 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
 
 
 def predict_test(task, trainer, settings, path, output_dir) -> None:
-    """Predicts the test set with the best checkpoint (else the latest); writes
-    test_results.tsv (probabilities or scores) and, for GLUE, the submission file."""
-    load_best_or_latest(trainer, output_dir)
+    """Predicts the test set with the model as it is (`run` loads the best checkpoint,
+    else the latest); writes test_results.tsv (probabilities or scores) and, for GLUE,
+    the submission file."""
     dataset = task.dataset(path, settings, settings["predict_batch_size"], False)
     keys = ["predictions"] if task.is_regression else ["probabilities", "predictions"]
     outputs = predict(trainer.strategy, trainer.model, dataset, keys)

@@ -9,7 +9,8 @@ three signatures:
 - `serve_examples`: `examples`, a string vector of serialized `tf.Example`s with the
   original TFRecord feature names (`input_ids`, `input_mask`, `segment_ids`, and
   `p_mask` / `masked_lm_positions` where the model needs them), variable-length int64
-  lists padded in the graph (RACE records hold num_choices * S values per feature).
+  lists padded in the graph (RACE records hold num_choices * S values per feature; S
+  may differ between the examples of a request).
 - `serve_text` (when a SentencePiece model or WordPiece vocabulary is given): raw text,
   tokenized and packed in the graph with `AlbertTextTokenizer` and `pack_inputs`
   (the Python tokenizer's ids; truncated to `max_seq_length`):
@@ -21,13 +22,11 @@ three signatures:
       stride). Besides the model outputs it returns the packed `input_word_ids`,
       `input_mask`, `input_type_ids` and `p_mask` (0 on [CLS] and context pieces,
       1 elsewhere, as the original), and `context_start` [B] (int32, the position of
-      the first context piece). Byte offsets of the pieces in `context` are NOT given:
-      tensorflow-text's FastSentencepieceTokenizer has none, and the original's
-      preprocessing (NFKD, lower-casing, dropped combining marks, the digit-comma
-      re-split) changes the text before SentencePiece sees it, so offsets from
-      `SentencepieceTokenizer.tokenize_with_offsets` would not point into the raw
-      context. Map pieces back to text on the client (the SentencePiece model is
-      the SavedModel's asset), as the original's `run_squad` does;
+      the first context piece), `token_start_char` and `token_end_char` [B, S]
+      (int32: `context[start:end]` is the text of the piece at each position, -1
+      where the position holds no context piece; code points, as Python indexes a
+      str). `evaluation.squad_postprocess.postprocess_serve_text` turns these into
+      the answers `run_squad.py` gives when the context fits in one window;
     encoder: `text_a` (and `text_b`);
     mlm: `text_a` (and `text_b`); `mlm_logits` [B, S, V] is returned at EVERY
       position of the packed input (with `input_word_ids` and `input_mask`), since
@@ -200,18 +199,31 @@ class _ServingModule(tf.Module):
         if self.kind == "mlm":
             features["masked_lm_positions"] = tf.io.VarLenFeature(tf.int64)
         parsed = tf.io.parse_example(examples, features)
-        inputs = {"input_word_ids": _pad_rows(parsed["input_ids"], 0),
-                  "input_mask": _pad_rows(parsed["input_mask"], 0),
-                  "input_type_ids": _pad_rows(parsed["segment_ids"], 0)}
+        names = {"input_word_ids": "input_ids", "input_mask": "input_mask",
+                 "input_type_ids": "segment_ids"}
         if self.kind == "multiple_choice":
-            inputs = {n: tf.reshape(v, [tf.shape(v)[0], self.num_choices, -1])
-                      for n, v in inputs.items()}
+            inputs = {n: self._choices(parsed[f]) for n, f in names.items()}
+        else:
+            inputs = {n: _pad_rows(parsed[f], 0) for n, f in names.items()}
         if self.kind == "squad_v2":
             # Positions past an example's end are padding: no answer there.
             inputs["p_mask"] = _pad_rows(parsed["p_mask"], 1, tf.float32)
         if self.kind == "mlm":
             inputs["masked_lm_positions"] = _pad_rows(parsed["masked_lm_positions"], 0)
         return self.run(inputs)
+
+    def _choices(self, sparse):
+        """[B, num_choices * L_b] values (L_b: example b's own length) -> int32
+        [B, num_choices, max L_b], each choice padded on its own."""
+        ragged = tf.RaggedTensor.from_sparse(sparse)
+        tf.debugging.assert_equal(
+            ragged.row_lengths() % self.num_choices, tf.constant(0, tf.int64),
+            message=f"a multiple-choice tf.Example holds num_choices ({self.num_choices}) "
+                    "* seq_length values in each feature")
+        lengths = tf.repeat(ragged.row_lengths() // self.num_choices, self.num_choices)
+        choices = tf.RaggedTensor.from_row_lengths(ragged.flat_values, lengths)
+        dense = tf.cast(choices.to_tensor(default_value=0), tf.int32)
+        return tf.reshape(dense, [-1, self.num_choices, tf.shape(dense)[1]])
 
     def _pack(self, segments):
         from albert_tf.text import pack_inputs
@@ -255,8 +267,8 @@ class _ServingModule(tf.Module):
         return self.run(inputs)
 
     def _serve_squad_text(self, question, context):
-        tokenize = self.tokenizer.tokenize
-        q, c = tokenize(question), tokenize(context)
+        q = self.tokenizer.tokenize(question)
+        c, c_starts, c_ends = self.tokenizer.tokenize_with_offsets(context)
         q = _take(q, tf.minimum(q.row_lengths(), self.max_query_length))
         q_len = q.row_lengths()
         c_len = tf.minimum(c.row_lengths(),
@@ -266,9 +278,8 @@ class _ServingModule(tf.Module):
         length = tf.shape(inputs["input_word_ids"])[1]
         positions = tf.range(length, dtype=tf.int64)[None, :]
         start = (q_len + 2)[:, None]
-        is_answer = tf.logical_or(
-            positions == 0,
-            tf.logical_and(positions >= start, positions < start + c_len[:, None]))
+        in_context = tf.logical_and(positions >= start, positions < start + c_len[:, None])
+        is_answer = tf.logical_or(positions == 0, in_context)
         inputs["p_mask"] = 1.0 - tf.cast(is_answer, tf.float32)
         model_inputs = dict(inputs)
         if self.kind == "squad_v1":
@@ -276,6 +287,13 @@ class _ServingModule(tf.Module):
         outputs = self.run(model_inputs)
         outputs.update(inputs)
         outputs["context_start"] = tf.cast(q_len + 2, tf.int32)
+        # Each context piece's code points in `context`, placed at its input position.
+        index = tf.maximum(positions - start, 0)
+        for name, offsets in (("token_start_char", c_starts), ("token_end_char", c_ends)):
+            table = tf.pad(offsets.to_tensor(), [[0, 0], [0, 1]])
+            index_in_row = tf.minimum(index, tf.shape(table, out_type=tf.int64)[1] - 1)
+            values = tf.gather(table, index_in_row, batch_dims=1)
+            outputs[name] = tf.where(in_context, values, -1)
         return outputs
 
 
@@ -398,8 +416,15 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     if spm_model_file or vocab_file:
         from albert_tf.text import AlbertTextTokenizer
 
+        squad = kind in ("squad_v1", "squad_v2")
+        if squad and vocab_file:
+            raise ExportError(
+                "SQuAD exports take spm_model_file, not vocab_file: serve_text maps the "
+                "answer back to the context through SentencePiece offsets (and the "
+                "original reads SQuAD with a SentencePiece model only)")
         tokenizer = AlbertTextTokenizer(spm_model_file=spm_model_file,
-                                        vocab_file=vocab_file, do_lower_case=do_lower_case)
+                                        vocab_file=vocab_file, do_lower_case=do_lower_case,
+                                        with_offsets=squad)
     module = _ServingModule(model, kind, tokenizer, max_seq_length=max_seq_length,
                             is_pair=is_pair, max_query_length=max_query_length)
     signatures = {

@@ -92,10 +92,13 @@ class AlbertTextTokenizer(tf.Module):
     Built from the same files as `FullTokenizer`: a SentencePiece model
     (`spm_model_file`) or a WordPiece vocabulary (`vocab_file`), and `do_lower_case`.
     `tokenize(texts)` maps a string scalar to int32 ids [(T)], a vector [N] to [N, (T)].
+    With `with_offsets` (SentencePiece only), `tokenize_with_offsets(texts)` also gives
+    where each piece lies in the raw text.
     """
 
     def __init__(self, *, spm_model_file: str | None = None, vocab_file: str | None = None,
-                 do_lower_case: bool = True, name: str | None = None):
+                 do_lower_case: bool = True, with_offsets: bool = False,
+                 name: str | None = None):
         super().__init__(name=name)
         # The Python tokenizer validates the files and gives the special ids.
         python = FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case,
@@ -121,12 +124,17 @@ class AlbertTextTokenizer(tf.Module):
                     pieces, tf.range(len(pieces), dtype=tf.int32)),
                 default_value=python.sp_model.unk_id())
             self._comma_id = python.sp_model.PieceToId(",")
+            self.unk_id = python.sp_model.unk_id()
             self._wordpiece = None
+            # The older op gives byte offsets of its pieces (see tokenize_with_offsets).
+            self._offset_pieces = tf_text.SentencepieceTokenizer(
+                model, out_type=tf.string) if with_offsets else None
         else:
             self.vocab_file = os.fspath(vocab_file)
             self._asset = tf.saved_model.Asset(self.vocab_file)
             if UNK not in python.vocab:
                 raise TokenizerError(f"vocab file {vocab_file} has no {UNK} token")
+            self.unk_id = python.vocab[UNK]
             table = tf.lookup.StaticHashTable(
                 tf.lookup.KeyValueTensorInitializer(
                     list(python.vocab), tf.constant(list(python.vocab.values()), tf.int64)),
@@ -135,8 +143,18 @@ class AlbertTextTokenizer(tf.Module):
                 table, suffix_indicator="##", max_bytes_per_word=200,
                 token_out_type=tf.int64, unknown_token=UNK)
             self._sentencepiece = None
-        self._tokenize_compiled = tf.function(
-            self._tokenize_vector, input_signature=[tf.TensorSpec([None], tf.string)])
+            if with_offsets:
+                raise TokenizerError(
+                    "piece offsets are available for SentencePiece models only (the "
+                    "original reads SQuAD with spm_model_file); got vocab_file "
+                    f"{vocab_file}")
+            self._offset_pieces = None
+        self.with_offsets = with_offsets
+        spec = [tf.TensorSpec([None], tf.string)]
+        self._tokenize_compiled = tf.function(self._tokenize_vector, input_signature=spec)
+        self._offsets_compiled = tf.function(
+            self._tokenize_with_offsets_vector, input_signature=spec) \
+            if with_offsets else None
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         texts = tf.convert_to_tensor(texts, tf.string)
@@ -151,6 +169,25 @@ class AlbertTextTokenizer(tf.Module):
         return ids[0] if texts.shape.rank == 0 else ids
 
     __call__ = tokenize
+
+    def tokenize_with_offsets(self, texts):
+        """`tokenize(texts)` and, for every piece, the range [start, end) of code points
+        of the raw text it comes from: `text[start:end]` is the piece's text before
+        preprocessing, without the space a leading `▁` stands for (empty for a lone
+        `▁`). These are the spans the original's SQuAD alignment gives, up to
+        surrounding whitespace. Returns (ids, starts, ends), int32, shaped as `tokenize`.
+        """
+        if not self.with_offsets:
+            raise TokenizerError("this tokenizer was built without with_offsets=True")
+        texts = tf.convert_to_tensor(texts, tf.string)
+        if texts.shape.rank not in (0, 1):
+            raise ValueError(
+                f"tokenize_with_offsets takes a string scalar or vector, got shape "
+                f"{texts.shape}")
+        run = self._offsets_compiled if tf.executing_eagerly() else \
+            self._tokenize_with_offsets_vector
+        outputs = run(tf.reshape(texts, [-1]))
+        return tuple(o[0] for o in outputs) if texts.shape.rank == 0 else outputs
 
     def _tokenize_vector(self, texts):
         if self._sentencepiece is not None:
@@ -209,6 +246,67 @@ class AlbertTextTokenizer(tf.Module):
         rows = tf.gather(rows, order)  # [F, (Q)]
         return ids.with_flat_values(rows).merge_dims(1, 2)
 
+    # -- Offsets: where each piece comes from in the raw text.
+    def _tokenize_with_offsets_vector(self, texts):
+        """[N] -> ids, starts, ends [N, (P)].
+
+        Three maps are composed. (1) Raw code points -> bytes of the preprocessed text:
+        `preprocess_text` acts on each code point on its own except for whitespace runs
+        and quote pairs, so each code point's share of the output is computed
+        (`_preprocessed_lengths`). (2) Preprocessed bytes -> SentencePiece pieces:
+        tensorflow-text's older SentencepieceTokenizer gives these offsets, through
+        SentencePiece's own normalization (NFKC, dropped zero-width characters). (3)
+        Its pieces -> ours: both are a segmentation of the same normalized text (they
+        differ only in the order of equal-score pieces, and ours re-split digit
+        commas), so a boundary of ours is located by its position in that text.
+        """
+        texts = _valid_utf8(texts)
+        processed = preprocess_text(texts, lower=self.do_lower_case)
+        ids = self._resplit_digit_commas(self._encode(processed))  # [N, (F)]
+        pieces, byte_starts, byte_ends = self._offset_pieces.tokenize_with_offsets(processed)
+        byte_starts = tf.cast(byte_starts, tf.int64)
+        byte_ends = tf.cast(byte_ends, tf.int64)
+        # Positions in the normalized text, counting bytes with ▁ as one space.
+        their_units = _piece_units(pieces)
+        their_ends = _row_cumsum(their_units)  # [N, (O)]
+        our_pieces = tf.gather(self._id_to_piece, ids)
+        our_units = _piece_units(our_pieces)
+        # An unknown piece's text is not its vocabulary entry: take its length from the
+        # same-ranked unknown piece of the older op's row.
+        their_unknown = tf.equal(self._piece_to_id.lookup(pieces), self.unk_id)
+        our_units = _units_of_unknowns(ids == self.unk_id, our_units, their_unknown,
+                                       their_units)
+        # From here on dense [N, F]; padding positions are dropped at the end.
+        leading_space = tf.cast(tf.logical_and(
+            tf.strings.regex_full_match(our_pieces, f"{_SPIECE_UNDERLINE}.*"),
+            our_units > 0), tf.int64).to_tensor()
+        our_ends = _row_cumsum(our_units).to_tensor()
+        our_starts = our_ends - our_units.to_tensor() + leading_space
+        start_bytes = _to_their_bytes(our_starts, their_ends, byte_starts, byte_ends,
+                                      side="right")
+        end_bytes = _to_their_bytes(our_ends, their_ends, byte_starts, byte_ends,
+                                    side="left")
+        end_bytes = tf.maximum(end_bytes, start_bytes)
+        # Preprocessed bytes -> raw code points.
+        lengths, attached = _preprocessed_lengths(texts, self.do_lower_case)
+        char_ends = _row_cumsum(lengths)
+        # A piece starts at the code point that gives its first byte and ends after the
+        # one that gives its last byte, and after the non-space code points next to
+        # that which give no byte (the second quote of a pair, a detached combining
+        # mark). Pieces inside one code point's bytes ("½" -> "1⁄2") all get it.
+        starts = _search_rows(char_ends, start_bytes, side="right")
+        ends = _search_rows(char_ends, end_bytes - 1, side="right") + 1
+        positions = tf.ragged.range(attached.row_lengths())
+        stops = tf.ragged.boolean_mask(positions, tf.logical_not(attached))
+        stops = tf.concat([stops, attached.row_lengths()[:, tf.newaxis]], axis=1)
+        ends = _gather_rows(stops, _search_rows(stops, ends, side="left"))
+        ends = tf.where(end_bytes > start_bytes, ends, starts)
+
+        def ragged(dense):
+            return tf.RaggedTensor.from_tensor(tf.cast(dense, tf.int32),
+                                               lengths=ids.row_lengths())
+        return ids, ragged(starts), ragged(ends)
+
     # -- WordPiece: BERT's basic tokenizer, then greedy longest-match.
     def _tokenize_wordpiece(self, texts):
         c = character_classes()
@@ -224,6 +322,130 @@ class AlbertTextTokenizer(tf.Module):
         words = tf_text.regex_split(texts, delimiters, keep_delim_regex_pattern=c["punctuation"])
         ids = self._wordpiece.tokenize(words)  # [N, (W), (P)]
         return tf.cast(ids.merge_dims(1, 2), tf.int32)
+
+
+# ------------------------------------------------------------------------- offsets
+_BIG = tf.int64.max
+
+
+def _row_cumsum(ragged):
+    """Inclusive cumulative sum within each row of a ragged [N, (T)] int tensor."""
+    values = tf.cast(ragged.flat_values, tf.int64)
+    running = tf.cumsum(values)
+    before = tf.concat([[0], running], 0)
+    row_offset = tf.gather(before, ragged.row_starts())
+    return ragged.with_flat_values(running - tf.gather(row_offset, ragged.value_rowids()))
+
+
+def _search_rows(sorted_rows, values, side: str):
+    """Row-wise `searchsorted`: for each value of row i of dense [N, K] `values`, its
+    index in row i of ragged `sorted_rows` [N, (O)]."""
+    sequence = sorted_rows.to_tensor(default_value=_BIG)
+    # A row of `sorted_rows` may be empty; searchsorted wants at least one column.
+    sequence = tf.pad(sequence, [[0, 0], [0, 1]], constant_values=_BIG)
+    return tf.searchsorted(sequence, values, side=side, out_type=tf.int64)
+
+
+def _gather_rows(ragged, index):
+    """ragged[i][index[i, k]] for ragged [N, (O)] and dense index [N, K], the index
+    clipped to the row (0 for an empty row)."""
+    table = tf.pad(ragged.to_tensor(default_value=0), [[0, 0], [0, 1]])
+    last = tf.maximum(ragged.row_lengths() - 1, 0)
+    return tf.gather(table, tf.minimum(index, last[:, tf.newaxis]), batch_dims=1)
+
+
+def _piece_units(pieces):
+    """Length of each piece's text in bytes, `▁` counting as the one space it stands
+    for."""
+    return tf.strings.length(
+        tf.strings.regex_replace(pieces, _SPIECE_UNDERLINE, " "))
+
+
+def _units_of_unknowns(ours_unknown, our_units, theirs_unknown, their_units):
+    """`our_units` where our k-th unknown piece of a row takes the length of the k-th
+    unknown piece of that row of theirs."""
+    def keys(unknown):  # row * 2^32 + rank among the row's unknowns, for each unknown
+        flat = tf.cast(unknown.flat_values, tf.int64)
+        rank = _row_cumsum(unknown.with_flat_values(flat)).flat_values - 1
+        key = unknown.value_rowids() * (1 << 32) + rank
+        return tf.boolean_mask(key, unknown.flat_values)
+
+    their_keys = keys(theirs_unknown)
+    their_lengths = tf.boolean_mask(tf.cast(their_units.flat_values, tf.int64),
+                                    theirs_unknown.flat_values)
+    our_keys = keys(ours_unknown)
+    at = tf.minimum(tf.searchsorted(their_keys, our_keys, out_type=tf.int64),
+                    tf.maximum(tf.size(their_keys, tf.int64) - 1, 0))
+    padded_keys = tf.concat([their_keys, [-1]], 0)
+    padded_lengths = tf.concat([their_lengths, [0]], 0)
+    matched = tf.gather(padded_keys, at) == our_keys
+    lengths = tf.where(matched, tf.gather(padded_lengths, at), 0)
+    units = tf.cast(our_units.flat_values, tf.int64)
+    positions = tf.where(ours_unknown.flat_values)
+    units = tf.tensor_scatter_nd_update(units, positions, lengths)
+    return our_units.with_flat_values(units)
+
+
+def _to_their_bytes(positions, their_ends, byte_starts, byte_ends, side: str):
+    """Byte offsets in the preprocessed text of `positions` (in the normalized text) by
+    the piece of theirs that holds them: a piece start (`side="right"`) falls in the
+    piece ending after it, a piece end (`"left"`) in the piece ending at or after it.
+    Counted back from that piece's end, so a leading ▁ the text lacks (the first piece
+    of a text) does not shift it."""
+    index = _search_rows(their_ends, positions, side=side)
+    start = _gather_rows(byte_starts, index)
+    end = _gather_rows(byte_ends, index)
+    return tf.clip_by_value(end - (_gather_rows(their_ends, index) - positions), start, end)
+
+
+def _preprocessed_lengths(texts, lower: bool):
+    """For each code point of `texts` [N], the number of bytes it becomes in
+    `preprocess_text(texts, lower)`, and whether it is a non-space that becomes
+    nothing (so belongs to the code point before): [N, (C)] int64 and bool.
+
+    Whitespace: the first of a run between two non-space characters becomes one space,
+    the rest nothing; "``" and "''" become one '"' (pairs from the left of a run);
+    other characters are normalized on their own (NFKD, combining marks dropped,
+    lower-cased), which equals normalizing the whole text because the only
+    characters NFKD moves across each other are combining marks, and those are dropped.
+    """
+    c = character_classes()
+    chars = tf.strings.unicode_split(texts, "UTF-8")  # [N, (C)]
+    flat = chars.flat_values
+    rows = chars.value_rowids()
+    index = tf.range(tf.size(flat, tf.int64))
+    row_start = tf.gather(chars.row_starts(), rows)
+    at_row_start = tf.equal(index, row_start)
+
+    def previous(flags):  # the flag of the previous character of the row, else False
+        shifted = tf.concat([[False], flags[:-1]], 0)
+        return tf.logical_and(shifted, tf.logical_not(at_row_start))
+
+    normalized = tf_text.normalize_utf8(flat, "NFKD")
+    normalized = tf.strings.regex_replace(normalized, f"{c['combining']}+", "")
+    if lower:
+        normalized = tf.strings.lower(normalized, encoding="utf-8")
+    lengths = tf.cast(tf.strings.length(normalized), tf.int64)
+
+    is_space = tf.strings.regex_full_match(flat, c["space"])
+    non_space = chars.with_flat_values(tf.cast(tf.logical_not(is_space), tf.int64))
+    seen = _row_cumsum(non_space).flat_values
+    after = tf.gather(seen, tf.gather(chars.row_limits() - 1, rows)) - seen
+    kept_space = tf.logical_and(
+        tf.logical_and(is_space, tf.logical_not(previous(is_space))),
+        tf.logical_and(tf.logical_not(at_row_start), after > 0))
+    lengths = tf.where(is_space, tf.cast(kept_space, tf.int64), lengths)
+
+    for quote in ("`", "'"):
+        is_quote = tf.equal(flat, quote)
+        run_start = tf.logical_and(is_quote, tf.logical_not(previous(is_quote)))
+        start_of_run = tf.gather(
+            tf.concat([[0], tf.boolean_mask(index, run_start)], 0),
+            tf.cumsum(tf.cast(run_start, tf.int64)))
+        second_of_pair = tf.logical_and(is_quote, (index - start_of_run) % 2 == 1)
+        lengths = tf.where(second_of_pair, tf.zeros_like(lengths), lengths)
+    attached = tf.logical_and(tf.equal(lengths, 0), tf.logical_not(is_space))
+    return chars.with_flat_values(lengths), chars.with_flat_values(attached)
 
 
 # ------------------------------------------------------------------------- packing

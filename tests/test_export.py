@@ -147,14 +147,15 @@ def _random_inputs(case, rng, batch=3, length=9):
 
 
 def _examples(case, inputs):
-    """Serialized tf.Examples, each row unpadded (RACE: all choices, flattened)."""
+    """Serialized tf.Examples, each row unpadded (RACE: all choices padded to the
+    example's longest, flattened: examples of different lengths in one batch)."""
     names = {"input_word_ids": "input_ids", "input_mask": "input_mask",
              "input_type_ids": "segment_ids", "p_mask": "p_mask",
              "masked_lm_positions": "masked_lm_positions"}
     out = []
     for i in range(len(inputs["input_word_ids"])):
         if case == "multiple_choice":
-            keep = slice(None)
+            keep = slice(0, int(inputs["input_mask"][i].sum(-1).max()))
         else:
             keep = slice(0, int(inputs["input_mask"][i].sum()))
         feature = {}
@@ -262,8 +263,31 @@ def test_signature_matches_keras_model(reloaded, case, signature):
             np.testing.assert_array_equal(
                 got["context_start"],
                 [min(len(_python_tokenizer().encode(q)), MAX_QUERY) + 2 for q in TEXTS_A])
+            assert_offsets_locate_the_context_pieces(got)
         if case == "mlm":
             np.testing.assert_array_equal(got["input_word_ids"], packed["input_word_ids"])
+
+
+def assert_offsets_locate_the_context_pieces(got):
+    """token_start_char / token_end_char: -1 off the context, else the raw text of the
+    piece at that position (what the tokenizer's own offsets give)."""
+    from albert_tf.text import AlbertTextTokenizer
+
+    tokenizer = AlbertTextTokenizer(spm_model_file=SPM, with_offsets=True)
+    ids, starts, ends = tokenizer.tokenize_with_offsets(TEXTS_B)
+    for row, context in enumerate(TEXTS_B):
+        first = got["context_start"][row]
+        in_context = np.flatnonzero(got["token_start_char"][row] >= 0)
+        n = len(in_context)
+        np.testing.assert_array_equal(in_context, np.arange(first, first + n))
+        assert (got["token_end_char"][row][got["token_start_char"][row] < 0] == -1).all()
+        assert got["input_word_ids"][row][in_context].tolist() == ids[row][:n].numpy().tolist()
+        assert got["token_start_char"][row][in_context].tolist() == \
+            starts[row][:n].numpy().tolist()
+        assert got["token_end_char"][row][in_context].tolist() == ends[row][:n].numpy().tolist()
+    texts = [TEXTS_B[0][a:b] for a, b in zip(got["token_start_char"][0],
+                                              got["token_end_char"][0]) if a >= 0]
+    assert texts == ["It", "is", "1990", ",", "or", "so", "."]
 
 
 def test_serve_text_truncates_long_and_handles_empty(reloaded):
@@ -279,6 +303,7 @@ def test_serve_text_truncates_long_and_handles_empty(reloaded):
     assert empty["start_top_index"].shape == (2, 3)
     assert empty["end_top_index"].shape == (2, 6)
     assert np.isfinite(empty["cls_logits"]).all()
+    np.testing.assert_array_equal(empty["token_start_char"], [[-1] * 3] * 2)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -380,3 +405,50 @@ def test_script_exports_a_checkpoint(tmp_path):
     assert sorted(os.listdir(export_dir)) == ["1"]
     info = json.loads((export_dir / "1" / "assets.extra" / "export_info.json").read_text())
     assert info["kind"] == "encoder" and info["max_seq_length"] == 16
+
+
+def test_wordpiece_export_serves_text(tmp_path):
+    """A WordPiece vocabulary (the Chinese models') travels as the asset and serve_text
+    tokenizes with it exactly as the Python tokenizer; SQuAD exports refuse it."""
+    from test_tokenization import REAL_TEXT, make_wordpiece_vocab
+
+    from albert_tf import AlbertConfig
+    from albert_tf.export import ExportError, build_model, export_savedmodel
+    from albert_tf.text import pack_inputs
+    from albert_tf.tokenization import FullTokenizer
+
+    chinese = ["中文的句子，还有标点。", "我们在北京大学学习。"]
+    vocab = make_wordpiece_vocab(tmp_path / "vocab.txt", REAL_TEXT[:40] + chinese)
+    python = FullTokenizer(vocab_file=vocab, do_lower_case=True)
+    config = AlbertConfig(vocab_size=python.vocab_size, embedding_size=8, hidden_size=16,
+                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                          max_position_embeddings=64)
+    model = build_model("classifier", config, seed=5, num_labels=3)
+    path = export_savedmodel(model, tmp_path / "wordpiece", kind="classifier",
+                             vocab_file=vocab, max_seq_length=MAX_SEQ, is_pair=True)
+    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    assert info["tokenizer"] == "wordpiece"
+    assert [p.name for p in (pathlib.Path(path) / "assets").iterdir()] == ["vocab.txt"]
+
+    texts_a = REAL_TEXT[40:43] + chinese[:1]
+    texts_b = chinese[1:] + ["snowman ☃ unknown"] + TEXTS_B[:2]
+    calls = {"text": (path, "serve_text", {"text_a": np.array(texts_a, dtype=object),
+                                           "text_b": np.array(texts_b, dtype=object)})}
+    (tmp_path / "calls.pkl").write_bytes(pickle.dumps(calls))
+    subprocess.run([sys.executable, "-c", RELOAD, str(tmp_path / "calls.pkl"),
+                    str(tmp_path / "results.pkl")], check=True, cwd=tmp_path,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    got = pickle.loads((tmp_path / "results.pkl").read_bytes())["text"]
+
+    segments = [tf.ragged.constant([python.encode(t) for t in texts], tf.int32)
+                for texts in (texts_a, texts_b)]
+    packed = pack_inputs(segments, MAX_SEQ, cls_id=python.special_id("[CLS]"),
+                         sep_id=python.special_id("[SEP]"), pad_id=python.special_id("pad"))
+    assert any(python.vocab["[UNK]"] in python.encode(t) for t in texts_a + texts_b)
+    want = model(packed, training=False)
+    np.testing.assert_allclose(got["probabilities"], want["probabilities"], atol=1e-5)
+
+    with pytest.raises(ExportError, match="spm_model_file"):
+        export_savedmodel(build_model("squad_v1", config, seed=5), tmp_path / "squad",
+                          kind="squad_v1", vocab_file=vocab, max_seq_length=MAX_SEQ)
+    assert not (tmp_path / "squad").exists()

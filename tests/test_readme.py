@@ -91,6 +91,8 @@ def test_examples_run_in_order(release_dir, capsys):
     assert (out / "squad_out" / "predictions.json").exists()
     assert (out / "pretrain_out" / "eval_results.txt").exists()
     assert "(1, 2)" in printed
+    answer = namespace["answers"].predictions["0"]
+    assert answer and answer in namespace["contexts"][0] and answer in printed
     # Each REST body of the README, sent to the exported model's signature.
     check_rest_bodies(out / "exported" / "mrpc" / "1")
 

@@ -14,8 +14,11 @@ feature's outputs (numpy arrays, as a dict or an object with those attributes;
   and `cls_logits` (a scalar: the higher, the more likely "no answer").
 
 For each example, candidate spans come from every feature (window) of the example:
-v1.1 pairs the `n_best_size` best starts with the `n_best_size` best ends; v2.0 takes
-the model's beams. A candidate is kept when both ends lie in the window's paragraph
+v1.1 pairs the `n_best_size` best starts with the `n_best_size` best ends among the
+feature's real positions (its `input_mask`; the original also ranks the padding
+positions of its max_seq_length features, whose logits would here depend on how far
+a batch was padded, and which it then discards); v2.0 takes the model's beams (which
+never point at padding: p_mask). A candidate is kept when both ends lie in the window's paragraph
 pieces, the window is the start piece's max-context window, end >= start and it spans
 at most `max_answer_length` pieces. Candidates are ranked by start score + end score
 (ties keep their order of appearance), each text is kept once (the text is the
@@ -30,6 +33,10 @@ v1.1 answers the best text. v2.0 gives each question the null score
 `evaluate_v2_with_best_threshold` runs the original's v2.0 evaluation: scores without a
 threshold, takes the threshold that maximizes F1 (`best_f1_thresh`), answers with it
 (answering at the threshold too, where the original does not: see there).
+
+`postprocess_serve_text` does the same for the outputs of a SQuAD SavedModel's
+`serve_text` signature (one window per question, located in the raw context by the
+export's `token_start_char` / `token_end_char`).
 
 Files (JSON with indent 4 and a final newline, as the original, each written under a
 temporary name and renamed): `predictions.json` (id -> text), `nbest_predictions.json`
@@ -219,8 +226,12 @@ def _merge(feature: SquadFeature, scored: Iterable[tuple[int, int, float, float]
 
 def _v1_candidates(feature: SquadFeature, result: Any, n_best_size: int,
                    max_answer_length: int) -> list[_Candidate]:
+    # Only the feature's real positions: the logits past them depend on how far its
+    # batch was padded (the original pads every feature to max_seq_length).
+    length = int(np.sum(feature.input_mask))
     start_logits = _output(result, V1_OUTPUTS["start"], feature.unique_id).reshape(-1)
     end_logits = _output(result, V1_OUTPUTS["end"], feature.unique_id).reshape(-1)
+    start_logits, end_logits = start_logits[:length], end_logits[:length]
     starts = best_indexes(start_logits, n_best_size)
     ends = best_indexes(end_logits, n_best_size)
     return _merge(feature, (
@@ -404,9 +415,83 @@ def evaluate_v2_with_best_threshold(examples, features, results, gold=None,
     return scores, final
 
 
+
+# ------------------------------------------------------------------ serving outputs
+SERVE_TEXT_OUTPUTS = ("context_start", "token_start_char", "token_end_char",
+                      "input_word_ids", "input_mask", "input_type_ids", "p_mask")
+
+
+def serve_text_features(questions: Sequence[str], contexts: Sequence[str],
+                        outputs: Mapping[str, Any], qas_ids: Sequence[str] | None = None
+                        ) -> tuple[list[SquadExample], list[SquadFeature], dict[int, dict]]:
+    """Examples, features and results (for `postprocess_v1` / `postprocess_v2`) from the
+    outputs of a SQuAD export's `serve_text` signature called on `questions` and
+    `contexts`: one feature (window) per question, its pieces located in the context by
+    `token_start_char` / `token_end_char`. `qas_ids` default to "0", "1", ..."""
+    missing = [n for n in SERVE_TEXT_OUTPUTS if n not in outputs]
+    if missing:
+        raise SquadPostprocessError(
+            f"the outputs have no {', '.join(missing)}: pass everything the serve_text "
+            "signature of a SQuAD export returns")
+    arrays = {name: np.asarray(value) for name, value in outputs.items()}
+    batch = len(contexts)
+    qas_ids = [str(i) for i in range(batch)] if qas_ids is None else list(qas_ids)
+    if len(questions) != batch or len(qas_ids) != batch:
+        raise SquadPostprocessError(
+            f"{len(questions)} questions, {batch} contexts and {len(qas_ids)} ids: give "
+            "one of each per question")
+    for name, value in arrays.items():
+        if value.shape[:1] != (batch,):
+            raise SquadPostprocessError(
+                f"output {name} has shape {value.shape}, expected {batch} rows (one per "
+                "question)")
+    examples, features, results = [], [], {}
+    for i, (question, context, qas_id) in enumerate(zip(questions, contexts, qas_ids)):
+        starts = arrays["token_start_char"][i]
+        in_context = np.flatnonzero(starts >= 0)
+        first = int(arrays["context_start"][i])
+        if in_context.size and in_context[0] != first:
+            raise SquadPostprocessError(
+                f"row {i}: context pieces start at {in_context[0]}, context_start says "
+                f"{first}: the outputs are not serve_text's")
+        examples.append(SquadExample(qas_id=qas_id, question_text=question,
+                                     paragraph_text=context))
+        features.append(SquadFeature(
+            unique_id=i, example_index=i, qas_id=qas_id, doc_span_index=0,
+            doc_span_start=0, doc_offset=first,
+            tok_start_to_orig_index=starts[in_context].tolist(),
+            tok_end_to_orig_index=(arrays["token_end_char"][i][in_context] - 1).tolist(),
+            token_is_max_context=[True] * in_context.size,
+            input_ids=arrays["input_word_ids"][i], input_mask=arrays["input_mask"][i],
+            segment_ids=arrays["input_type_ids"][i], p_mask=arrays["p_mask"][i]))
+        results[i] = {name: value[i] for name, value in arrays.items()}
+    return examples, features, results
+
+
+def postprocess_serve_text(questions: Sequence[str], contexts: Sequence[str],
+                           outputs: Mapping[str, Any], *, qas_ids=None,
+                           n_best_size: int = DEFAULT_N_BEST_SIZE,
+                           max_answer_length: int = DEFAULT_MAX_ANSWER_LENGTH,
+                           null_score_diff_threshold: float | None = None
+                           ) -> SquadPredictions:
+    """Answers, n-best lists (and v2.0 null scores) from a SQuAD export's `serve_text`
+    outputs, by the rules `run_squad.py` applies to its windows: for a context that
+    fits in one window these are run_squad.py's predictions. v2.0 when the outputs have
+    `cls_logits`."""
+    examples, features, results = serve_text_features(questions, contexts, outputs,
+                                                       qas_ids)
+    if "cls_logits" in outputs:
+        return postprocess_v2(examples, features, results, n_best_size=n_best_size,
+                              max_answer_length=max_answer_length,
+                              null_score_diff_threshold=null_score_diff_threshold)
+    return postprocess_v1(examples, features, results, n_best_size=n_best_size,
+                          max_answer_length=max_answer_length)
+
+
 __all__ = [
     "DEFAULT_MAX_ANSWER_LENGTH", "DEFAULT_N_BEST_SIZE", "NBEST_FILE", "NULL_ODDS_FILE",
     "PREDICTIONS_FILE", "SquadPostprocessError", "SquadPredictions", "apply_null_threshold",
     "best_indexes", "collect_results", "evaluate_v2_with_best_threshold", "postprocess_v1",
-    "postprocess_v2", "softmax", "write_predictions_v1", "write_predictions_v2",
+    "postprocess_serve_text", "postprocess_v2", "serve_text_features", "softmax",
+    "write_predictions_v1", "write_predictions_v2",
 ]

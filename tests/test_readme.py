@@ -38,10 +38,41 @@ def release_dir(tmp_path, monkeypatch):
     shutil.copytree(FIXTURES / "glue", tmp_path / "glue_data")
     shutil.copytree(FIXTURES / "race" / "RACE", tmp_path / "RACE")
     shutil.copy(FIXTURES / "squad" / "dev-v1.1-excerpt.json", tmp_path / "dev-v1.1.json")
+    shutil.copy(FIXTURES / "squad" / "dev-v2.0-excerpt.json", tmp_path / "dev-v2.0.json")
+    chinese_release(tmp_path)
     (tmp_path / "corpus").mkdir()
     shutil.copy(FIXTURES / "pretraining" / "alice_excerpt.txt", tmp_path / "corpus")
     monkeypatch.chdir(tmp_path)
     return release
+
+
+ZH_POSITIVE = ["这部电影非常好看，我很喜欢。", "演员的表演精彩极了。", "故事感人，值得一看。",
+               "音乐很美，画面也漂亮。"]
+ZH_NEGATIVE = ["这部电影太无聊了。", "剧情混乱，浪费时间。", "表演很差，我不喜欢。",
+               "画面模糊，声音难听。"]
+
+
+def chinese_release(root):
+    """A stand-in for Google's albert_base_zh/ (WordPiece vocab_chinese.txt) and a
+    Chinese task in SST-2's layout."""
+    from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
+
+    chars = sorted({c for text in ZH_POSITIVE + ZH_NEGATIVE for c in text})
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars)]
+    release = root / "albert_base_zh"
+    release.mkdir()
+    (release / "vocab_chinese.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    config = AlbertConfig(vocab_size=len(tokens), embedding_size=8, hidden_size=16,
+                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                          max_position_embeddings=64)
+    config.to_json_file(release / "albert_config.json")
+    save_tf1_checkpoint(AlbertPretrainer(config, seed=0), str(release / "model.ckpt-best"))
+    task = root / "zh_data" / "SST-2"
+    task.mkdir(parents=True)
+    rows = [f"{t}\t1" for t in ZH_POSITIVE] + [f"{t}\t0" for t in ZH_NEGATIVE]
+    for split in ("train", "dev"):
+        (task / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n",
+                                           encoding="utf-8")
 
 
 def python_commands():
@@ -95,6 +126,48 @@ def test_examples_run_in_order(release_dir, capsys):
     assert answer and answer in namespace["contexts"][0] and answer in printed
     # Each REST body of the README, sent to the exported model's signature.
     check_rest_bodies(out / "exported" / "mrpc" / "1")
+    # The real-use section: RACE, SQuAD v2.0, raw-text pretraining, the Chinese model.
+    assert (out / "race_out" / "model.ckpt-best.index").exists()
+    assert (out / "squad2_out" / "null_odds.json").exists()
+    assert (out / "exported" / "squad2" / "1" / "saved_model.pb").exists()
+    assert list((out / "text_pretrain_out").glob("ckpt-4.index"))
+    assert (out / "zh_out" / "model.ckpt-best.index").exists()
+    assert [p.name for p in (out / "exported" / "zh" / "1" / "assets").iterdir()] == \
+        ["vocab_chinese.txt"]
+    run_multi_worker_commands(out)
+
+
+def run_multi_worker_commands(cwd):
+    """The README's TF_CONFIG command, once per worker index, the hosts replaced by two
+    local ports, both workers at once."""
+    import json
+    import socket
+
+    commands = [c for block in blocks("sh") for c in block.replace("\\\n", " ").splitlines()
+                if c.startswith("TF_CONFIG=")]
+    assert len(commands) == 1
+    assignment, *args = shlex.split(commands[0])
+    tf_config = json.loads(assignment.split("=", 1)[1])
+    hosts = tf_config["cluster"]["worker"]
+    sockets = [socket.socket() for _ in hosts]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    workers = [f"127.0.0.1:{port}" for port in ports]
+    processes = []
+    for index in range(len(hosts)):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        processes.append(subprocess.Popen(
+            [sys.executable, str(ROOT / args[1]), *args[2:]], cwd=cwd, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="3")))
+    for process in processes:
+        _, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err[-3000:]
+    output_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--output_dir="))
+    assert list((cwd / output_dir).glob("ckpt-2.index"))
 
 
 def check_rest_bodies(version_dir):

@@ -147,6 +147,8 @@ def test_a_tiny_model_learns_an_easy_task(tmp_path, tiny_config):
     (["--task_name=MRPC"], "nothing to do"),
     (["--task_name=MRPC", "--do_train", "--init_checkpoint=/no/model.ckpt"],
      "no checkpoint at /no/model.ckpt"),
+    (["--task_name=race", "--do_train", f"--data_dir={FIXTURES / 'race'}",
+      "--max_qa_length=200"], "--max_qa_length=200 must be positive and leave room"),
 ])
 def test_bad_input_fails_before_training(tmp_path, tiny_config, args, message):
     flags = common_flags(tiny_config, tmp_path / "bad")

@@ -146,6 +146,11 @@ def validate(settings) -> Task:
             f"--output_dir={settings['output_dir']}, and there is none")
     if settings["high_only"] and settings["middle_only"]:
         raise common.UsageError("--high_only and --middle_only exclude each other")
+    if task.name == "race" and not \
+            1 <= settings["max_qa_length"] <= settings["max_seq_length"] - 3:
+        raise common.UsageError(
+            f"--max_qa_length={settings['max_qa_length']} must be positive and leave room "
+            f"for [CLS] and 2 x [SEP] in --max_seq_length={settings['max_seq_length']}")
     return task
 
 

@@ -86,6 +86,21 @@ def preprocess_text(texts, lower: bool):
 
 
 # ------------------------------------------------------------------------ tokenizer
+def _check_unigram(model: bytes, path: str) -> None:
+    """The in-graph op segments as the Python package for unigram models (ALBERT's) only;
+    a BPE model would silently come out differently."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    kind = proto.trainer_spec.model_type
+    if kind != sentencepiece_model_pb2.TrainerSpec.UNIGRAM:
+        name = sentencepiece_model_pb2.TrainerSpec.ModelType.Name(kind)
+        raise TokenizerError(
+            f"{path} is a {name} SentencePiece model; the in-graph tokenizer reproduces "
+            "the Python one for UNIGRAM models (ALBERT's) only")
+
+
 class AlbertTextTokenizer(tf.Module):
     """Raw text -> ALBERT ids in the graph, equal to `FullTokenizer.encode`.
 
@@ -113,6 +128,7 @@ class AlbertTextTokenizer(tf.Module):
             self._asset = tf.saved_model.Asset(self.spm_model_file)
             with tf.io.gfile.GFile(self.spm_model_file, "rb") as f:
                 model = f.read()
+            _check_unigram(model, self.spm_model_file)
             # The fast tokenizer breaks ties between equal-score segmentations as the
             # Python sentencepiece package does; the older op does not (3 in 105,116
             # SQuAD/GLUE texts came out with the same pieces in another order).

@@ -356,3 +356,16 @@ def test_pack_inputs_pads_to_max_length_on_request():
     np.testing.assert_array_equal(packed["input_mask"], [[1, 1, 1, 1, 0, 0, 0, 0, 0, 0]])
     with pytest.raises(ValueError, match="one or two segments"):
         pack_inputs([], 10, cls_id=2, sep_id=3)
+
+
+def test_graph_tokenizer_refuses_bpe_models(tmp_path):
+    import sentencepiece as spm
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(REAL_TEXT[:200]), encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "bpe"),
+                                   model_type="bpe", vocab_size=300, num_threads=1,
+                                   control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                                   minloglevel=2)
+    with pytest.raises(TokenizerError, match="BPE SentencePiece model"):
+        AlbertTextTokenizer(spm_model_file=str(tmp_path / "bpe.model"))

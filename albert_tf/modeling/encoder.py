@@ -68,10 +68,15 @@ class AlbertEncoder(AlbertModel):
                 self.pooler.build((None, config.hidden_size))
         self.built = True
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, first_token_only=False):
+        """`first_token_only=True` computes the last block for position 0 alone: the
+        same `pooled_output` with less work (for ALBERT-base at 128 tokens, 7% fewer
+        FLOPs), for models that only read the pooled output; `sequence_output` and the
+        last of `encoder_outputs` are then [B, 1, H]."""
         word_ids, mask, type_ids = read_inputs(inputs)
         embedding_output = self.embeddings(word_ids, type_ids, training=training)
-        encoder_outputs = self.encoder(embedding_output, mask, training=training)
+        encoder_outputs = self.encoder(embedding_output, mask, training=training,
+                                       first_token_only=first_token_only)
         sequence_output = encoder_outputs[-1]  # [B, S, H]
         pooled_output = self.pooler(sequence_output[:, 0, :])  # [B, H]
         return {

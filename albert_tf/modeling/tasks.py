@@ -85,8 +85,8 @@ class AlbertTaskModel(AlbertModel):
                 "variables of " + model.name + ":\n" + "\n".join(f"  {n}" for n in missing))
         return model
 
-    def _encode(self, inputs, training):
-        return self.encoder(inputs, training=training)
+    def _encode(self, inputs, training, first_token_only=False):
+        return self.encoder(inputs, training=training, first_token_only=first_token_only)
 
     def _build_pooled_head(self, num_outputs: int, dropout_rate: float) -> None:
         """The head the original's classifier and RACE scorer put on the pooled output:
@@ -146,7 +146,8 @@ class AlbertClassifier(AlbertTaskModel):
         return self.num_labels == 1
 
     def call(self, inputs, training=None):
-        pooled = self._encode(inputs, training)["pooled_output"]  # [B, H]
+        # Only the pooled output is read: the last block computes [CLS] alone.
+        pooled = self._encode(inputs, training, first_token_only=True)["pooled_output"]
         logits = tf.cast(self._score_pooled(pooled, training), tf.float32)  # [B, num_labels]
         if self.is_regression:
             logits = tf.squeeze(logits, -1)  # [B]
@@ -206,7 +207,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
 
     def call(self, inputs, training=None):
         flat, batch_and_choices = self._flatten(inputs)
-        pooled = self._encode(flat, training)["pooled_output"]  # [B * C, H]
+        pooled = self._encode(flat, training, first_token_only=True)["pooled_output"]
         scores = self._score_pooled(pooled, training)  # [B * C, 1]
         logits = tf.cast(tf.reshape(scores, batch_and_choices), tf.float32)  # [B, C]
         return _choice_outputs(logits)

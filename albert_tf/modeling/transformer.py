@@ -62,9 +62,13 @@ class AlbertBlock(keras.layers.Layer):
                       self.ffn_layer_norm):
             layer.build(shape)
 
-    def call(self, x, input_mask, training=None):
-        # x: [B, S, H]
-        attention_output = self.attention(x, input_mask, training=training)
+    def call(self, x, input_mask, training=None, first_token_only=False):
+        # x: [B, S, H]; with first_token_only the output is position 0's alone, [B, 1, H]
+        # (its attention still reads every position).
+        attention_output = self.attention(x, input_mask, training=training,
+                                          first_token_only=first_token_only)
+        if first_token_only:
+            x = x[:, :1]
         attention_output = self.attention_layer_norm(attention_output + x)
         ffn_output = self.ffn(attention_output, training=training)
         return self.ffn_layer_norm(ffn_output + attention_output)
@@ -90,11 +94,14 @@ class AlbertLayerGroup(keras.layers.Layer):
         for block in self.blocks:
             block.build((None, None, self.config.hidden_size))
 
-    def call(self, x, input_mask, training=None):
-        """Returns the output of each inner block, in order."""
+    def call(self, x, input_mask, training=None, first_token_only=False):
+        """Returns the output of each inner block, in order; with `first_token_only`
+        the last block computes position 0 alone."""
         outputs = []
-        for block in self.blocks:
-            x = block(x, input_mask, training=training)
+        blocks = self.blocks
+        for index, block in enumerate(blocks):
+            last = first_token_only and index == len(blocks) - 1
+            x = block(x, input_mask, training=training, first_token_only=last)
             outputs.append(x)
         return outputs
 
@@ -129,15 +136,20 @@ class AlbertTransformer(keras.layers.Layer):
             for group in self.groups:
                 group.build((None, None, self.config.hidden_size))
 
-    def call(self, embedding_output, input_mask, training=None):
+    def call(self, embedding_output, input_mask, training=None, first_token_only=False):
         # embedding_output: [B, S, E]; returns a list of L * inner_group_num [B, S, H]
+        # (the last one [B, 1, H] with first_token_only: only position 0 is computed in
+        # the last block, all the pooled output needs).
         x = embedding_output
         if self.embedding_hidden_mapping_in is not None:
             x = self.embedding_hidden_mapping_in(x)
         all_outputs = []
-        for layer_index in range(self.config.num_hidden_layers):
+        num_layers = self.config.num_hidden_layers
+        for layer_index in range(num_layers):
             group = getattr(self, f"group_{self.config.group_index(layer_index)}")
-            outputs = group(x, input_mask, training=training)
+            outputs = group(x, input_mask, training=training,
+                            first_token_only=first_token_only and
+                            layer_index == num_layers - 1)
             all_outputs.extend(outputs)
             x = outputs[-1]
         return all_outputs

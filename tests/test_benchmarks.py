@@ -1,0 +1,96 @@
+"""benchmarks/bench_models.py runs and prints one well-formed Markdown table (a tiny
+model, a few iterations, no peers: this checks the harness, it times nothing)."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = REPOSITORY / "benchmarks" / "bench_models.py"
+GLUE = REPOSITORY / "tests" / "fixtures" / "glue"
+
+TINY_CONFIG = {
+    "attention_probs_dropout_prob": 0.0, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
+    "embedding_size": 8, "hidden_size": 16, "initializer_range": 0.02,
+    "intermediate_size": 32, "max_position_embeddings": 64, "num_attention_heads": 2,
+    "num_hidden_layers": 2, "num_hidden_groups": 1, "inner_group_num": 1,
+    "type_vocab_size": 2, "vocab_size": 30000,  # the SentencePiece fixture's
+}
+
+
+def _glue_task_dir():
+    """A GLUE task folder with a dev.tsv among the test fixtures, if any."""
+    for name in ("MRPC", "SST-2", "RTE", "CoLA"):
+        if (GLUE / name / "dev.tsv").exists():
+            return GLUE / name
+    return None
+
+
+def test_bench_models_prints_one_table(tmp_path):
+    config = tmp_path / "albert_config.json"
+    config.write_text(json.dumps(TINY_CONFIG))
+    output = tmp_path / "results.json"
+    task_dir = _glue_task_dir()
+    command = [sys.executable, str(SCRIPT), f"--config={config}", "--peers=",
+               "--rounds=1", "--repeats=1", "--train_steps=1", "--batch_size=2",
+               "--seq_length=16", "--matmul_size=64", "--tokenize_texts=20",
+               "--ours_variants=no_xla", "--e2e_batch_size=4", "--e2e_max_examples=8",
+               "--max_seq_length=64",
+               f"--json_output={output}"]
+    if task_dir is not None:
+        command.append(f"--data_dir={task_dir}")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPOSITORY,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Machine: ")
+    assert any(line.startswith("fp32 matmul peak: ") for line in lines)
+    table = [line for line in lines if line.startswith("|")]
+    # One table: its lines are contiguous, the header, the separator, then the rows.
+    first = lines.index(table[0])
+    assert lines[first:first + len(table)] == table
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    assert header[:5] == ["benchmark", "implementation", "rate", "unit",
+                          "ours (best) / this"]
+    assert set(table[1].replace("|", "")) == {"-"}
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table[2:]]
+    assert all(len(row) == len(header) for row in rows)
+    benchmarks = {row[0] for row in rows}
+    assert {"forward", "train", "tokenize", "create_pretraining_data"} <= benchmarks
+    if task_dir is not None:
+        assert f"end_to_end:{task_dir.name}" in benchmarks
+    for row in rows:
+        float(row[2].replace(",", ""))  # a number
+    forward = [row for row in rows if row[0] == "forward"]
+    assert forward[0][1] == "**ours, no XLA**" and forward[0][4] == "1.00x"
+    assert forward[0][5] and forward[0][6].endswith("%")  # GFLOP/s and % of peak
+    tokenize = {row[1] for row in rows if row[0] == "tokenize"}
+    assert any("Python" in name for name in tokenize)
+    assert any("in-graph" in name for name in tokenize)
+
+    results = json.loads(output.read_text())
+    assert results["peak_gflops"] > 0
+    assert not results["skipped"]
+
+
+def test_model_flops_formula():
+    sys.path.insert(0, str(REPOSITORY / "benchmarks"))
+    try:
+        import bench_models
+    finally:
+        sys.path.pop(0)
+    from albert_tf import AlbertConfig
+
+    base = AlbertConfig.from_json_file(REPOSITORY / "albert_tf" / "configs" /
+                                       "albert_base_v2.json")
+    # ALBERT-base, 128 tokens: ~22.4 GFLOP a sequence (12 blocks of 2 x 7.1 M
+    # multiply-adds a token, the E -> H mapping, attention and the pooler).
+    forward = bench_models.model_flops(base, 128)
+    assert forward == pytest.approx(22.4e9, rel=0.01)
+    assert bench_models.model_flops(base, 128, train=True) == 3 * forward

@@ -55,6 +55,7 @@ import tempfile
 
 import tensorflow as tf
 
+from albert_tf import fused
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 
@@ -427,23 +428,28 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                                         with_offsets=squad)
     module = _ServingModule(model, kind, tokenizer, max_seq_length=max_seq_length,
                             is_pair=is_pair, max_query_length=max_query_length)
-    signatures = {
-        "serving_default": tf.function(module.serving_default,
-                                       input_signature=module.input_specs())
-        .get_concrete_function(),
-        "serve_examples": tf.function(
-            module.serve_examples,
-            input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
-        .get_concrete_function(),
-    }
-    if tokenizer is not None:
-        signatures["serve_text"] = tf.function(
-            module.serve_text, input_signature=module.text_specs()).get_concrete_function()
+    # Traced with plain TensorFlow ops: TF Serving runs XLA kernels on CPU only when
+    # started with --xla_cpu_compilation_enabled (albert_tf.fused).
+    with fused.xla_disabled():
+        signatures = {
+            "serving_default": tf.function(module.serving_default,
+                                           input_signature=module.input_specs())
+            .get_concrete_function(),
+            "serve_examples": tf.function(
+                module.serve_examples,
+                input_signature=[tf.TensorSpec([None], tf.string, name="examples")])
+            .get_concrete_function(),
+        }
+        if tokenizer is not None:
+            signatures["serve_text"] = tf.function(
+                module.serve_text, input_signature=module.text_specs()
+            ).get_concrete_function()
 
     os.makedirs(export_dir, exist_ok=True)
     temp_dir = tempfile.mkdtemp(prefix=f".tmp-{version}-", dir=export_dir)
     try:
-        tf.saved_model.save(module, temp_dir, signatures=signatures)
+        with fused.xla_disabled():
+            tf.saved_model.save(module, temp_dir, signatures=signatures)
         extra = os.path.join(temp_dir, "assets.extra")
         os.makedirs(extra, exist_ok=True)
         model.config.to_json_file(os.path.join(extra, "albert_config.json"))

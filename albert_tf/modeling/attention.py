@@ -51,33 +51,55 @@ class AlbertAttention(keras.layers.Layer):
         with keras.name_scope("output"):
             self.output_dense.build(shape)
 
-    def call(self, x, input_mask, training=None, first_token_only=False):
-        # x: [B, S, H]; input_mask: [B, S] int32, 1 for real tokens and 0 for padding.
-        # (Keras casts float arguments to the compute dtype: the mask stays int until
-        # here so that the -10000 bias is exact whatever the precision.)
-        # first_token_only: queries (and the output) for position 0 alone, [B, 1, H],
-        # attending over every key: what the pooled output needs of the last block.
+    def shared_weights(self) -> dict[str, common.SharedDense]:
+        """{"qkv": query, key and value side by side, "output": the output dense}, read
+        once per forward pass for every layer that runs this attention."""
+        return {"qkv": common.SharedDense.of([self.query, self.key, self.value],
+                                             self.compute_dtype),
+                "output": common.SharedDense.of([self.output_dense], self.compute_dtype)}
+
+    def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
+        """The attention output [B, F, H] (F = S, or 1 with `first_token_only`), before
+        the residual and LayerNorm of the block. `weights`: `shared_weights()`, if made."""
+        weights = weights or self.shared_weights()
+        output = weights["output"](self.context(x, input_mask, training, first_token_only,
+                                                weights["qkv"]))
+        return common.apply_dropout(self.output_dropout, output, training)
+
+    def context(self, x, input_mask, training, first_token_only, qkv):
+        """The heads' context [B, F, H], before the output dense.
+
+        x: [B, S, H]; input_mask: [B, S] int32, 1 for real tokens and 0 for padding.
+        (Keras casts float arguments to the compute dtype: the mask stays int until
+        here so that the -10000 bias is exact whatever the precision.)
+        first_token_only: queries (and the output) for position 0 alone, [B, 1, H],
+        attending over every key: what the pooled output needs of the last block.
+        qkv: the query, key and value weights side by side (`shared_weights()["qkv"]`).
+        """
         c = self.config
         batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
-        queries = x[:, :1] if first_token_only else x
-        query_length = 1 if first_token_only else seq_length
-        heads, size = c.num_attention_heads, c.attention_head_size
+        heads, size, hidden = c.num_attention_heads, c.attention_head_size, c.hidden_size
 
-        def split_heads(t, length):  # [B, length, H] -> [B, N, length, D]
-            return tf.transpose(tf.reshape(t, [batch_size, length, heads, size]), [0, 2, 1, 3])
+        def project(t, dense):
+            # [B, L, H] -> [k, B, N, L, D] for the k projections side by side in `dense`
+            count = dense.kernel.shape[1] // hidden
+            out = tf.reshape(dense(t), [batch_size, tf.shape(t)[1], count, heads, size])
+            return tf.transpose(out, [2, 0, 3, 1, 4])
 
-        q = split_heads(self.query(queries), query_length)  # [B, N, F, D]
-        k = split_heads(self.key(x), seq_length)  # [B, N, T, D]
-        v = split_heads(self.value(x), seq_length)  # [B, N, T, D]
+        if first_token_only:
+            q = project(x[:, :1], qkv.columns(0, hidden))[0]  # [B, N, 1, D]
+            k, v = tf.unstack(project(x, qkv.columns(hidden, 3 * hidden)))  # [B, N, S, D]
+            query_length = 1
+        else:
+            q, k, v = tf.unstack(project(x, qkv))  # [B, N, S, D] each
+            query_length = seq_length
         # Batched matmuls over [B, N] (oneDNN runs them faster than the equivalent
         # einsums on CPU; XLA sees the same dots).
-        logits = tf.matmul(q, k, transpose_b=True)  # [B, N, F, T]
+        logits = tf.matmul(q, k, transpose_b=True)  # [B, N, F, S]
         # Softmax in float32 so that half-precision compute keeps the -10000 mask exact.
         logits = tf.cast(logits, tf.float32) * (1.0 / math.sqrt(size))
-        probs = tf.nn.softmax(logits + attention_bias(input_mask))  # [B, N, F, T]
+        probs = tf.nn.softmax(logits + attention_bias(input_mask))  # [B, N, F, S]
         probs = tf.cast(probs, x.dtype)
         probs = common.apply_dropout(self.probs_dropout, probs, training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, F, N, D]
-        context = tf.reshape(context, [batch_size, query_length, c.hidden_size])  # [B, F, H]
-        output = self.output_dense(context)
-        return common.apply_dropout(self.output_dropout, output, training)
+        return tf.reshape(context, [batch_size, query_length, hidden])  # [B, F, H]

@@ -39,10 +39,21 @@ class AlbertFeedForward(keras.layers.Layer):
             with keras.name_scope("output"):
                 self.output_dense.build((None, None, self.config.intermediate_size))
 
-    def call(self, x, training=None):
-        # x: [B, S, H] -> [B, S, I] -> [B, S, H]
-        output = self.output_dense(self.intermediate(x))
+    def shared_weights(self) -> dict[str, common.SharedDense]:
+        """{"intermediate": ..., "output": ...}, read once per forward pass."""
+        return {"intermediate": common.SharedDense.of([self.intermediate],
+                                                      self.compute_dtype),
+                "output": common.SharedDense.of([self.output_dense], self.compute_dtype)}
+
+    def call(self, x, training=None, weights=None):
+        # x: [B, S, H] -> [B, S, I] -> [B, S, H], before the residual and LayerNorm.
+        weights = weights or self.shared_weights()
+        output = weights["output"](self.activate(weights["intermediate"](x)))
         return common.apply_dropout(self.dropout, output, training)
+
+    def activate(self, x):
+        activation = self.intermediate.activation
+        return x if activation is None else activation(x)
 
 
 class AlbertBlock(keras.layers.Layer):
@@ -62,16 +73,33 @@ class AlbertBlock(keras.layers.Layer):
                       self.ffn_layer_norm):
             layer.build(shape)
 
-    def call(self, x, input_mask, training=None, first_token_only=False):
+    def shared_weights(self) -> dict[str, dict[str, common.SharedDense]]:
+        """The block's matmul weights, read once per forward pass for all the layers
+        that run the block (`common.SharedDense`)."""
+        return {"attention": self.attention.shared_weights(),
+                "ffn": self.ffn.shared_weights()}
+
+    def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
         # x: [B, S, H]; with first_token_only the output is position 0's alone, [B, 1, H]
-        # (its attention still reads every position).
-        attention_output = self.attention(x, input_mask, training=training,
-                                          first_token_only=first_token_only)
+        # (its attention still reads every position). weights: `shared_weights()`.
+        weights = weights or self.shared_weights()
+        attention, ffn = weights["attention"], weights["ffn"]
+        context = self.attention.context(x, input_mask, training, first_token_only,
+                                         attention["qkv"])
         if first_token_only:
             x = x[:, :1]
-        attention_output = self.attention_layer_norm(attention_output + x)
-        ffn_output = self.ffn(attention_output, training=training)
-        return self.ffn_layer_norm(ffn_output + attention_output)
+        x = self.attention_layer_norm(_output(
+            attention["output"], context, x, self.attention.output_dropout, training))
+        intermediate = self.ffn.activate(ffn["intermediate"](x))
+        return self.ffn_layer_norm(_output(
+            ffn["output"], intermediate, x, self.ffn.dropout, training))
+
+
+def _output(dense: common.SharedDense, x, residual, dropout, training):
+    """dropout(dense(x)) + residual; with no dropout to apply, one fused matmul."""
+    if dropout is None or not training:
+        return dense(x, residual=residual)
+    return dropout(dense(x), training=training) + residual
 
 
 class AlbertLayerGroup(keras.layers.Layer):
@@ -94,14 +122,20 @@ class AlbertLayerGroup(keras.layers.Layer):
         for block in self.blocks:
             block.build((None, None, self.config.hidden_size))
 
-    def call(self, x, input_mask, training=None, first_token_only=False):
+    def shared_weights(self) -> list:
+        """Each block's `shared_weights()`, in order."""
+        return [block.shared_weights() for block in self.blocks]
+
+    def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
         """Returns the output of each inner block, in order; with `first_token_only`
-        the last block computes position 0 alone."""
+        the last block computes position 0 alone. weights: `shared_weights()`."""
         outputs = []
         blocks = self.blocks
-        for index, block in enumerate(blocks):
+        weights = weights or self.shared_weights()
+        for index, (block, block_weights) in enumerate(zip(blocks, weights)):
             last = first_token_only and index == len(blocks) - 1
-            x = block(x, input_mask, training=training, first_token_only=last)
+            x = block(x, input_mask, training=training, first_token_only=last,
+                      weights=block_weights)
             outputs.append(x)
         return outputs
 
@@ -145,11 +179,14 @@ class AlbertTransformer(keras.layers.Layer):
             x = self.embedding_hidden_mapping_in(x)
         all_outputs = []
         num_layers = self.config.num_hidden_layers
+        # Each group's weights are read (and transposed) once, for all its layers.
+        weights = {g: getattr(self, f"group_{g}").shared_weights()
+                   for g in self.config.used_groups()}
         for layer_index in range(num_layers):
-            group = getattr(self, f"group_{self.config.group_index(layer_index)}")
-            outputs = group(x, input_mask, training=training,
-                            first_token_only=first_token_only and
-                            layer_index == num_layers - 1)
+            g = self.config.group_index(layer_index)
+            outputs = getattr(self, f"group_{g}")(
+                x, input_mask, training=training, weights=weights[g],
+                first_token_only=first_token_only and layer_index == num_layers - 1)
             all_outputs.extend(outputs)
             x = outputs[-1]
         return all_outputs

@@ -137,11 +137,6 @@ def _pad_rows(sparse, default_value, dtype=tf.int32):
     return tf.cast(tf.sparse.to_dense(sparse, default_value=default_value), dtype)
 
 
-def _take(ragged, lengths):
-    positions = tf.ragged.range(ragged.row_lengths())
-    return tf.ragged.boolean_mask(ragged, positions < tf.cast(lengths, tf.int64)[:, None])
-
-
 class _ServingModule(tf.Module):
     """The model, its tokenizer and the signature functions."""
 
@@ -268,13 +263,15 @@ class _ServingModule(tf.Module):
         return self.run(inputs)
 
     def _serve_squad_text(self, question, context):
+        from albert_tf.text import take_first
+
         q = self.tokenizer.tokenize(question)
         c, c_starts, c_ends = self.tokenizer.tokenize_with_offsets(context)
-        q = _take(q, tf.minimum(q.row_lengths(), self.max_query_length))
+        q = take_first(q, tf.minimum(q.row_lengths(), self.max_query_length))
         q_len = q.row_lengths()
         c_len = tf.minimum(c.row_lengths(),
                            tf.maximum(self.max_seq_length - 3 - q_len, 0))
-        c = _take(c, c_len)
+        c = take_first(c, c_len)
         inputs = self._pack([q, c])  # no further truncation: q + c <= max - 3
         length = tf.shape(inputs["input_word_ids"])[1]
         positions = tf.range(length, dtype=tf.int64)[None, :]

@@ -482,10 +482,11 @@ def truncated_lengths(length_a, length_b, budget):
     return new_a, new_b
 
 
-def _take(segment, lengths):
+def take_first(segment, lengths):
     """The first `lengths[i]` ids of each row of a ragged [B, (T)] tensor."""
     positions = tf.ragged.range(segment.row_lengths())
-    return tf.ragged.boolean_mask(segment, positions < lengths[:, tf.newaxis])
+    return tf.ragged.boolean_mask(
+        segment, positions < tf.cast(lengths, tf.int64)[:, tf.newaxis])
 
 
 def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
@@ -503,10 +504,10 @@ def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
     batch = segments[0].nrows()
     lengths = [s.row_lengths() for s in segments]
     if len(segments) == 1:
-        segments = [_take(segments[0], tf.minimum(lengths[0], max_seq_length - 2))]
+        segments = [take_first(segments[0], tf.minimum(lengths[0], max_seq_length - 2))]
     else:
         new_a, new_b = truncated_lengths(lengths[0], lengths[1], max_seq_length - 3)
-        segments = [_take(segments[0], new_a), _take(segments[1], new_b)]
+        segments = [take_first(segments[0], new_a), take_first(segments[1], new_b)]
 
     def column(value):  # [B, 1] ragged
         return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))

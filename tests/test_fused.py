@@ -111,12 +111,15 @@ def test_shared_dense_equals_matmul_bias_and_residual():
             loss = tf.reduce_sum(out * weight)
         return [out] + tape.gradient(loss, [x, residual, kernel, bias])
 
-    got = grads(lambda: common.SharedDense.of([layer], tf.float32)(x, residual=residual))
     want = grads(lambda: tf.einsum("bsi,io->bso", x, kernel) + bias + residual)
-    for name, a, b in zip(("output", "x", "residual", "kernel", "bias"), got, want):
-        assert_close(a, b, 1e-5), name
+    for training in (True, False):  # through kernel_t (training) or plain autodiff
+        dense = common.SharedDense.of([layer], tf.float32, training=training)
+        assert (dense.kernel_t is not None) == training
+        got = grads(lambda: dense(x, residual=residual))
+        for name, a, b in zip(("output", "x", "residual", "kernel", "bias"), got, want):
+            assert_close(a, b, 1e-5), name
     # side by side, then a column slice: the same as the layer alone
-    pair = common.SharedDense.of([layer, layer], tf.float32)
+    pair = common.SharedDense.of([layer, layer], tf.float32, training=True)
     assert pair.kernel.shape == (6, 18) and pair.kernel_t.shape == (18, 6)
     assert_close(pair.columns(9, 18)(x), want[0] - residual, 1e-5)
 

@@ -51,17 +51,18 @@ class AlbertAttention(keras.layers.Layer):
         with keras.name_scope("output"):
             self.output_dense.build(shape)
 
-    def shared_weights(self) -> dict[str, common.SharedDense]:
+    def shared_weights(self, training=False) -> dict[str, common.SharedDense]:
         """{"qkv": query, key and value side by side, "output": the output dense}, read
         once per forward pass for every layer that runs this attention."""
-        return {"qkv": common.SharedDense.of([self.query, self.key, self.value],
-                                             self.compute_dtype),
-                "output": common.SharedDense.of([self.output_dense], self.compute_dtype)}
+        dtype = self.compute_dtype
+        return {"qkv": common.SharedDense.of([self.query, self.key, self.value], dtype,
+                                             training),
+                "output": common.SharedDense.of([self.output_dense], dtype, training)}
 
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
         """The attention output [B, F, H] (F = S, or 1 with `first_token_only`), before
         the residual and LayerNorm of the block. `weights`: `shared_weights()`, if made."""
-        weights = weights or self.shared_weights()
+        weights = weights or self.shared_weights(training)
         output = weights["output"](self.context(x, input_mask, training, first_token_only,
                                                 weights["qkv"]))
         return common.apply_dropout(self.output_dropout, output, training)

@@ -70,32 +70,34 @@ def dense(units: int, *, name: str, stddev: float, seeds: SeedStream, dtype,
 
 class SharedDense(NamedTuple):
     """The weights of a dense layer (or of several side by side), read once per forward
-    pass for every layer that shares them: `kernel` [in, out], its transpose
-    `kernel_t` [out, in] and `bias` [out], in the compute dtype.
+    pass for every layer that shares them: `kernel` [in, out], `bias` [out] and, for
+    training, the transpose `kernel_t` [out, in], in the compute dtype.
 
-    Calling it computes `x @ kernel + bias (+ residual)`, whose input gradient is
-    `dy @ kernel_t`: on CPU oneDNN multiplies by a transposed operand up to 15% slower
-    (for ALBERT-base's FFN, 291 against 340 GFLOP/s), and the transpose made once
-    serves the 12 layers. Several layers side by side (query, key and value) are one
-    matmul, one bias and one transpose of the heads.
+    Calling it computes `x @ kernel + bias (+ residual)`. With `kernel_t` the input
+    gradient is `dy @ kernel_t`: on CPU oneDNN multiplies by a transposed operand up to
+    15% slower (for ALBERT-base's FFN, 291 against 340 GFLOP/s), and the transpose made
+    once serves the 12 layers. Several layers side by side (query, key and value) are
+    one matmul, one bias and one transpose of the heads.
     """
 
     kernel: tf.Tensor
-    kernel_t: tf.Tensor
     bias: tf.Tensor
+    kernel_t: tf.Tensor | None = None
 
     @classmethod
-    def of(cls, layers, dtype) -> "SharedDense":
+    def of(cls, layers, dtype, training=False) -> "SharedDense":
         kernels = [tf.cast(layer.kernel, dtype) for layer in layers]
         biases = [tf.cast(layer.bias, dtype) for layer in layers]
         kernel = kernels[0] if len(kernels) == 1 else tf.concat(kernels, axis=1)
         bias = biases[0] if len(biases) == 1 else tf.concat(biases, axis=0)
-        return cls(kernel, tf.transpose(kernel), bias)
+        # (`training` may be a tensor in some Keras flows: transposed for Python True.)
+        transposed = isinstance(training, bool) and training
+        return cls(kernel, bias, tf.transpose(kernel) if transposed else None)
 
     def columns(self, start: int, stop: int) -> "SharedDense":
         """The outputs start:stop alone (e.g. the query of a query-key-value triple)."""
-        return SharedDense(self.kernel[:, start:stop], self.kernel_t[start:stop],
-                           self.bias[start:stop])
+        return SharedDense(self.kernel[:, start:stop], self.bias[start:stop],
+                           None if self.kernel_t is None else self.kernel_t[start:stop])
 
     def __call__(self, x, residual=None):
         """x [..., in] -> [..., out], plus `residual` [..., out] if given."""
@@ -103,22 +105,26 @@ class SharedDense(NamedTuple):
         shape = tf.concat([tf.shape(x)[:-1], [width]], axis=0)
         x2d = tf.reshape(x, [-1, tf.shape(x)[-1]])
         extra = () if residual is None else (tf.reshape(residual, [-1, width]),)
-        return tf.reshape(_shared_matmul(x2d, self.kernel, self.kernel_t, self.bias,
-                                         *extra), shape)
+        if self.kernel_t is None:
+            y = _matmul_bias_add(x2d, self.kernel, self.bias, *extra)
+        else:
+            y = _shared_matmul(x2d, self.kernel, self.kernel_t, self.bias, *extra)
+        return tf.reshape(y, shape)
+
+
+def _matmul_bias_add(x, kernel, bias, *residual):
+    # Grappler fuses the matmul, bias and residual add into one oneDNN call.
+    y = tf.nn.bias_add(tf.matmul(x, kernel), bias)
+    return y + residual[0] if residual else y
 
 
 @tf.custom_gradient
 def _shared_matmul(x, kernel, kernel_t, bias, *residual):
-    # Grappler fuses the matmul, bias and residual add into one oneDNN call.
-    y = tf.nn.bias_add(tf.matmul(x, kernel), bias)
-    if residual:
-        y += residual[0]
-
     def grad(dy):
         return (tf.matmul(dy, kernel_t), tf.matmul(x, dy, transpose_a=True), None,
                 tf.raw_ops.BiasAddGrad(out_backprop=dy)) + ((dy,) if residual else ())
 
-    return y, grad
+    return _matmul_bias_add(x, kernel, bias, *residual), grad
 
 
 class LayerNorm(keras.layers.LayerNormalization):

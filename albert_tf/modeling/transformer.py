@@ -39,15 +39,15 @@ class AlbertFeedForward(keras.layers.Layer):
             with keras.name_scope("output"):
                 self.output_dense.build((None, None, self.config.intermediate_size))
 
-    def shared_weights(self) -> dict[str, common.SharedDense]:
+    def shared_weights(self, training=False) -> dict[str, common.SharedDense]:
         """{"intermediate": ..., "output": ...}, read once per forward pass."""
-        return {"intermediate": common.SharedDense.of([self.intermediate],
-                                                      self.compute_dtype),
-                "output": common.SharedDense.of([self.output_dense], self.compute_dtype)}
+        dtype = self.compute_dtype
+        return {"intermediate": common.SharedDense.of([self.intermediate], dtype, training),
+                "output": common.SharedDense.of([self.output_dense], dtype, training)}
 
     def call(self, x, training=None, weights=None):
         # x: [B, S, H] -> [B, S, I] -> [B, S, H], before the residual and LayerNorm.
-        weights = weights or self.shared_weights()
+        weights = weights or self.shared_weights(training)
         output = weights["output"](self.activate(weights["intermediate"](x)))
         return common.apply_dropout(self.dropout, output, training)
 
@@ -73,16 +73,16 @@ class AlbertBlock(keras.layers.Layer):
                       self.ffn_layer_norm):
             layer.build(shape)
 
-    def shared_weights(self) -> dict[str, dict[str, common.SharedDense]]:
+    def shared_weights(self, training=False) -> dict[str, dict[str, common.SharedDense]]:
         """The block's matmul weights, read once per forward pass for all the layers
-        that run the block (`common.SharedDense`)."""
-        return {"attention": self.attention.shared_weights(),
-                "ffn": self.ffn.shared_weights()}
+        that run the block (`common.SharedDense`; transposed too when `training`)."""
+        return {"attention": self.attention.shared_weights(training),
+                "ffn": self.ffn.shared_weights(training)}
 
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
         # x: [B, S, H]; with first_token_only the output is position 0's alone, [B, 1, H]
         # (its attention still reads every position). weights: `shared_weights()`.
-        weights = weights or self.shared_weights()
+        weights = weights or self.shared_weights(training)
         attention, ffn = weights["attention"], weights["ffn"]
         context = self.attention.context(x, input_mask, training, first_token_only,
                                          attention["qkv"])
@@ -122,16 +122,16 @@ class AlbertLayerGroup(keras.layers.Layer):
         for block in self.blocks:
             block.build((None, None, self.config.hidden_size))
 
-    def shared_weights(self) -> list:
+    def shared_weights(self, training=False) -> list:
         """Each block's `shared_weights()`, in order."""
-        return [block.shared_weights() for block in self.blocks]
+        return [block.shared_weights(training) for block in self.blocks]
 
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
         """Returns the output of each inner block, in order; with `first_token_only`
         the last block computes position 0 alone. weights: `shared_weights()`."""
         outputs = []
         blocks = self.blocks
-        weights = weights or self.shared_weights()
+        weights = weights or self.shared_weights(training)
         for index, (block, block_weights) in enumerate(zip(blocks, weights)):
             last = first_token_only and index == len(blocks) - 1
             x = block(x, input_mask, training=training, first_token_only=last,
@@ -180,7 +180,7 @@ class AlbertTransformer(keras.layers.Layer):
         all_outputs = []
         num_layers = self.config.num_hidden_layers
         # Each group's weights are read (and transposed) once, for all its layers.
-        weights = {g: getattr(self, f"group_{g}").shared_weights()
+        weights = {g: getattr(self, f"group_{g}").shared_weights(training)
                    for g in self.config.used_groups()}
         for layer_index in range(num_layers):
             g = self.config.group_index(layer_index)

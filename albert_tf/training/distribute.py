@@ -77,8 +77,10 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
 def use_xla(enable_xla: bool, strategy: tf.distribute.Strategy) -> bool:
     """XLA for the gradient computation, unless the strategy cannot run it.
 
-    MirroredStrategy over several logical CPU devices cannot run XLA-compiled replica
-    functions; there we turn it off and say so.
+    MirroredStrategy over several logical CPU devices cannot run a whole XLA-compiled
+    gradient computation; there we turn it off and say so. XLA stays inside the pure
+    functions of `albert_tf.fused` (GELU, LayerNorm, the optimizer update), which run
+    under any strategy.
     """
     if not enable_xla:
         return False
@@ -87,6 +89,8 @@ def use_xla(enable_xla: bool, strategy: tf.distribute.Strategy) -> bool:
                        not isinstance(strategy, tf.distribute.TPUStrategy))
     if replicas_on_cpu:
         logging.warning("--enable_xla is off: XLA cannot run under %s over %d CPU "
-                        "devices", type(strategy).__name__, strategy.num_replicas_in_sync)
+                        "devices (GELU, LayerNorm and the optimizer update stay XLA "
+                        "kernels)", type(strategy).__name__,
+                        strategy.num_replicas_in_sync)
         return False
     return True

@@ -59,13 +59,15 @@ class AlbertAttention(keras.layers.Layer):
                                              training),
                 "output": common.SharedDense.of([self.output_dense], dtype, training)}
 
-    def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
-        """The attention output [B, F, H] (F = S, or 1 with `first_token_only`), before
-        the residual and LayerNorm of the block. `weights`: `shared_weights()`, if made."""
+    def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
+             residual=None):
+        """The attention output [B, F, H] (F = S, or 1 with `first_token_only`), plus
+        `residual` [B, F, H] if given (the block's, before its LayerNorm).
+        `weights`: `shared_weights()`, if made."""
         weights = weights or self.shared_weights(training)
-        output = weights["output"](self.context(x, input_mask, training, first_token_only,
-                                                weights["qkv"]))
-        return common.apply_dropout(self.output_dropout, output, training)
+        context = self.context(x, input_mask, training, first_token_only, weights["qkv"])
+        return common.dense_output(weights["output"], context, residual,
+                                   self.output_dropout, training)
 
     def context(self, x, input_mask, training, first_token_only, qkv):
         """The heads' context [B, F, H], before the output dense.

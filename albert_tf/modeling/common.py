@@ -127,6 +127,15 @@ def _shared_matmul(x, kernel, kernel_t, bias, *residual):
     return _matmul_bias_add(x, kernel, bias, *residual), grad
 
 
+def dense_output(dense: SharedDense, x, residual, dropout_layer, training):
+    """dropout(dense(x)) (+ residual): the end of each half of a block. With no dropout
+    to apply, the matmul, bias and residual add are one fused oneDNN call."""
+    if dropout_layer is None or not training:
+        return dense(x, residual=residual)
+    output = dropout_layer(dense(x), training=training)
+    return output if residual is None else output + residual
+
+
 class LayerNorm(keras.layers.LayerNormalization):
     """Keras' LayerNormalization over the last axis (the same `gamma` and `beta`),
     computed as one XLA kernel each way (`fused.layer_norm`)."""

@@ -45,15 +45,16 @@ class AlbertFeedForward(keras.layers.Layer):
         return {"intermediate": common.SharedDense.of([self.intermediate], dtype, training),
                 "output": common.SharedDense.of([self.output_dense], dtype, training)}
 
-    def call(self, x, training=None, weights=None):
-        # x: [B, S, H] -> [B, S, I] -> [B, S, H], before the residual and LayerNorm.
+    def call(self, x, training=None, weights=None, residual=None):
+        # x: [B, S, H] -> [B, S, I] -> [B, S, H], plus `residual` if given (the block's,
+        # before its LayerNorm). weights: `shared_weights()`, if made.
         weights = weights or self.shared_weights(training)
-        output = weights["output"](self.activate(weights["intermediate"](x)))
-        return common.apply_dropout(self.dropout, output, training)
-
-    def activate(self, x):
+        hidden = weights["intermediate"](x)
         activation = self.intermediate.activation
-        return x if activation is None else activation(x)
+        if activation is not None:
+            hidden = activation(hidden)
+        return common.dense_output(weights["output"], hidden, residual, self.dropout,
+                                   training)
 
 
 class AlbertBlock(keras.layers.Layer):
@@ -83,23 +84,12 @@ class AlbertBlock(keras.layers.Layer):
         # x: [B, S, H]; with first_token_only the output is position 0's alone, [B, 1, H]
         # (its attention still reads every position). weights: `shared_weights()`.
         weights = weights or self.shared_weights(training)
-        attention, ffn = weights["attention"], weights["ffn"]
-        context = self.attention.context(x, input_mask, training, first_token_only,
-                                         attention["qkv"])
-        if first_token_only:
-            x = x[:, :1]
-        x = self.attention_layer_norm(_output(
-            attention["output"], context, x, self.attention.output_dropout, training))
-        intermediate = self.ffn.activate(ffn["intermediate"](x))
-        return self.ffn_layer_norm(_output(
-            ffn["output"], intermediate, x, self.ffn.dropout, training))
-
-
-def _output(dense: common.SharedDense, x, residual, dropout, training):
-    """dropout(dense(x)) + residual; with no dropout to apply, one fused matmul."""
-    if dropout is None or not training:
-        return dense(x, residual=residual)
-    return dropout(dense(x), training=training) + residual
+        attention_output = self.attention_layer_norm(self.attention(
+            x, input_mask, training=training, first_token_only=first_token_only,
+            weights=weights["attention"], residual=x[:, :1] if first_token_only else x))
+        return self.ffn_layer_norm(self.ffn(
+            attention_output, training=training, weights=weights["ffn"],
+            residual=attention_output))
 
 
 class AlbertLayerGroup(keras.layers.Layer):

@@ -49,10 +49,8 @@ class AlbertFeedForward(keras.layers.Layer):
         # x: [B, S, H] -> [B, S, I] -> [B, S, H], plus `residual` if given (the block's,
         # before its LayerNorm). weights: `shared_weights()`, if made.
         weights = weights or self.shared_weights(training)
-        hidden = weights["intermediate"](x)
-        activation = self.intermediate.activation
-        if activation is not None:
-            hidden = activation(hidden)
+        # (Keras' Dense keeps a callable `activation`: `linear` when the config has none.)
+        hidden = self.intermediate.activation(weights["intermediate"](x))
         return common.dense_output(weights["output"], hidden, residual, self.dropout,
                                    training)
 

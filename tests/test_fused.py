@@ -33,9 +33,10 @@ def value_and_grads(fn, *inputs, weight):
     return out, tape.gradient(loss, inputs)
 
 
-def assert_close(actual, expected, atol):
+def assert_close(actual, expected, atol, name=""):
     np.testing.assert_allclose(np.asarray(actual, np.float32),
-                               np.asarray(expected, np.float32), atol=atol, rtol=0)
+                               np.asarray(expected, np.float32), atol=atol, rtol=0,
+                               err_msg=name)
 
 
 @pytest.fixture(params=[True, False], ids=["xla", "plain"])
@@ -117,7 +118,7 @@ def test_shared_dense_equals_matmul_bias_and_residual():
         assert (dense.kernel_t is not None) == training
         got = grads(lambda: dense(x, residual=residual))
         for name, a, b in zip(("output", "x", "residual", "kernel", "bias"), got, want):
-            assert_close(a, b, 1e-5), name
+            assert_close(a, b, 1e-5, name)
     # side by side, then a column slice: the same as the layer alone
     pair = common.SharedDense.of([layer, layer], tf.float32, training=True)
     assert pair.kernel.shape == (6, 18) and pair.kernel_t.shape == (18, 6)

@@ -2,8 +2,8 @@
 
 `AlbertTextTokenizer` turns raw strings into the ids that the Python
 `FullTokenizer.encode` gives (`preprocess`, `tokenize`, `convert_tokens_to_ids`), inside
-tf.data or a SavedModel: no Python in the loop. `pack_inputs` builds
-`[CLS] A [SEP] (B [SEP])` with the original's longest-first truncation.
+tf.data or a SavedModel: no Python in the loop. Packing the ids into model inputs is
+`albert_tf.packing` (`pack_inputs`, re-exported here).
 
 The character classes below (Python's whitespace, combining marks, control characters,
 punctuation) are built from Python's own `unicodedata`, so the graph makes the same
@@ -20,9 +20,11 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf.packing import pack_inputs, pair_lengths, take_first  # noqa: F401 (public)
 from albert_tf.tokenization import CLS, MASK, SEP, UNK, FullTokenizer, TokenizerError
 
 _SPIECE_UNDERLINE = "▁"
+truncated_lengths = pair_lengths  # the name this module gave it before albert_tf.packing
 
 
 # --------------------------------------------------------------- character classes
@@ -77,7 +79,6 @@ def preprocess_text(texts, lower: bool):
     texts = _valid_utf8(texts)
     texts = tf.strings.regex_replace(texts, f"^{c['space']}+|{c['space']}+$", "")
     texts = tf.strings.regex_replace(texts, f"{c['space']}+", " ")
-    texts = tf.strings.regex_replace(texts, "``|''", '"')
     texts = tf_text.normalize_utf8(texts, "NFKD")
     texts = tf.strings.regex_replace(texts, f"{c['combining']}+", "")
     if lower:
@@ -267,8 +268,8 @@ class AlbertTextTokenizer(tf.Module):
         """[N] -> ids, starts, ends [N, (P)].
 
         Three maps are composed. (1) Raw code points -> bytes of the preprocessed text:
-        `preprocess_text` acts on each code point on its own except for whitespace runs
-        and quote pairs, so each code point's share of the output is computed
+        `preprocess_text` acts on each code point on its own except for whitespace runs,
+        so each code point's share of the output is computed
         (`_preprocessed_lengths`). (2) Preprocessed bytes -> SentencePiece pieces:
         tensorflow-text's older SentencepieceTokenizer gives these offsets, through
         SentencePiece's own normalization (NFKC, dropped zero-width characters). (3)
@@ -308,8 +309,7 @@ class AlbertTextTokenizer(tf.Module):
         char_ends = _row_cumsum(lengths)
         # A piece starts at the code point that gives its first byte and ends after the
         # one that gives its last byte, and after the non-space code points next to
-        # that which give no byte (the second quote of a pair, a detached combining
-        # mark). Pieces inside one code point's bytes ("½" -> "1⁄2") all get it.
+        # that which give no byte (a detached combining mark). Pieces inside one code point's bytes ("½" -> "1⁄2") all get it.
         starts = _search_rows(char_ends, start_bytes, side="right")
         ends = _search_rows(char_ends, end_bytes - 1, side="right") + 1
         positions = tf.ragged.range(attached.row_lengths())
@@ -420,8 +420,7 @@ def _preprocessed_lengths(texts, lower: bool):
     nothing (so belongs to the code point before): [N, (C)] int64 and bool.
 
     Whitespace: the first of a run between two non-space characters becomes one space,
-    the rest nothing; "``" and "''" become one '"' (pairs from the left of a run);
-    other characters are normalized on their own (NFKD, combining marks dropped,
+    the rest nothing; other characters are normalized on their own (NFKD, combining marks dropped,
     lower-cased), which equals normalizing the whole text because the only
     characters NFKD moves across each other are combining marks, and those are dropped.
     """
@@ -452,75 +451,5 @@ def _preprocessed_lengths(texts, lower: bool):
         tf.logical_and(tf.logical_not(at_row_start), after > 0))
     lengths = tf.where(is_space, tf.cast(kept_space, tf.int64), lengths)
 
-    for quote in ("`", "'"):
-        is_quote = tf.equal(flat, quote)
-        run_start = tf.logical_and(is_quote, tf.logical_not(previous(is_quote)))
-        start_of_run = tf.gather(
-            tf.concat([[0], tf.boolean_mask(index, run_start)], 0),
-            tf.cumsum(tf.cast(run_start, tf.int64)))
-        second_of_pair = tf.logical_and(is_quote, (index - start_of_run) % 2 == 1)
-        lengths = tf.where(second_of_pair, tf.zeros_like(lengths), lengths)
     attached = tf.logical_and(tf.equal(lengths, 0), tf.logical_not(is_space))
     return chars.with_flat_values(lengths), chars.with_flat_values(attached)
-
-
-# ------------------------------------------------------------------------- packing
-def truncated_lengths(length_a, length_b, budget):
-    """Segment lengths after the original's longest-first truncation of a pair to
-    `budget` tokens: pop from the longer segment (ties: the second) until it fits."""
-    length_a = tf.convert_to_tensor(length_a)
-    length_b = tf.cast(length_b, length_a.dtype)
-    budget = tf.cast(budget, length_a.dtype)
-    excess = tf.maximum(length_a + length_b - budget, 0)
-    difference = length_a - length_b
-    a_only = tf.logical_and(difference > 0, difference >= excess)
-    b_only = tf.logical_and(difference <= 0, -difference >= excess)
-    new_a = tf.where(a_only, length_a - excess,
-                     tf.where(b_only, length_a, (budget + 1) // 2))
-    new_b = tf.where(b_only, length_b - excess,
-                     tf.where(a_only, length_b, budget // 2))
-    return new_a, new_b
-
-
-def take_first(segment, lengths):
-    """The first `lengths[i]` ids of each row of a ragged [B, (T)] tensor."""
-    positions = tf.ragged.range(segment.row_lengths())
-    return tf.ragged.boolean_mask(
-        segment, positions < tf.cast(lengths, tf.int64)[:, tf.newaxis])
-
-
-def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
-                pad_id: int = 0, pad_to_max_length: bool = False) -> dict:
-    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` from ragged int ids [B, (T)].
-
-    Truncates as the original (a single segment to `max_seq_length - 2`; a pair
-    longest-first to `max_seq_length - 3`). Returns int32 `input_word_ids`,
-    `input_mask`, `input_type_ids` of shape [B, S]: S is the batch's longest packed
-    length, or `max_seq_length` with `pad_to_max_length`.
-    """
-    if not 1 <= len(segments) <= 2:
-        raise ValueError(f"pack_inputs takes one or two segments, got {len(segments)}")
-    segments = [tf.cast(s, tf.int32) for s in segments]
-    batch = segments[0].nrows()
-    lengths = [s.row_lengths() for s in segments]
-    if len(segments) == 1:
-        segments = [take_first(segments[0], tf.minimum(lengths[0], max_seq_length - 2))]
-    else:
-        new_a, new_b = truncated_lengths(lengths[0], lengths[1], max_seq_length - 3)
-        segments = [take_first(segments[0], new_a), take_first(segments[1], new_b)]
-
-    def column(value):  # [B, 1] ragged
-        return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
-
-    pieces, types = [column(cls_id)], [column(0)]
-    for type_id, segment in enumerate(segments):
-        pieces += [segment, column(sep_id)]
-        types += [tf.zeros_like(segment) + type_id, column(type_id)]
-    word_ids = tf.concat(pieces, axis=1)  # [B, (S)]
-    type_ids = tf.concat(types, axis=1)
-    shape = [None, max_seq_length] if pad_to_max_length else None
-    return {
-        "input_word_ids": word_ids.to_tensor(default_value=pad_id, shape=shape),
-        "input_mask": tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),
-        "input_type_ids": type_ids.to_tensor(default_value=0, shape=shape),
-    }

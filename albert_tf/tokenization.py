@@ -1,12 +1,14 @@
 """ALBERT tokenization in Python, identical to the original `tokenization.py`.
 
 - `preprocess_text`: what the original scripts apply to text before a SentencePiece
-  model sees it (whitespace, quotes, accents, optional lowercasing).
+  model sees it (whitespace, accents, optional lowercasing).
 - `FullTokenizer`: the original class and interface. With `spm_model_file` it splits
   with SentencePiece (re-splitting pieces that end in a digit and a comma, as the
   original); with only `vocab_file` it is BERT's WordPiece (basic tokenizer with CJK
   characters split, then greedy longest-match), as Google's Chinese ALBERT models use.
-- `truncate_seq_pair`: the original longest-first truncation of a pair.
+
+Truncation and packing of the ids are `albert_tf.packing` (`truncate_seq_pair` is
+re-exported here, where the original has it).
 
 The in-graph tokenizer that produces the same ids is in `albert_tf.text`.
 """
@@ -16,6 +18,8 @@ from __future__ import annotations
 import collections
 import os
 import unicodedata
+
+from albert_tf.packing import truncate_seq_pair  # noqa: F401 (the original's place)
 
 SPIECE_UNDERLINE = "▁"
 # Control symbols of Google's SentencePiece models and of BERT WordPiece vocabularies.
@@ -42,17 +46,19 @@ def printable_text(text) -> str:
 
 def preprocess_text(text, remove_space: bool = True, lower: bool = False,
                     keep_accents: bool = False) -> str:
-    """Normalizes text the way the original scripts do before SentencePiece.
+    """Normalizes text the way the original `tokenization.preprocess_text` does before
+    SentencePiece: collapses runs of whitespace (and strips the ends), applies NFKD and
+    drops combining marks unless `keep_accents`, lowercases when `lower`.
 
-    Collapses runs of whitespace (and strips the ends), turns ``` `` ``` and `''` into
-    `"`, applies NFKD and drops combining marks unless `keep_accents`, lowercases when
-    `lower`.
+    Quotes are kept as they are: ``` `` ``` and `''` are NOT turned into `"` (XLNet's
+    and Hugging Face's preprocessing do that; ALBERT's does not, and Google's models
+    were pretrained on the pieces of ``` `` ``` and `''`).
     """
     outputs = convert_to_unicode(text)
     if remove_space:
         outputs = " ".join(outputs.strip().split())
-    outputs = outputs.replace("``", '"').replace("''", '"')
-    if not keep_accents:
+    # NFKD and combining marks change nothing in ASCII text (a fast path for corpora).
+    if not keep_accents and not outputs.isascii():
         outputs = unicodedata.normalize("NFKD", outputs)
         outputs = "".join(c for c in outputs if not unicodedata.combining(c))
     if lower:
@@ -103,16 +109,6 @@ def load_vocab(vocab_file: str) -> collections.OrderedDict:
 def whitespace_tokenize(text: str) -> list[str]:
     text = text.strip()
     return text.split() if text else []
-
-
-def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
-    """Pops tokens, in place, from the longer list (ties: `tokens_b`) until the two fit
-    in `max_length` together: the original `_truncate_seq_pair`."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
 
 
 class FullTokenizer:

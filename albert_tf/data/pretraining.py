@@ -549,15 +549,11 @@ class ChunkProcessor:
             if len(p := sp.IdToPiece(i)) > 1 and p[-1] == "," and p[-2].isdigit()}
 
     def preprocess(self, line: str) -> str:
-        """The original's line preprocessing (a fast path for ASCII lines, for which
-        NFKD and accent stripping change nothing)."""
-        tokenizer = self.tokenizer
-        if tokenizer.sp_model is None:
+        """The original's line preprocessing: `preprocess_text` with SentencePiece,
+        `strip` with WordPiece."""
+        if self.tokenizer.sp_model is None:
             return line.strip()
-        if not line.isascii():
-            return tokenizer.preprocess(line)
-        text = " ".join(line.split()).replace("``", '"').replace("''", '"')
-        return text.lower() if tokenizer.do_lower_case else text
+        return self.tokenizer.preprocess(line)
 
     def encode(self, text: str) -> list[int]:
         """`tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))`, faster."""

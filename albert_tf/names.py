@@ -1,0 +1,68 @@
+"""The names of features, model inputs and model outputs: one table, imported everywhere.
+
+Three vocabularies meet in this toolkit:
+
+- record features: the names of the original google-research/albert TFRecords
+  (`input_ids`, `input_mask`, `segment_ids`, ...), which `serve_examples` also reads;
+- model inputs: the names the Keras models and the `serving_default` signatures take
+  (`input_word_ids`, `input_mask`, `input_type_ids`: TF Model Garden's and TF-Hub's);
+- model outputs: what each model returns, by head.
+
+A record feature that is also a model input has one entry in `RECORD_TO_MODEL`;
+every other feature keeps its name on both sides (`p_mask`, `masked_lm_positions`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+# ------------------------------------------------------------------- model inputs
+INPUT_WORD_IDS = "input_word_ids"
+INPUT_MASK = "input_mask"
+INPUT_TYPE_IDS = "input_type_ids"
+# The three sequences every model takes, in the order of the serving signatures.
+MODEL_INPUTS = (INPUT_WORD_IDS, INPUT_MASK, INPUT_TYPE_IDS)
+
+# ---------------------------------------------------------------- record features
+INPUT_IDS = "input_ids"
+SEGMENT_IDS = "segment_ids"
+# The three sequences of every original fine-tuning and pretraining record.
+RECORD_SEQUENCES = (INPUT_IDS, INPUT_MASK, SEGMENT_IDS)
+RECORD_TO_MODEL = {INPUT_IDS: INPUT_WORD_IDS, INPUT_MASK: INPUT_MASK,
+                   SEGMENT_IDS: INPUT_TYPE_IDS}
+MODEL_TO_RECORD = {model: record for record, model in RECORD_TO_MODEL.items()}
+
+# Features with the same name in records and model inputs.
+P_MASK = "p_mask"                        # SQuAD: 1 where no answer may be
+MASKED_LM_POSITIONS = "masked_lm_positions"
+MASKED_LM_IDS = "masked_lm_ids"
+MASKED_LM_WEIGHTS = "masked_lm_weights"
+NEXT_SENTENCE_LABELS = "next_sentence_labels"  # the SOP label in ALBERT's records
+TOKEN_BOUNDARY = "token_boundary"
+LABEL_IDS = "label_ids"
+IS_REAL_EXAMPLE = "is_real_example"
+
+# ------------------------------------------------------------------ model outputs
+SEQUENCE_OUTPUT = "sequence_output"
+POOLED_OUTPUT = "pooled_output"
+LOGITS = "logits"
+PROBABILITIES = "probabilities"
+PREDICTIONS = "predictions"
+START_LOGITS = "start_logits"
+END_LOGITS = "end_logits"
+MLM_LOGITS = "mlm_logits"
+SOP_LOGITS = "sop_logits"
+# ALBERT's SQuAD v2.0 head (beam search over start and end positions).
+SQUAD_V2_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
+                    "end_top_index", "cls_logits")
+
+
+def to_model_inputs(features: Mapping) -> dict:
+    """Record feature names -> model input names (`input_ids` -> `input_word_ids`,
+    `segment_ids` -> `input_type_ids`); other keys pass through."""
+    return {RECORD_TO_MODEL.get(k, k): v for k, v in features.items()}
+
+
+def to_record_features(inputs: Mapping) -> dict:
+    """Model input names -> record feature names; other keys pass through."""
+    return {MODEL_TO_RECORD.get(k, k): v for k, v in inputs.items()}

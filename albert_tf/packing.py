@@ -1,0 +1,189 @@
+"""How segments of ids become ALBERT's inputs: truncation and packing, defined once.
+
+Truncation rules, as the original google-research/albert code applies them (each takes
+and returns segment *lengths*, and works the same on Python ints, NumPy arrays and
+TensorFlow tensors, so the data modules and the graph share one definition; the limits,
+`max_seq_length` and the like, are Python ints):
+
+- `single_length`: one text keeps its first `max_seq_length - 2` pieces
+  (`run_classifier.py` with no text B);
+- `pair_lengths`: a pair is cut longest-first to a budget (`_truncate_seq_pair`: pop from
+  the longer segment, from B on ties, until the pair fits);
+- `query_context_lengths`: SQuAD keeps the question's first `max_query_length` pieces and
+  gives the context window what remains of `max_seq_length - 3`;
+- `choice_lengths`: RACE keeps the last `max_qa_length` pieces of question + option and
+  the start of the article that still fits.
+
+Packing: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, with `input_mask` 1 on every packed
+position and `input_type_ids` 0 up to the first `[SEP]`, 1 after. `pack` is the Python
+form (lists of ids -> NumPy arrays), `pack_inputs` the TensorFlow form (ragged batches);
+both name their outputs `names.MODEL_INPUTS` and are tested equal.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import names
+
+
+# ------------------------------------------------------------------ truncation rules
+def _ops(*values):
+    """(where, minimum, maximum) of TensorFlow when any value is a tensor, else NumPy."""
+    if any(isinstance(v, (tf.Tensor, tf.Variable)) for v in values):
+        return tf.where, tf.minimum, tf.maximum
+    return np.where, np.minimum, np.maximum
+
+
+def _result(value, *inputs):
+    """A Python int back where every input was a Python int."""
+    if all(isinstance(v, (int, np.integer)) for v in inputs):
+        return int(value)
+    return value
+
+
+def single_length(length, max_seq_length):
+    """Length of one text packed as `[CLS] A [SEP]`: its first `max_seq_length - 2`."""
+    _, minimum, _ = _ops(length)
+    return _result(minimum(length, max(max_seq_length - 2, 0)), length)
+
+
+def pair_lengths(length_a, length_b, budget):
+    """Lengths of A and B after the original's longest-first truncation to `budget`
+    tokens (`max_seq_length - 3` for `[CLS] A [SEP] B [SEP]`).
+
+    Popping from the longer one (B on ties) until the pair fits first cuts the longer
+    down to the shorter's length, then takes from B and A in turn, so the closed form
+    is: nothing when the pair fits; the excess from the longer one when that keeps it
+    at least as long as the other; else `ceil(budget / 2)` for A and `floor` for B.
+    """
+    where, _, maximum = _ops(length_a, length_b, budget)
+    if isinstance(length_a, tf.Tensor) or isinstance(length_b, tf.Tensor):
+        length_a = tf.convert_to_tensor(length_a)
+        length_b = tf.cast(length_b, length_a.dtype)
+        budget = tf.cast(budget, length_a.dtype)
+    excess = maximum(length_a + length_b - budget, 0)
+    difference = length_a - length_b
+    a_only = (difference > 0) & (difference >= excess)
+    b_only = (difference <= 0) & (-difference >= excess)
+    new_a = where(a_only, length_a - excess, where(b_only, length_a, (budget + 1) // 2))
+    new_b = where(b_only, length_b - excess, where(a_only, length_b, budget // 2))
+    return (_result(new_a, length_a, length_b, budget),
+            _result(new_b, length_a, length_b, budget))
+
+
+def query_context_lengths(query_length, context_length, max_seq_length, max_query_length):
+    """SQuAD's `[CLS] question [SEP] context [SEP]`: the question keeps its first
+    `max_query_length` pieces, the context (one window) at most what remains of
+    `max_seq_length - 3`. With `context_length` at least that, the second length is the
+    window size that `doc_stride` windows are cut to."""
+    _, minimum, maximum = _ops(query_length, context_length)
+    query = minimum(query_length, max_query_length)
+    context = minimum(context_length, maximum(max_seq_length - 3 - query, 0))
+    return _result(query, query_length, context_length), \
+        _result(context, query_length, context_length)
+
+
+def choice_lengths(context_length, choice_length, max_seq_length, max_qa_length):
+    """RACE's `[CLS] article [SEP] question-with-option [SEP]`: the option keeps its
+    LAST `max_qa_length` pieces, the article its first pieces that still fit in
+    `max_seq_length - 3`. Returns (article length, option length)."""
+    _, minimum, maximum = _ops(context_length, choice_length)
+    choice = minimum(choice_length, max_qa_length)
+    context = minimum(context_length, maximum(max_seq_length - 3 - choice, 0))
+    return _result(context, context_length, choice_length), \
+        _result(choice, context_length, choice_length)
+
+
+def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
+    """The original `_truncate_seq_pair`: cuts the two lists, in place, longest-first
+    until they fit in `max_length` together (their ends are removed)."""
+    new_a, new_b = pair_lengths(len(tokens_a), len(tokens_b), max_length)
+    del tokens_a[new_a:]
+    del tokens_b[new_b:]
+
+
+# ------------------------------------------------------------------ packing, Python
+def pack(segments: Sequence[Sequence[int]], max_seq_length: int, *, cls_id: int,
+         sep_id: int, pad_id: int = 0, pad_to_max_length: bool = True
+         ) -> dict[str, np.ndarray]:
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` from lists of ids, truncated first
+    (one segment: `single_length`; two: `pair_lengths` to `max_seq_length - 3`).
+
+    Returns int32 `input_word_ids`, `input_mask`, `input_type_ids` of shape [S]: S is
+    `max_seq_length` with `pad_to_max_length` (the original records), else the packed
+    length.
+    """
+    _check_segments(segments)
+    if len(segments) == 1:
+        lengths = [single_length(len(segments[0]), max_seq_length)]
+    else:
+        lengths = list(pair_lengths(len(segments[0]), len(segments[1]),
+                                    max_seq_length - 3))
+    word_ids, type_ids = [cls_id], [0]
+    for type_id, (segment, length) in enumerate(zip(segments, lengths)):
+        word_ids += [int(i) for i in segment[:length]] + [sep_id]
+        type_ids += [type_id] * (length + 1)
+    size = max_seq_length if pad_to_max_length else len(word_ids)
+    padding = size - len(word_ids)
+    return {
+        names.INPUT_WORD_IDS: np.array(word_ids + [pad_id] * padding, np.int32),
+        names.INPUT_MASK: np.array([1] * len(word_ids) + [0] * padding, np.int32),
+        names.INPUT_TYPE_IDS: np.array(type_ids + [0] * padding, np.int32),
+    }
+
+
+def _check_segments(segments) -> None:
+    if not 1 <= len(segments) <= 2:
+        raise ValueError(f"packing takes one or two segments, got {len(segments)}")
+
+
+# -------------------------------------------------------------- packing, TensorFlow
+def take_first(segment: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
+    """The first `lengths[i]` ids of each row of a ragged [B, (T)] tensor."""
+    positions = tf.ragged.range(segment.row_lengths())
+    return tf.ragged.boolean_mask(
+        segment, positions < tf.cast(lengths, tf.int64)[:, tf.newaxis])
+
+
+def take_last(segment: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
+    """The last `lengths[i]` ids of each row of a ragged [B, (T)] tensor."""
+    positions = tf.ragged.range(segment.row_lengths())
+    first_kept = segment.row_lengths() - tf.cast(lengths, tf.int64)
+    return tf.ragged.boolean_mask(segment, positions >= first_kept[:, tf.newaxis])
+
+
+def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
+                pad_id: int = 0, pad_to_max_length: bool = False) -> dict:
+    """`pack` on a batch: ragged int ids [B, (T)] per segment -> int32
+    `input_word_ids`, `input_mask`, `input_type_ids` [B, S], truncated as `pack`. S is
+    the batch's longest packed length, or `max_seq_length` with `pad_to_max_length`.
+    """
+    _check_segments(segments)
+    segments = [tf.cast(s, tf.int32) for s in segments]
+    batch = segments[0].nrows()
+    lengths = [s.row_lengths() for s in segments]
+    if len(segments) == 1:
+        segments = [take_first(segments[0], single_length(lengths[0], max_seq_length))]
+    else:
+        new_a, new_b = pair_lengths(lengths[0], lengths[1], max_seq_length - 3)
+        segments = [take_first(segments[0], new_a), take_first(segments[1], new_b)]
+
+    def column(value):  # [B, 1] ragged
+        return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
+
+    pieces, types = [column(cls_id)], [column(0)]
+    for type_id, segment in enumerate(segments):
+        pieces += [segment, column(sep_id)]
+        types += [tf.zeros_like(segment) + type_id, column(type_id)]
+    word_ids = tf.concat(pieces, axis=1)  # [B, (S)]
+    type_ids = tf.concat(types, axis=1)
+    shape = [None, max_seq_length] if pad_to_max_length else None
+    return {
+        names.INPUT_WORD_IDS: word_ids.to_tensor(default_value=pad_id, shape=shape),
+        names.INPUT_MASK: tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),
+        names.INPUT_TYPE_IDS: type_ids.to_tensor(default_value=0, shape=shape),
+    }

@@ -309,7 +309,8 @@ class AlbertTextTokenizer(tf.Module):
         char_ends = _row_cumsum(lengths)
         # A piece starts at the code point that gives its first byte and ends after the
         # one that gives its last byte, and after the non-space code points next to
-        # that which give no byte (a detached combining mark). Pieces inside one code point's bytes ("½" -> "1⁄2") all get it.
+        # that which give no byte (a detached combining mark). Pieces inside one code
+        # point's bytes ("½" -> "1⁄2") all get it.
         starts = _search_rows(char_ends, start_bytes, side="right")
         ends = _search_rows(char_ends, end_bytes - 1, side="right") + 1
         positions = tf.ragged.range(attached.row_lengths())

@@ -19,6 +19,24 @@ FIXTURE_CHECKPOINT = str(FIXTURE_DIR / "model.ckpt")
 
 
 @pytest.fixture(scope="session")
+def spm_tokenizer():
+    """The Python tokenizer of the English SentencePiece fixture (lower-cased)."""
+    from albert_tf.tokenization import FullTokenizer
+    from tests.helpers.paths import SPM_MODEL
+
+    return FullTokenizer(spm_model_file=str(SPM_MODEL), do_lower_case=True)
+
+
+@pytest.fixture(scope="session")
+def spm_graph():
+    """The in-graph tokenizer of the same model."""
+    from albert_tf.text import AlbertTextTokenizer
+    from tests.helpers.paths import SPM_MODEL
+
+    return AlbertTextTokenizer(spm_model_file=str(SPM_MODEL), do_lower_case=True)
+
+
+@pytest.fixture(scope="session")
 def tiny_config():
     from albert_tf import AlbertConfig
 

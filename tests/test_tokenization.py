@@ -1,52 +1,21 @@
-"""Tokenization: the original's behaviour in Python, and the same ids in the graph."""
+"""The Python tokenizers (`albert_tf.tokenization`): the original's behaviour."""
 
-import pathlib
-import random
 import unicodedata
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
-from albert_tf.text import AlbertTextTokenizer, pack_inputs, truncated_lengths
 from albert_tf.tokenization import (
     FullTokenizer,
     TokenizerError,
     preprocess_text,
-    truncate_seq_pair,
 )
-
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-SPM_MODEL = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
-REAL_TEXT = (FIXTURES / "text" / "real_sample.txt").read_text(encoding="utf-8").splitlines()
-SHARED = pathlib.Path(__file__).parent.parent.parent / "shared" / "data"
-
-# Hand-made cases for the corners of the rules.
-EDGE_CASES = [
-    "This is a test", "", "   ", "It cost 1,000, or 2,5, in 1990, then",
-    "a1, b22,33, 4,", "Café naïve façade ÅNGSTRÖM ß ﬁ ½ x², Œuvre",
-    "``quoted'' and \"plain\" quotes", "tabs\tand\nnew\r\nlines\u00a0nbsp\u3000ideographic",
-    "日本語のテキスト, 中文句子。", "emoji 😀 and symbols © ™ → ∞", "MiXeD CaSe İstanbul",
-    "control\u0007chars\u200bzero\ufeffwidth", "hyphen-ated words—and dashes – too",
-    # Equal-score segmentations: tie-breaking must be the Python package's.
-    "rated eee for excitement", "the $900000 (about R7.5-million)",
-]
+from tests.helpers.paths import SHARED_DATA
+from tests.helpers.text_cases import ORIGINAL_PIECES, make_wordpiece_vocab
 
 
-@pytest.fixture(scope="module")
-def spm_tokenizer():
-    return FullTokenizer(spm_model_file=SPM_MODEL, do_lower_case=True)
-
-
-@pytest.fixture(scope="module")
-def spm_graph():
-    return AlbertTextTokenizer(spm_model_file=SPM_MODEL, do_lower_case=True)
-
-
-# --------------------------------------------------------------------- Python
 def test_preprocess_text_rules():
     assert preprocess_text("  a \t b\n\nc  ") == "a b c"
-    assert preprocess_text("``hi''") == '"hi"'
+    assert preprocess_text("``hi''") == "``hi''"  # quotes as they are (the original)
     assert preprocess_text("Café Ångström") == "Cafe Angstrom"
     assert preprocess_text("Café", keep_accents=True) == unicodedata.normalize("NFC", "Café")
     assert preprocess_text("Café ABC", lower=True) == "cafe abc"
@@ -72,22 +41,6 @@ def test_pieces_ending_in_digit_comma_are_resplit(spm_tokenizer):
     pieces = spm_tokenizer.tokenize("in 1990, or 2,5, then")
     assert pieces == ["▁in", "▁1990", ",", "▁or", "▁2", ",", "5", ",", "▁then"]
     assert "".join(pieces).replace("▁", " ").strip() == "in 1990, or 2,5, then"
-
-
-def make_wordpiece_vocab(path, texts, extra=()):
-    """A BERT-style vocab: specials, frequent words, every character alone and as ##."""
-    from albert_tf.tokenization import BasicTokenizer
-
-    words, chars = {}, set()
-    for text in texts:
-        for word in BasicTokenizer(do_lower_case=True).tokenize(text):
-            words[word] = words.get(word, 0) + 1
-            chars.update(word)
-    frequent = [w for w, n in sorted(words.items(), key=lambda x: -x[1])[:300]]
-    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *extra, *frequent]
-    tokens += sorted(chars) + ["##" + c for c in sorted(chars)]
-    path.write_text("\n".join(dict.fromkeys(tokens)) + "\n", encoding="utf-8")
-    return str(path)
 
 
 def test_wordpiece_is_berts(tmp_path):
@@ -118,254 +71,33 @@ def test_tokenizer_files_are_checked(tmp_path):
         FullTokenizer(vocab_file=str(tmp_path / "words.txt"))
 
 
-def test_truncate_seq_pair_is_longest_first():
-    a, b = list(range(7)), list(range(4))
-    truncate_seq_pair(a, b, 8)
-    assert (len(a), len(b)) == (4, 4)
-    a, b = list(range(5)), list(range(5))
-    truncate_seq_pair(a, b, 7)
-    assert (len(a), len(b)) == (4, 3)  # ties pop from the second
+# ------------------------------------------------- the original's pieces (golden)
+ORIGINAL = ORIGINAL_PIECES
 
 
-# ------------------------------------------------------------------ in-graph
-def test_graph_equals_python_on_real_and_edge_text(spm_tokenizer, spm_graph):
-    texts = REAL_TEXT + EDGE_CASES
-    graph_ids = spm_graph.tokenize(texts).to_list()
-    mismatches = [(t, g, spm_tokenizer.encode(t)) for t, g in zip(texts, graph_ids)
-                  if g != spm_tokenizer.encode(t)]
-    assert not mismatches, mismatches[:3]
-    assert sum(len(g) for g in graph_ids) > 9_000  # real work was compared
+def test_quotes_give_the_originals_pieces(spm_tokenizer):
+    """Made by google-research/albert's own tokenization.py (see fixtures/text/README.md):
+    ``` `` ``` and `''` are kept, never turned into `"`."""
+    for case in ORIGINAL["texts"]:
+        text = spm_tokenizer.preprocess(case["text"])
+        assert spm_tokenizer.tokenize(text) == case["pieces"], case["text"]
+        assert spm_tokenizer.encode(case["text"]) == case["ids"], case["text"]
+    wanted = next(c for c in ORIGINAL["texts"] if c["text"] == "wanted ''to see")
+    assert wanted["pieces"] == ["▁wanted", "▁", "'", "'", "to", "▁see"]
+    assert preprocess_text("``hi'' “there” it’s") == "``hi'' “there” it’s"
 
 
-def test_graph_drops_invalid_utf8_like_python(spm_tokenizer, spm_graph):
-    raw = b"valid \xff\xfe bytes \xc3"
-    assert spm_graph.tokenize(tf.constant(raw)).numpy().tolist() == spm_tokenizer.encode(raw)
+@pytest.mark.skipif(not (SHARED_DATA / "glue" / "MRPC" / "dev.tsv").exists(),
+                    reason="the shared GLUE data are not beside the repo")
+def test_every_mrpc_dev_text_gives_the_originals_ids(spm_tokenizer):
+    from albert_tf.data.glue import get_processor
 
-
-def test_graph_wordpiece_equals_python(tmp_path):
-    chinese = ["中文的句子，还有标点。", "我们在北京大学学习自然语言处理",
-               "混合 English 和中文 text"]
-    texts = REAL_TEXT[:200] + EDGE_CASES + chinese
-    vocab = make_wordpiece_vocab(tmp_path / "vocab.txt", REAL_TEXT[:100] + chinese[:1])
-    for lower in (True, False):
-        python = FullTokenizer(vocab_file=vocab, do_lower_case=lower)
-        graph = AlbertTextTokenizer(vocab_file=vocab, do_lower_case=lower)
-        graph_ids = graph.tokenize(texts).to_list()
-        mismatches = [(t, g, python.encode(t)) for t, g in zip(texts, graph_ids)
-                      if g != python.encode(t)]
-        assert not mismatches, mismatches[:3]
-    assert any(python.vocab["[UNK]"] in ids for ids in graph_ids)  # unknowns exercised
-
-
-def test_graph_tokenizer_runs_in_tf_data(spm_tokenizer, spm_graph):
-    dataset = tf.data.Dataset.from_tensor_slices(REAL_TEXT[:40]).batch(8).map(
-        spm_graph.tokenize)
-    ids = [row for batch in dataset for row in batch.to_list()]
-    assert ids == [spm_tokenizer.encode(t) for t in REAL_TEXT[:40]]
-
-
-def test_graph_tokenizer_survives_a_savedmodel(tmp_path, spm_tokenizer, spm_graph):
-    module = tf.Module()
-    module.tokenizer = spm_graph
-    module.encode = tf.function(
-        lambda texts: spm_graph.tokenize(texts).to_tensor(),
-        input_signature=[tf.TensorSpec([None], tf.string)])
-    tf.saved_model.save(module, str(tmp_path / "saved"))
-    loaded = tf.saved_model.load(str(tmp_path / "saved"))
-    ids = loaded.encode(tf.constant(["This is a test", "in 1990, then"])).numpy()
-    assert ids[0, :4].tolist() == [48, 25, 21, 1289]
-    assert ids[1][ids[1] != 0].tolist() == spm_tokenizer.encode("in 1990, then")
-
-
-@pytest.mark.skipif(not (SHARED / "squad" / "dev-v1.1.json").exists(),
-                    reason="the shared SQuAD and GLUE data are not beside the repo")
-def test_graph_equals_python_on_shared_squad_and_glue(spm_tokenizer, spm_graph):
-    import json
-
-    squad = json.loads((SHARED / "squad" / "dev-v1.1.json").read_text())
-    texts = []
-    for article in squad["data"][:12]:
-        for paragraph in article["paragraphs"]:
-            texts.append(paragraph["context"])
-            texts += [qa["question"] for qa in paragraph["qas"]]
-    for task, column in (("SST-2", 0), ("RTE", 1), ("MRPC", 3)):
-        rows = (SHARED / "glue" / task / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
-        texts += [row.split("\t")[column] for row in rows]
-    graph_ids = spm_graph.tokenize(texts).to_list()
-    mismatches = [t for t, g in zip(texts, graph_ids) if g != spm_tokenizer.encode(t)]
-    assert not mismatches, mismatches[:3]
-    assert len(texts) > 3000
-
-
-# ------------------------------------------------------------------- offsets
-QUOTES = "e\u0301cole  ``x'' ```y" + "'" * 3
-OFFSET_CASES = EDGE_CASES + ["hello 北京上海 x 😀😀 ok", QUOTES, "2½ ⅓ … ɐ̯", "  pad  "]
-
-
-@pytest.fixture(scope="module")
-def offsets_graph():
-    return AlbertTextTokenizer(spm_model_file=SPM_MODEL, do_lower_case=True,
-                               with_offsets=True)
-
-
-def piece_spans(graph, texts):
-    ids, starts, ends = graph.tokenize_with_offsets(texts)
-    return [list(zip(i, s, e)) for i, s, e in zip(ids.to_list(), starts.to_list(),
-                                                   ends.to_list())]
-
-
-def test_offsets_give_each_pieces_raw_text(spm_tokenizer, offsets_graph):
-    texts = OFFSET_CASES + REAL_TEXT
-    spans = piece_spans(offsets_graph, texts)
-    for text, row in zip(texts, spans):
-        assert [i for i, _, _ in row] == spm_tokenizer.encode(text), text
-        starts = [a for _, a, _ in row]
-        ends = [b for _, _, b in row]
-        # In order and inside the text (pieces of one character, "½" -> "1⁄2", share it).
-        assert starts == sorted(starts) and ends == sorted(ends), (text, row)
-        assert all(0 <= a <= b <= len(text) for a, b in zip(starts, ends)), (text, row)
-    sp = spm_tokenizer.sp_model
-    shown = {t: [(sp.IdToPiece(i), t[a:b]) for i, a, b in row]
-             for t, row in zip(texts, spans)}
-    assert shown["hello 北京上海 x 😀😀 ok"] == [
-        ("▁hello", "hello"), ("▁", ""), ("<unk>", "北京上海"), ("▁x", "x"), ("▁", ""),
-        ("<unk>", "😀😀"), ("▁ok", "ok")]
-    assert shown[QUOTES] == [  # a detached accent, quote pairs
-        ("▁ecole", "e\u0301cole"), ("▁", ""), ('"', "``"), ("x", "x"), ('"', "''"),
-        ("▁", ""), ('"', "``"), ("<unk>", "`"), ("y", "y"), ('"', "''"), ("'", "'")]
-    assert shown["It cost 1,000, or 2,5, in 1990, then"][2:12] == [  # digit-comma re-split
-        ("▁1,000", "1,000"), (",", ","), ("▁or", "or"), ("▁2", "2"), (",", ","),
-        ("5", "5"), (",", ","), ("▁in", "in"), ("▁1990", "1990"), (",", ",")]
-    assert shown["2½ ⅓ … ɐ̯"][:3] == [("▁21", "2½"), ("<unk>", "½"), ("2", "½")]
-    assert shown["  pad  "] == [("▁pad", "pad")]
-    assert piece_spans(offsets_graph, [""]) == [[]]
-
-
-def test_preprocessed_lengths_are_the_preprocessed_texts():
-    from albert_tf.text import _preprocessed_lengths
-
-    texts = OFFSET_CASES + REAL_TEXT
-    for lower in (True, False):
-        lengths = _preprocessed_lengths(tf.constant(texts), lower)[0].to_list()
-        for text, row in zip(texts, lengths):
-            assert len(row) == len(text)
-            assert sum(row) == len(preprocess_text(text, lower=lower).encode()), text
-
-
-def assert_spans_match_the_original(contexts, spm_tokenizer, offsets_graph):
-    """Each piece's text is the original run_squad alignment's (stripped), but for
-    zero-width characters, which the original keeps in a span and ours leaves out, and
-    lone ▁ pieces, which hold no text here. Returns the number of pieces compared."""
-    from albert_tf.data.squad import align_paragraph
-
-    sp = spm_tokenizer.sp_model
-    compared = 0
-    for context, row in zip(contexts, piece_spans(offsets_graph, contexts)):
-        alignment = align_paragraph(context, sp, lower=True)
-        if alignment is None:  # the original gives up on this paragraph
-            continue
-        assert [i for i, _, _ in row] == alignment.piece_ids.tolist()
-        for k, (piece_id, start, end) in enumerate(row):
-            if sp.IdToPiece(piece_id) == "▁":
-                assert start == end
-                continue
-            want = context[alignment.tok_start_to_orig_index[k]:
-                           alignment.tok_end_to_orig_index[k] + 1].strip()
-            want = "".join(c for c in want if unicodedata.category(c) != "Cf")
-            got = context[start:end]
-            # Ours also keeps a combining mark that follows the piece's last letter.
-            assert got == want or got.rstrip("\u032f\u0301") == want, \
-                (context[max(start - 20, 0):end + 20], got, want)
-            compared += 1
-    return compared
-
-
-def test_offsets_agree_with_the_originals_squad_alignment(spm_tokenizer, offsets_graph):
-    import json
-
-    contexts = [p["context"] for name in ("dev-v1.1-excerpt.json", "dev-v2.0-excerpt.json")
-                for a in json.loads((FIXTURES / "squad" / name).read_text())["data"]
-                for p in a["paragraphs"]]
-    assert assert_spans_match_the_original(contexts, spm_tokenizer, offsets_graph) > 1500
-
-
-@pytest.mark.skipif(not (SHARED / "squad" / "dev-v1.1.json").exists(),
-                    reason="the shared SQuAD data are not beside the repo")
-def test_offsets_agree_with_the_original_on_every_shared_squad_context(
-        spm_tokenizer, offsets_graph):
-    import json
-
-    contexts = []
-    for name in ("dev-v1.1.json", "dev-v2.0-half.json"):
-        for article in json.loads((SHARED / "squad" / name).read_text())["data"]:
-            contexts += [p["context"] for p in article["paragraphs"]]
-    contexts = list(dict.fromkeys(contexts))
-    assert assert_spans_match_the_original(contexts, spm_tokenizer, offsets_graph) > 300_000
-
-
-def test_offsets_need_sentencepiece_and_the_flag(tmp_path, offsets_graph, spm_graph):
-    vocab = make_wordpiece_vocab(tmp_path / "vocab.txt", REAL_TEXT[:10])
-    with pytest.raises(TokenizerError, match="SentencePiece models only"):
-        AlbertTextTokenizer(vocab_file=vocab, with_offsets=True)
-    with pytest.raises(TokenizerError, match="with_offsets=True"):
-        spm_graph.tokenize_with_offsets(["text"])
-    ids, starts, ends = offsets_graph.tokenize_with_offsets("One text.")
-    assert ids.numpy().tolist() == offsets_graph.tokenize("One text.").numpy().tolist()
-    assert starts.numpy().tolist() == [0, 4, 8] and ends.numpy().tolist() == [3, 8, 9]
-
-# ------------------------------------------------------------------- packing
-def test_truncated_lengths_equal_the_originals_loop():
-    cases = [(a, b, m) for a in range(0, 12) for b in range(0, 12) for m in range(0, 14)]
-    got_a, got_b = truncated_lengths(*(tf.constant(x) for x in zip(*cases)))
-    for (a, b, m), ga, gb in zip(cases, got_a.numpy(), got_b.numpy()):
-        seq_a, seq_b = list(range(a)), list(range(b))
-        truncate_seq_pair(seq_a, seq_b, m)
-        assert (ga, gb) == (len(seq_a), len(seq_b)), (a, b, m)
-
-
-def python_pack(a, b, max_len):
-    a, b = list(a), list(b) if b is not None else None
-    if b is None:
-        a = a[:max_len - 2]
-        return [2] + a + [3], [0] * (len(a) + 2)
-    truncate_seq_pair(a, b, max_len - 3)
-    return [2] + a + [3] + b + [3], [0] * (len(a) + 2) + [1] * (len(b) + 1)
-
-
-def test_pack_inputs_equals_the_original_packing():
-    rng = random.Random(0)
-    a = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(20)]
-    b = [[rng.randrange(5, 100) for _ in range(rng.randrange(0, 15))] for _ in range(20)]
-    for segments in ([a], [a, b]):
-        packed = pack_inputs([tf.ragged.constant(s, tf.int32) for s in segments], 16,
-                             cls_id=2, sep_id=3)
-        ids, types = packed["input_word_ids"].numpy(), packed["input_type_ids"].numpy()
-        mask = packed["input_mask"].numpy()
-        for i in range(20):
-            want_ids, want_types = python_pack(a[i], b[i] if len(segments) == 2 else None, 16)
-            n = int(mask[i].sum())
-            assert ids[i, :n].tolist() == want_ids and types[i, :n].tolist() == want_types
-            assert not ids[i, n:].any() and not types[i, n:].any()
-        assert ids.shape[1] == max(int(m.sum()) for m in mask) <= 16  # batch's longest
-
-
-def test_pack_inputs_pads_to_max_length_on_request():
-    packed = pack_inputs([tf.ragged.constant([[7, 8]])], 10, cls_id=2, sep_id=3, pad_id=0,
-                         pad_to_max_length=True)
-    np.testing.assert_array_equal(packed["input_word_ids"], [[2, 7, 8, 3, 0, 0, 0, 0, 0, 0]])
-    np.testing.assert_array_equal(packed["input_mask"], [[1, 1, 1, 1, 0, 0, 0, 0, 0, 0]])
-    with pytest.raises(ValueError, match="one or two segments"):
-        pack_inputs([], 10, cls_id=2, sep_id=3)
-
-
-def test_graph_tokenizer_refuses_bpe_models(tmp_path):
-    import sentencepiece as spm
-
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(REAL_TEXT[:200]), encoding="utf-8")
-    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "bpe"),
-                                   model_type="bpe", vocab_size=300, num_threads=1,
-                                   control_symbols=["[CLS]", "[SEP]", "[MASK]"],
-                                   minloglevel=2)
-    with pytest.raises(TokenizerError, match="BPE SentencePiece model"):
-        AlbertTextTokenizer(spm_model_file=str(tmp_path / "bpe.model"))
+    examples = get_processor("mrpc", spm_tokenizer).get_examples(
+        SHARED_DATA / "glue", "dev")
+    got = [[spm_tokenizer.convert_tokens_to_ids(spm_tokenizer.tokenize(e.text_a)),
+            spm_tokenizer.convert_tokens_to_ids(spm_tokenizer.tokenize(e.text_b))]
+           for e in examples]
+    assert len(got) == len(ORIGINAL["mrpc_dev_ids"]) == 408
+    different = [n + 1 for n, (g, w) in enumerate(zip(got, ORIGINAL["mrpc_dev_ids"]))
+                 if g != w]
+    assert not different, f"MRPC dev rows {different[:5]} differ from the original"

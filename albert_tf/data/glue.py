@@ -25,6 +25,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 import tensorflow as tf
 from absl import logging
 
+from albert_tf import names, packing
 from albert_tf.data import records
 from albert_tf.data.cache import (
     CachedRecords,
@@ -34,7 +35,8 @@ from albert_tf.data.cache import (
     open_binary,
     tokenizer_settings,
 )
-from albert_tf.tokenization import CLS, SEP, convert_to_unicode, truncate_seq_pair
+from albert_tf.data.records import InputFeatures
+from albert_tf.tokenization import CLS, SEP, convert_to_unicode
 
 SPLITS = ("train", "dev", "test")
 # The original run_classifier.py names: <task>_train.tf_record, <task>_eval.tf_record
@@ -300,15 +302,6 @@ def get_processor(task: str | GlueTask, tokenizer=None) -> GlueProcessor:
 
 
 # ------------------------------------------------------------- examples -> features
-@dataclasses.dataclass
-class InputFeatures:
-    input_ids: list[int]
-    input_mask: list[int]
-    segment_ids: list[int]
-    label_id: int | float
-    is_real_example: bool = True
-
-
 def label_id(task: GlueTask, label) -> int | float:
     """The record label: the label's index, the float score (STS-B), or 0 for a test
     example (the original gives test examples the first label)."""
@@ -330,37 +323,18 @@ def convert_single_example(example: InputExample, task: str | GlueTask,
     task = get_task(task)
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
-    tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    else:  # an empty B counts as no B, as in the original
-        tokens_a = tokens_a[:max_seq_length - 2]
-    tokens = [CLS] + tokens_a + [SEP]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + [SEP]
-        segment_ids += [1] * (len(tokens_b) + 1)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (max_seq_length - len(input_ids))
-    return InputFeatures(input_ids=input_ids + padding,
-                         input_mask=[1] * len(input_ids) + padding,
-                         segment_ids=segment_ids + padding,
+    segments = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_a))]
+    if example.text_b:
+        tokens_b = tokenizer.tokenize(example.text_b)
+        if tokens_b:  # an empty B counts as no B, as in the original
+            segments.append(tokenizer.convert_tokens_to_ids(tokens_b))
+    packed = names.to_record_features(packing.pack(
+        segments, max_seq_length, cls_id=tokenizer.special_id(CLS),
+        sep_id=tokenizer.special_id(SEP)))
+    return InputFeatures(input_ids=packed[names.INPUT_IDS].tolist(),
+                         input_mask=packed[names.INPUT_MASK].tolist(),
+                         segment_ids=packed[names.SEGMENT_IDS].tolist(),
                          label_id=label_id(task, example.label))
-
-
-def feature_record(features: InputFeatures, task: str | GlueTask) -> bytes:
-    """A serialized tf.Example in the original format."""
-    task = get_task(task)
-    label = (records.float_feature([features.label_id]) if task.is_regression
-             else records.int64_feature([features.label_id]))
-    return records.make_example({
-        "input_ids": records.int64_feature(features.input_ids),
-        "input_mask": records.int64_feature(features.input_mask),
-        "segment_ids": records.int64_feature(features.segment_ids),
-        "label_ids": label,
-        "is_real_example": records.int64_feature([int(features.is_real_example)]),
-    })
 
 
 def write_examples(examples: Sequence[InputExample], task: str | GlueTask,
@@ -368,7 +342,7 @@ def write_examples(examples: Sequence[InputExample], task: str | GlueTask,
     """Writes the examples' features to `output_file` (atomically); returns how many."""
     task = get_task(task)
     return records.write_records(output_file, (
-        feature_record(convert_single_example(e, task, max_seq_length, tokenizer), task)
+        convert_single_example(e, task, max_seq_length, tokenizer).to_record()
         for e in examples))
 
 

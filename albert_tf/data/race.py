@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from albert_tf import names, packing
 from albert_tf.data import records
 from albert_tf.data.cache import (
     CachedRecords,
@@ -33,7 +34,7 @@ from albert_tf.data.cache import (
     open_binary,
     tokenizer_settings,
 )
-from albert_tf.data.glue import InputFeatures
+from albert_tf.data.records import InputFeatures
 from albert_tf.tokenization import CLS, SEP, convert_to_unicode
 
 RACE_LABELS = ("A", "B", "C", "D")
@@ -219,36 +220,25 @@ def _check_lengths(max_seq_length: int, max_qa_length: int) -> None:
 def convert_single_example(example: RaceExample, max_seq_length: int, max_qa_length: int,
                            tokenizer) -> InputFeatures:
     """Four `[CLS] article [SEP] ending [SEP]` sequences, each of `max_seq_length`:
-    the ending keeps its last `max_qa_length` tokens, the article what still fits."""
+    the ending keeps its last `max_qa_length` tokens, the article what still fits
+    (`packing.choice_lengths`)."""
     _check_lengths(max_seq_length, max_qa_length)
     if len(example.endings) != NUM_CHOICES:
         raise RaceDataError(f"example {example.example_id} has {len(example.endings)} "
                             f"endings, expected {NUM_CHOICES}")
-    context_tokens = tokenizer.tokenize(example.context)
-    input_ids, input_mask, segment_ids = [], [], []
+    context = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.context))
+    cls_id, sep_id = tokenizer.special_id(CLS), tokenizer.special_id(SEP)
+    sequences = {name: [] for name in names.RECORD_SEQUENCES}  # [NUM_CHOICES][S] each
     for ending in example.endings:
-        ending_tokens = tokenizer.tokenize(ending)[-max_qa_length:]
-        context = context_tokens[:max_seq_length - 3 - len(ending_tokens)]
-        tokens = [CLS] + context + [SEP] + ending_tokens + [SEP]
-        ids = tokenizer.convert_tokens_to_ids(tokens)
-        padding = [0] * (max_seq_length - len(ids))
-        input_ids.append(ids + padding)
-        input_mask.append([1] * len(ids) + padding)
-        segment_ids.append([0] * (len(context) + 2) + [1] * (len(ending_tokens) + 1)
-                           + padding)
-    return InputFeatures(input_ids, input_mask, segment_ids, example.label)
-
-
-def feature_record(features: InputFeatures) -> bytes:
-    """A serialized tf.Example in the original RACE format: the sequences flattened to
-    `NUM_CHOICES * max_seq_length` values."""
-    return records.make_example({
-        "input_ids": records.int64_feature(features.input_ids),
-        "input_mask": records.int64_feature(features.input_mask),
-        "segment_ids": records.int64_feature(features.segment_ids),
-        "label_ids": records.int64_feature([features.label_id]),
-        "is_real_example": records.int64_feature([int(features.is_real_example)]),
-    })
+        option = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(ending))
+        context_length, option_length = packing.choice_lengths(
+            len(context), len(option), max_seq_length, max_qa_length)
+        packed = names.to_record_features(packing.pack(
+            [context[:context_length], option[len(option) - option_length:]],
+            max_seq_length, cls_id=cls_id, sep_id=sep_id))
+        for name, choices in sequences.items():
+            choices.append(packed[name].tolist())
+    return InputFeatures(*(sequences[n] for n in names.RECORD_SEQUENCES), example.label)
 
 
 def write_examples(examples: Sequence[RaceExample], max_seq_length: int,
@@ -256,7 +246,7 @@ def write_examples(examples: Sequence[RaceExample], max_seq_length: int,
     """Writes the examples' features to `output_file` (atomically); returns how many."""
     _check_lengths(max_seq_length, max_qa_length)
     return records.write_records(output_file, (
-        feature_record(convert_single_example(e, max_seq_length, max_qa_length, tokenizer))
+        convert_single_example(e, max_seq_length, max_qa_length, tokenizer).to_record()
         for e in examples))
 
 

@@ -9,21 +9,19 @@ only to its own longest sequence, so no computation is spent on padding.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
-import uuid
 from typing import Iterator, Mapping
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-# The original feature names -> the model's input names.
-MODEL_INPUT_NAMES = {
-    "input_ids": "input_word_ids",
-    "input_mask": "input_mask",
-    "segment_ids": "input_type_ids",
-}
-SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids")
+from albert_tf import fileio, names
+
+# The original feature names -> the model's input names (the table is albert_tf.names).
+MODEL_INPUT_NAMES = names.RECORD_TO_MODEL
+SEQUENCE_FEATURES = names.RECORD_SEQUENCES
 
 
 def int64_feature(values) -> tf.train.Feature:
@@ -52,21 +50,37 @@ def atomic_tfrecord_writer(path: str | os.PathLike, options: str | None = None
     Records go to a temporary name beside `path`, renamed on success and deleted on
     any error, so no run leaves a truncated file behind.
     """
-    path = os.fspath(path)
-    directory = os.path.dirname(path)
-    if directory:
-        tf.io.gfile.makedirs(directory)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    writer = tf.io.TFRecordWriter(tmp, options=options)
-    try:
-        yield writer
-        writer.close()
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    except BaseException:
-        writer.close()
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
-        raise
+    with fileio.atomic_path(path) as tmp:
+        writer = tf.io.TFRecordWriter(tmp, options=options)
+        try:
+            yield writer
+        finally:
+            writer.close()
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """The original fine-tuning features of one example (`run_classifier.py`,
+    `run_race.py`): the three sequences padded to `max_seq_length` (a multiple-choice
+    example holds its choices' sequences one after another), the label (a float for
+    regression) and whether the example is real (not TPU batch padding)."""
+
+    input_ids: list[int]
+    input_mask: list[int]
+    segment_ids: list[int]
+    label_id: int | float
+    is_real_example: bool = True
+
+    def to_record(self) -> bytes:
+        """A serialized tf.Example in the original format."""
+        label = float_feature if isinstance(self.label_id, float) else int64_feature
+        return make_example({
+            names.INPUT_IDS: int64_feature(self.input_ids),
+            names.INPUT_MASK: int64_feature(self.input_mask),
+            names.SEGMENT_IDS: int64_feature(self.segment_ids),
+            names.LABEL_IDS: label([self.label_id]),
+            names.IS_REAL_EXAMPLE: int64_feature([int(self.is_real_example)]),
+        })
 
 
 def write_records(path: str | os.PathLike, records) -> int:
@@ -114,17 +128,14 @@ def trim_to_length(features: dict, sequence_features=SEQUENCE_FEATURES) -> dict:
     """Cuts the sequence features (by default the three model inputs; a dataset with
     more, such as SQuAD's `p_mask`, names them all) back to the longest real length (sum
     of `input_mask` along the last axis), so that batches can pad to their own longest."""
-    length = tf.reduce_max(tf.reduce_sum(tf.cast(features["input_mask"], tf.int32), -1))
+    length = tf.reduce_max(tf.reduce_sum(tf.cast(features[names.INPUT_MASK], tf.int32), -1))
     trimmed = dict(features)
     for name in sequence_features:
         trimmed[name] = features[name][..., :length]
     return trimmed
 
 
-def to_model_inputs(features: Mapping[str, tf.Tensor]) -> dict:
-    """Renames the original feature names to the model's (`input_ids` ->
-    `input_word_ids`, `segment_ids` -> `input_type_ids`); other keys pass through."""
-    return {MODEL_INPUT_NAMES.get(k, k): v for k, v in features.items()}
+to_model_inputs = names.to_model_inputs
 
 
 def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
@@ -160,7 +171,7 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
                    for name, element in dataset.element_spec.items()}
     if bucket_boundaries:
         dataset = dataset.bucket_by_sequence_length(
-            lambda f: tf.shape(f["input_ids"])[-1], bucket_boundaries,
+            lambda f: tf.shape(f[names.INPUT_IDS])[-1], bucket_boundaries,
             [batch_size] * (len(bucket_boundaries) + 1), padding_values=padding,
             drop_remainder=drop_remainder)
     else:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import uuid
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
+
+from albert_tf import fileio
 
 # Optimizer and bookkeeping state in training checkpoints: never model weights.
 _TRAINING_STATE_LEAVES = frozenset({
@@ -163,10 +164,116 @@ class LoadReport:
 
 
 def _optimizer_variables(optimizer, model) -> dict[str, object]:
-    # Imported here: albert_tf.training imports the models, which import this module.
-    from albert_tf.training.optimizers import tf1_optimizer_variables
+    """The optimizer's state by TF1 name, as the optimizer itself names it.
 
-    return tf1_optimizer_variables(optimizer, model)
+    Any optimizer with a `tf1_variables(model)` method fits (the AdamWeightDecay and
+    Lamb of `albert_tf.training.optimizers` have one): the optimizer knows its slots,
+    so this module needs no knowledge of training. Keras wrappers that hold the real
+    optimizer as `inner_optimizer` (`LossScaleOptimizer`) are looked through.
+    """
+    inner = optimizer
+    while not hasattr(inner, "tf1_variables") and hasattr(inner, "inner_optimizer"):
+        inner = inner.inner_optimizer
+    if not hasattr(inner, "tf1_variables"):
+        raise TypeError(
+            "TF1 optimizer state (adam_m / adam_v, global_step) needs an optimizer that "
+            "names its slots with tf1_variables(model), such as albert_tf.training's "
+            f"AdamWeightDecay or Lamb, not {type(inner).__name__}")
+    return inner.tf1_variables(model)
+
+
+@dataclasses.dataclass
+class _Match:
+    """Variables matched against a checkpoint: the entry each one reads (`sources`,
+    in variable order), the names the checkpoint lacks, and one line per variable
+    whose shape or dtype differs from its entry."""
+
+    sources: dict[str, str] = dataclasses.field(default_factory=dict)
+    missing: list[str] = dataclasses.field(default_factory=list)
+    mismatched: list[str] = dataclasses.field(default_factory=list)
+
+
+def _match_model_variables(variables, by_model_name, shapes, dtypes) -> _Match:
+    match = _Match()
+    for name, variable in variables.items():
+        source = by_model_name.get(name)
+        if source is None:
+            match.missing.append(name)
+        elif tuple(shapes[source]) != tuple(variable.shape):
+            match.mismatched.append(
+                f"  {name}: model {list(variable.shape)}, checkpoint {list(shapes[source])}")
+        elif not dtypes[source].is_floating and keras.backend.is_float_dtype(variable.dtype):
+            match.mismatched.append(
+                f"  {name}: model {variable.dtype}, checkpoint {dtypes[source].name}")
+        else:
+            match.sources[name] = source
+    return match
+
+
+def _match_optimizer_variables(variables, prefix: str, shapes) -> _Match:
+    """Optimizer entries are training state under the model's leading scope; the step
+    may also sit at the top level."""
+    match = _Match()
+    for name, variable in variables.items():
+        source = next((n for n in (prefix + name, name) if n in shapes), None)
+        if source is None:
+            match.missing.append(name)
+        elif tuple(shapes[source]) != tuple(variable.shape):
+            match.mismatched.append(
+                f"  {name}: optimizer {list(variable.shape)}, checkpoint "
+                f"{list(shapes[source])}")
+        else:
+            match.sources[name] = source
+    return match
+
+
+def _check_fit(checkpoint: str, model, variables, candidates, weights: _Match,
+               slots: _Match, strict: bool) -> None:
+    """Raises before anything is assigned: mismatches, no overlap, or (strict) gaps."""
+    mismatched = weights.mismatched + slots.mismatched
+    if mismatched:
+        raise CheckpointError(
+            f"checkpoint {checkpoint} does not fit {model.name}: "
+            f"{len(mismatched)} variables differ (a checkpoint of another model size, "
+            "or the wrong config?)\n" + "\n".join(mismatched))
+    if not weights.sources:
+        raise CheckpointError(
+            f"checkpoint {checkpoint} holds none of the {len(variables)} variables of "
+            f"{model.name} (e.g. {next(iter(variables))!r}); its names look like "
+            f"{candidates[:3]}")
+    missing = weights.missing + slots.missing
+    if strict and missing:
+        raise CheckpointError(
+            f"checkpoint {checkpoint} lacks {len(missing)} variables that {model.name}"
+            + (" and its optimizer need" if slots.missing else " needs")
+            + " (strict=True):\n" + "\n".join(f"  {n}" for n in missing))
+
+
+def _read_and_assign(reader, checkpoint: str, targets) -> None:
+    """Assigns each `(variable, checkpoint name)` of `targets`. Everything is read
+    first: a corrupt data file must not leave the model half loaded."""
+    values = []
+    for _, source in targets:
+        try:
+            values.append(reader.get_tensor(source))
+        except (tf.errors.OpError, ValueError, IndexError) as e:
+            message = getattr(e, "message", None) or str(e)
+            raise CheckpointError(
+                f"cannot read {source} from checkpoint {checkpoint}: "
+                f"{message.strip().splitlines()[0]}") from None
+    for (variable, _), value in zip(targets, values):
+        variable.assign(np.asarray(value).astype(variable.dtype, copy=False))
+
+
+def _log_report(report: LoadReport, model_name: str) -> None:
+    logging.info("%s", report)
+    if report.missing:
+        logging.warning("%d variables of %s are not in %s: %s", len(report.missing),
+                        model_name, report.checkpoint, ", ".join(report.missing))
+    if report.optimizer_missing:
+        logging.warning("%d optimizer entries are not in %s (kept their values): %s",
+                        len(report.optimizer_missing), report.checkpoint,
+                        ", ".join(report.optimizer_missing))
 
 
 def load_tf1_checkpoint(model, path, *, strict: bool = False,
@@ -179,9 +286,10 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
       strict: raise if any model variable is missing from the checkpoint.
       prefix: a leading scope of the checkpoint names to strip (e.g. "module/" for
         TF-Hub module variables). None detects it.
-      optimizer: an `albert_tf.training.optimizers` AdamWeightDecay or Lamb (built
-        on the model's trainable variables if it is not yet): its slots are loaded
-        from the original's `<name>/adam_m` and `<name>/adam_v`, its `iterations` from
+      optimizer: an optimizer that names its TF1 state with `tf1_variables(model)`,
+        e.g. `albert_tf.training.optimizers` AdamWeightDecay or Lamb (built on the
+        model's trainable variables if it is not yet): its slots are loaded from the
+        original's `<name>/adam_m` and `<name>/adam_v`, its `iterations` from
         `global_step`. With `strict`, all of them must be in the checkpoint.
 
     All shapes are checked before anything is assigned; mismatches raise one
@@ -190,7 +298,6 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
     checkpoint = resolve_checkpoint(path)
     reader = _open_reader(checkpoint)
     shapes = reader.get_variable_to_shape_map()
-    dtypes = reader.get_variable_to_dtype_map()
     variables = _model_variables(model)
     if not variables:
         raise CheckpointError(f"{model.name} has no weights yet to load {checkpoint} into")
@@ -199,85 +306,30 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
     candidates = sorted(n for n in shapes if not is_training_state(n))
     if prefix is None:
         prefix = _detect_prefix(candidates, set(variables))
-    by_model_name = {
-        n[len(prefix):]: n for n in candidates if n.startswith(prefix)
-    }
+    by_model_name = {n[len(prefix):]: n for n in candidates if n.startswith(prefix)}
 
-    loaded, missing, mismatched = [], [], []
-    for name, variable in variables.items():
-        source = by_model_name.get(name)
-        if source is None:
-            missing.append(name)
-            continue
-        if tuple(shapes[source]) != tuple(variable.shape):
-            mismatched.append(
-                f"  {name}: model {list(variable.shape)}, checkpoint {list(shapes[source])}")
-        elif not dtypes[source].is_floating and keras.backend.is_float_dtype(variable.dtype):
-            mismatched.append(
-                f"  {name}: model {variable.dtype}, checkpoint {dtypes[source].name}")
-        else:
-            loaded.append(name)
-    # The optimizer's entries: training state, under the same leading scope (the step
-    # may also sit at the top level).
-    optimizer_sources, optimizer_missing = {}, []
+    weights = _match_model_variables(variables, by_model_name, shapes,
+                                     reader.get_variable_to_dtype_map())
     optimizer_variables = {} if optimizer is None else _optimizer_variables(optimizer, model)
-    for name, variable in optimizer_variables.items():
-        source = next((n for n in (prefix + name, name) if n in shapes), None)
-        if source is None:
-            optimizer_missing.append(name)
-        elif tuple(shapes[source]) != tuple(variable.shape):
-            mismatched.append(
-                f"  {name}: optimizer {list(variable.shape)}, checkpoint "
-                f"{list(shapes[source])}")
-        else:
-            optimizer_sources[name] = source
-    if mismatched:
-        raise CheckpointError(
-            f"checkpoint {checkpoint} does not fit {model.name}: "
-            f"{len(mismatched)} variables differ (a checkpoint of another model size, "
-            "or the wrong config?)\n" + "\n".join(mismatched))
-    if not loaded:
-        raise CheckpointError(
-            f"checkpoint {checkpoint} holds none of the {len(variables)} variables of "
-            f"{model.name} (e.g. {next(iter(variables))!r}); its names look like "
-            f"{candidates[:3]}")
-    if strict and (missing or optimizer_missing):
-        raise CheckpointError(
-            f"checkpoint {checkpoint} lacks {len(missing) + len(optimizer_missing)} "
-            f"variables that {model.name}"
-            + (" and its optimizer need" if optimizer_missing else " needs")
-            + " (strict=True):\n"
-            + "\n".join(f"  {n}" for n in missing + optimizer_missing))
+    slots = _match_optimizer_variables(optimizer_variables, prefix, shapes)
+    _check_fit(checkpoint, model, variables, candidates, weights, slots, strict)
 
-    # Read everything first: a corrupt data file must not leave the model half loaded.
-    targets = [(variables[n], by_model_name[n]) for n in loaded]
-    targets += [(optimizer_variables[n], s) for n, s in optimizer_sources.items()]
-    values = []
-    for variable, source in targets:
-        try:
-            values.append(reader.get_tensor(source))
-        except (tf.errors.OpError, ValueError, IndexError) as e:
-            message = getattr(e, "message", None) or str(e)
-            raise CheckpointError(
-                f"cannot read {source} from checkpoint {checkpoint}: "
-                f"{message.strip().splitlines()[0]}") from None
-    for (variable, _), value in zip(targets, values):
-        variable.assign(np.asarray(value).astype(variable.dtype, copy=False))
+    _read_and_assign(reader, checkpoint, [
+        (variables[n], s) for n, s in weights.sources.items()] + [
+        (optimizer_variables[n], s) for n, s in slots.sources.items()])
 
-    used = {by_model_name[n] for n in loaded}
+    used = set(weights.sources.values())
+    slot_sources = set(slots.sources.values())
     report = LoadReport(
-        checkpoint=checkpoint, prefix=prefix, loaded=loaded, missing=missing,
-        unused=[n for n in candidates if n not in used],
-        skipped=[n for n in skipped if n not in set(optimizer_sources.values())],
-        optimizer_loaded=sorted(optimizer_sources), optimizer_missing=optimizer_missing)
-    logging.info("%s", report)
-    if missing:
-        logging.warning("%d variables of %s are not in %s: %s", len(missing),
-                        model.name, checkpoint, ", ".join(missing))
-    if optimizer_missing:
-        logging.warning("%d optimizer entries are not in %s (kept their values): %s",
-                        len(optimizer_missing), checkpoint, ", ".join(optimizer_missing))
+        checkpoint=checkpoint, prefix=prefix, loaded=list(weights.sources),
+        missing=weights.missing, unused=[n for n in candidates if n not in used],
+        skipped=[n for n in skipped if n not in slot_sources],
+        optimizer_loaded=sorted(slots.sources), optimizer_missing=slots.missing)
+    _log_report(report, model.name)
     return report
+
+
+_DATA_SUFFIX = ".data-00000-of-00001"
 
 
 def save_tf1_checkpoint(model, path: str | os.PathLike, *,
@@ -289,10 +341,11 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, *,
     and renamed when complete; the original TF1 code (`--init_checkpoint=<path>`),
     `tf.train.load_checkpoint` and `load_tf1_checkpoint` read them. With
     `update_state_file` the directory's `checkpoint` file is pointed at `path` (off by
-    default: a training directory's own state file is left alone). With `optimizer` (an
-    AdamWeightDecay or Lamb of `albert_tf.training.optimizers`) its slots are written as
-    the original's `<name>/adam_m`, `<name>/adam_v`, and `global_step` is its
-    `iterations` unless `global_step` is given. Returns `path`.
+    default: a training directory's own state file is left alone). With `optimizer` (one
+    with `tf1_variables(model)`, e.g. AdamWeightDecay or Lamb of
+    `albert_tf.training.optimizers`) its slots are written as the original's
+    `<name>/adam_m`, `<name>/adam_v`, and `global_step` is its `iterations` unless
+    `global_step` is given. Returns `path`.
     """
     path = os.fspath(path)
     variables = _model_variables(model)
@@ -308,14 +361,12 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, *,
         names.append("global_step")
         tensors.append(tf.constant(global_step, tf.int64))
     directory = os.path.dirname(path) or "."
-    tf.io.gfile.makedirs(directory)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with tf.device("CPU:0"):
+    # The data file is renamed before the index: a reader that finds the new index
+    # finds its data.
+    with fileio.atomic_path(path, suffixes=(_DATA_SUFFIX, ".index")) as tmp, \
+            tf.device("CPU:0"):
         tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names,
                           shape_and_slices=[""] * len(names), tensors=tensors)
-    data_suffix = ".data-00000-of-00001"
-    tf.io.gfile.rename(tmp + data_suffix, path + data_suffix, overwrite=True)
-    tf.io.gfile.rename(tmp + ".index", path + ".index", overwrite=True)
     if update_state_file:
         tf.compat.v1.train.update_checkpoint_state(
             directory, os.path.basename(path),

@@ -3,6 +3,7 @@
 import os
 import shutil
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -255,3 +256,64 @@ def test_tf2_object_checkpoints_restore_every_weight(tmp_path, tiny_config):
     tf.train.Checkpoint(model=target).restore(path).assert_consumed()
     for a, b in zip(source.weights, target.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.path)
+
+
+# ------------------------------------------------------------------ optimizer state
+class SlotNamingOptimizer:
+    """Any object that names its TF1 state: all the checkpoint code asks of an optimizer
+    (this module knows nothing of albert_tf.training)."""
+
+    def __init__(self, model):
+        kernel = next(w for w in model.weights if w.path == "bert/pooler/dense/kernel")
+        self.variables = {
+            "bert/pooler/dense/kernel/adam_m": keras.Variable(np.zeros(kernel.shape)),
+            "bert/pooler/dense/kernel/adam_v": keras.Variable(np.zeros(kernel.shape)),
+            "global_step": keras.Variable(0, dtype="int64"),
+        }
+
+    def tf1_variables(self, model):
+        return dict(self.variables)
+
+
+class Wrapper:
+    """Like keras.optimizers.LossScaleOptimizer: the real optimizer inside."""
+
+    def __init__(self, inner):
+        self.inner_optimizer = inner
+
+
+def test_optimizer_state_comes_from_the_optimizers_own_names(tmp_path, tiny_config):
+    model = AlbertPretrainer(tiny_config)
+    report = load_tf1_checkpoint(model, FIXTURE_CHECKPOINT,
+                                 optimizer=Wrapper(SlotNamingOptimizer(model)))
+    assert report.optimizer_loaded == ["bert/pooler/dense/kernel/adam_m",
+                                       "bert/pooler/dense/kernel/adam_v", "global_step"]
+    assert len(report.skipped) == 161 - 3 and report.optimizer_missing == []
+    original = tf.train.load_checkpoint(FIXTURE_CHECKPOINT)
+    optimizer = SlotNamingOptimizer(model)
+    load_tf1_checkpoint(model, FIXTURE_CHECKPOINT, optimizer=optimizer)
+    np.testing.assert_array_equal(optimizer.variables["bert/pooler/dense/kernel/adam_v"],
+                                  original.get_tensor("bert/pooler/dense/kernel/adam_v"))
+    step = int(original.get_tensor("global_step"))
+    assert int(optimizer.variables["global_step"].numpy()) == step
+
+    path = save_tf1_checkpoint(model, str(tmp_path / "model.ckpt"), optimizer=optimizer)
+    saved = list_checkpoint_variables(path)
+    assert "bert/pooler/dense/kernel/adam_m" in saved and "global_step" in saved
+    assert int(tf.train.load_checkpoint(path).get_tensor("global_step")) == step
+    with pytest.raises(TypeError, match="names its slots with tf1_variables.*not object"):
+        load_tf1_checkpoint(model, FIXTURE_CHECKPOINT, optimizer=object())
+
+
+def test_a_failed_save_leaves_no_files(tmp_path, tiny_config, monkeypatch):
+    model = AlbertPretrainer(tiny_config)
+    save = tf.raw_ops.SaveV2
+
+    def save_then_fail(**kwargs):  # both files written under the temporary name
+        save(**kwargs)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tf.raw_ops, "SaveV2", save_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        save_tf1_checkpoint(model, str(tmp_path / "model.ckpt"))
+    assert os.listdir(tmp_path) == []

@@ -31,7 +31,7 @@ checkpoints in tests/fixtures show it). The schedule is therefore evaluated at
 `optimizer.learning_rate` is the rate the next update will use.
 
 The original's slots are `<variable name>/adam_m` and `<variable name>/adam_v` (LAMB's
-too); `tf1_optimizer_variables` names ours that way, and
+too); `optimizer.tf1_variables()` names ours that way (with `global_step`), and
 `albert_tf.load_tf1_checkpoint(..., optimizer=)` / `save_tf1_checkpoint(..., optimizer=)`
 read and write them with `global_step`. A `tf.train.Checkpoint(model=, optimizer=)`
 tracks the slots and the step counter as for any Keras optimizer.
@@ -221,6 +221,35 @@ class _OriginalAdamFamily(keras.optimizers.Optimizer):
         self._decay_flags = [self.uses_weight_decay(v) for v in var_list]
         self._adaptation_flags = [self.uses_layer_adaptation(v) for v in var_list]
 
+    def tf1_variables(self, model=None) -> dict[str, object]:
+        """The optimizer state under its names in the original TF1 checkpoints:
+        `<variable name>/adam_m`, `<variable name>/adam_v` and `global_step` (the
+        optimizer's `iterations`). `albert_tf.checkpoints` reads and writes what this
+        returns, so the checkpoint code needs no knowledge of the optimizer.
+
+        An unbuilt optimizer is built on `model.trainable_variables`; with `model`,
+        every trainable variable of the model must be one the optimizer updates.
+        """
+        if not self.built:
+            if model is None:
+                raise ValueError(f"{self.name} is not built: pass model= or call "
+                                 "optimizer.build(model.trainable_variables) first")
+            self.build(model.trainable_variables)
+        if model is not None:
+            known = set(self._trainable_variables_indices)
+            foreign = [_variable_name(v) for v in model.trainable_variables
+                       if self._var_key(v) not in known]
+            if foreign:
+                raise ValueError(
+                    f"{self.name} was built on other variables than {model.name}'s; it "
+                    f"does not update {len(foreign)} of them, e.g. {foreign[:3]}")
+        if self.gradient_accumulation_steps:
+            raise ValueError("global_step has no single counter under Keras's "
+                             "gradient_accumulation_steps")
+        variables = self.tf1_slots()
+        variables["global_step"] = self.iterations
+        return variables
+
     def tf1_slots(self) -> dict[str, object]:
         """{`<TF1 name>/adam_m` and `/adam_v`: slot variable} for every built variable."""
         if not self.built:
@@ -358,30 +387,6 @@ def _unwrap(optimizer):
 
 
 def tf1_optimizer_variables(optimizer, model=None) -> dict[str, object]:
-    """The optimizer state under its names in the original TF1 checkpoints:
-    `<variable name>/adam_m`, `<variable name>/adam_v` and `global_step` (the
-    optimizer's `iterations`).
-
-    An unbuilt optimizer is built on `model.trainable_variables`; with `model`, every
-    trainable variable of the model must be one the optimizer updates.
-    """
-    inner = _unwrap(optimizer)
-    if not inner.built:
-        if model is None:
-            raise ValueError(f"{inner.name} is not built: pass model= or call "
-                             "optimizer.build(model.trainable_variables) first")
-        inner.build(model.trainable_variables)
-    if model is not None:
-        known = set(inner._trainable_variables_indices)
-        foreign = [_variable_name(v) for v in model.trainable_variables
-                   if inner._var_key(v) not in known]
-        if foreign:
-            raise ValueError(
-                f"{inner.name} was built on other variables than {model.name}'s; it does "
-                f"not update {len(foreign)} of them, e.g. {foreign[:3]}")
-    if inner.gradient_accumulation_steps:
-        raise ValueError("global_step has no single counter under Keras's "
-                         "gradient_accumulation_steps")
-    variables = inner.tf1_slots()
-    variables["global_step"] = inner.iterations
-    return variables
+    """`optimizer.tf1_variables(model)` of an AdamWeightDecay or Lamb, also when it is
+    wrapped (`keras.optimizers.LossScaleOptimizer`)."""
+    return _unwrap(optimizer).tf1_variables(model)

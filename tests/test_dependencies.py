@@ -1,0 +1,86 @@
+"""Dependencies point one way: lower rooms of the package never import higher ones.
+
+Read from the source (every import statement, also those inside functions), so a late
+import cannot hide an upward dependency.
+"""
+
+import ast
+import pathlib
+
+import pytest
+
+PACKAGE = pathlib.Path(__file__).parent.parent / "albert_tf"
+
+# What each room must not import. The training loop and the scripts' apps sit on top;
+# checkpoints know the model's variables by name only, not the optimizer or the loop;
+# data knows nothing of the model.
+FORBIDDEN = {
+    "albert_tf.checkpoints": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
+                              "albert_tf.data", "albert_tf.export"),
+    "albert_tf.config": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
+                         "albert_tf.checkpoints", "albert_tf.data"),
+    "albert_tf.fileio": ("albert_tf.",),
+    "albert_tf.data": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
+                       "albert_tf.export"),
+    "albert_tf.modeling": ("albert_tf.training", "albert_tf.apps", "albert_tf.export"),
+    "albert_tf.export": ("albert_tf.training", "albert_tf.apps"),
+    "albert_tf.release": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling"),
+}
+
+
+def module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: pathlib.Path) -> set[str]:
+    """Every module `path` imports, absolute (`from albert_tf import x` gives both
+    `albert_tf` and `albert_tf.x`: x may be a module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package holding `path`
+                package = module_name(path).split(".")
+                if path.name != "__init__.py":
+                    package = package[:-1]
+                anchor = package[: len(package) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def modules_of(room: str) -> list[pathlib.Path]:
+    path = PACKAGE.parent.joinpath(*room.split("."))
+    if path.is_dir():
+        return sorted(path.rglob("*.py"))
+    return [path.with_suffix(".py")]
+
+
+@pytest.mark.parametrize("room", sorted(FORBIDDEN))
+def test_lower_rooms_do_not_import_higher_ones(room):
+    upward = [f"{module_name(path)} imports {name}"
+              for path in modules_of(room)
+              for name in sorted(imports(path))
+              if any(name == f or name.startswith(f if f.endswith(".") else f + ".")
+                     for f in FORBIDDEN[room])]
+    assert upward == []
+
+
+def test_only_the_apps_and_the_loop_import_training():
+    importers = sorted(
+        module_name(path) for path in PACKAGE.rglob("*.py")
+        if not module_name(path).startswith(("albert_tf.training", "albert_tf.apps"))
+        and any(n == "albert_tf.training" or n.startswith("albert_tf.training.")
+                for n in imports(path)))
+    assert importers == []
+
+
+def test_the_import_reader_sees_late_imports(tmp_path):
+    # The check above is only as good as this reader: imports inside functions count.
+    module = tmp_path / "late.py"
+    module.write_text("def f():\n    from albert_tf.training.optimizers import Lamb\n")
+    assert "albert_tf.training.optimizers" in imports(module)

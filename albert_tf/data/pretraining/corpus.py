@@ -1,0 +1,86 @@
+"""Reading the corpus: text with one sentence a line and a blank line between
+documents, streamed as chunks of whole documents."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator, Sequence
+
+from albert_tf import fileio
+from albert_tf.data import records
+
+
+@dataclasses.dataclass
+class Document:
+    """Raw lines of one document, with where they came from."""
+    source: str
+    line_numbers: list[int]
+    lines: list[str]
+
+    def where(self, position: int = 0) -> str:
+        return f"{self.source}:{self.line_numbers[position]}"
+
+
+@dataclasses.dataclass
+class Chunk:
+    index: int
+    documents: list[Document]
+
+
+def read_lines(path: str, max_line_bytes: int, skips: records.SkipLog
+               ) -> Iterator[tuple[int, str, int]]:
+    """(line number, text, size in bytes) of each line of `path`.
+
+    Lines that are not UTF-8 or longer than `max_line_bytes` are skipped with a
+    warning; an over-long line is never held in memory whole.
+    """
+    with fileio.open_binary(path) as f:
+        number = 0
+        while True:
+            raw = f.readline(max_line_bytes + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # drop the rest of the line
+                    raw = f.readline(max_line_bytes + 1)
+                skips.skip(f"{path}:{number}", f"line longer than {max_line_bytes} bytes")
+                continue
+            try:
+                yield number, raw.decode("utf-8"), len(raw)
+            except UnicodeDecodeError as e:
+                skips.skip(f"{path}:{number}", f"not UTF-8 ({e.reason} at byte {e.start})")
+
+
+def read_chunks(files: Sequence[str], chunk_bytes: int, max_line_bytes: int,
+                skips: records.SkipLog) -> Iterator[Chunk]:
+    """Streams the corpus as chunks of whole documents, about `chunk_bytes` each.
+
+    A document ends at a blank line or at the end of its file. A chunk ends at the
+    first document end after `chunk_bytes`; a single document that reaches
+    `chunk_bytes` on its own is cut there (its rest is a new document).
+    """
+    chunk: list[Document] = []
+    chunk_size = 0
+    index = 0
+    for path in files:
+        document, document_size = Document(path, [], []), 0
+        for number, line, size in read_lines(path, max_line_bytes, skips):
+            if line.strip():
+                document.line_numbers.append(number)
+                document.lines.append(line)
+                document_size += size
+                if document_size < chunk_bytes:
+                    continue
+            if document.lines:
+                chunk.append(document)
+                chunk_size += document_size
+                document, document_size = Document(path, [], []), 0
+            if chunk_size >= chunk_bytes:
+                yield Chunk(index, chunk)
+                chunk, chunk_size, index = [], 0, index + 1
+        if document.lines:
+            chunk.append(document)
+            chunk_size += document_size
+    if chunk:
+        yield Chunk(index, chunk)

@@ -164,10 +164,16 @@ class AlbertConfig:
 
     @classmethod
     def from_name_or_file(cls, name_or_path: str | os.PathLike) -> AlbertConfig:
-        """A shipped config name, or else the path of a JSON file."""
+        """A shipped config name, or else the path of a JSON file (what every script's
+        `--albert_config_file` takes); the error for neither lists the shipped names."""
         value = os.fspath(name_or_path)
-        if value in available_configs():
+        names = available_configs()
+        if value in names:
             return cls.from_name(value)
+        if not _exists(value):
+            raise ConfigError(
+                f"albert config file {value} does not exist, and it is not the name of a "
+                f"shipped config either ({', '.join(names)})")
         return cls.from_json_file(value)
 
     def to_dict(self) -> dict[str, Any]:
@@ -180,13 +186,10 @@ class AlbertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str | os.PathLike) -> None:
-        import tensorflow as tf  # for gfile; imported late so config stays light
+        # Imported late so that reading configs does not import TensorFlow.
+        from albert_tf.fileio import write_text_atomically
 
-        path = os.fspath(path)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(self.to_json_string())
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        write_text_atomically(path, self.to_json_string())
 
     def replace(self, **changes: Any) -> AlbertConfig:
         """A copy with some fields changed (validated again)."""
@@ -216,15 +219,20 @@ def available_configs() -> list[str]:
         if entry.name.endswith(".json"))
 
 
-def _read_text(path: str) -> str:
-    if "://" in path:
-        import tensorflow as tf
+def _exists(path: str) -> bool:
+    if "://" in path:  # gs://, ...: through tf.io.gfile, imported only for them
+        from albert_tf import fileio
 
-        if not tf.io.gfile.exists(path):
-            raise ConfigError(f"albert config file {path} does not exist")
-        with tf.io.gfile.GFile(path, "r") as f:
-            return f.read()
-    if not os.path.exists(path):
+        return fileio.exists(path)
+    return os.path.exists(path)
+
+
+def _read_text(path: str) -> str:
+    if not _exists(path):
         raise ConfigError(f"albert config file {path} does not exist")
+    if "://" in path:
+        from albert_tf import fileio
+
+        return fileio.read_bytes(path).decode("utf-8")
     with open(path, encoding="utf-8") as f:
         return f.read()

@@ -49,6 +49,18 @@ def test_json_round_trip_keeps_unknown_fields(tmp_path):
     assert not list(tmp_path.glob("*.tmp-*"))  # written under a temporary name, renamed
 
 
+def test_name_or_file_takes_either_and_lists_the_names_for_neither(tmp_path):
+    assert AlbertConfig.from_name_or_file("albert_base_v2") == \
+        AlbertConfig.from_name("albert_base_v2")
+    path = tmp_path / "albert_config.json"
+    AlbertConfig.from_name("albert_large_zh").to_json_file(path)
+    assert AlbertConfig.from_name_or_file(path) == AlbertConfig.from_name("albert_large_zh")
+    with pytest.raises(ConfigError, match=r"albert config file albert_bsae_v2 does not "
+                                          r"exist, and it is not the name of a shipped "
+                                          r"config either \(albert_base_v1, albert_base_v2, "):
+        AlbertConfig.from_name_or_file("albert_bsae_v2")
+
+
 def test_defaults_are_those_of_the_original():
     config = AlbertConfig(vocab_size=30000)
     assert (config.hidden_size, config.num_attention_heads, config.intermediate_size,

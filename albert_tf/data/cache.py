@@ -13,18 +13,20 @@ import dataclasses
 import hashlib
 import json
 import os
-import uuid
 from typing import Callable
 
 import tensorflow as tf
 from absl import logging
 
+# Re-exported: the data modules, the metrics and the apps import them from here.
+from albert_tf.fileio import (  # noqa: F401
+    abspath_or_url,
+    open_binary,
+    remove_if_exists,
+    write_text_atomically,
+)
+
 META_SUFFIX = ".meta.json"  # the settings file beside a cached record file
-
-
-def open_binary(path: str):
-    """A local file with `open`, a URL (gs://, ...) with `tf.io.gfile`."""
-    return tf.io.gfile.GFile(path, "rb") if "://" in path else open(path, "rb")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,14 +43,6 @@ def file_sha256(path: str) -> str:
         for chunk in iter(lambda: f.read(1 << 22), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def abspath_or_url(path) -> str | None:
-    """An absolute local path, or the URL unchanged."""
-    if not path:
-        return None
-    path = os.fspath(path)
-    return path if "://" in path else os.path.abspath(path)
 
 
 def tokenizer_settings(tokenizer) -> dict:
@@ -75,19 +69,6 @@ def read_cache_info(path: str) -> dict | None:
             return json.load(f)
     except (ValueError, OSError):
         return None
-
-
-def write_text_atomically(path: str, text: str) -> None:
-    """Writes `text` to `path` under a temporary name, then renames it."""
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    try:
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write(text)
-        tf.io.gfile.rename(tmp, path, overwrite=True)
-    except BaseException:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
-        raise
 
 
 def write_cache_info(path: str, info: dict) -> None:
@@ -118,8 +99,7 @@ def cached_conversion(path: str, settings: dict,
     elif tf.io.gfile.exists(path):
         logging.warning("re-converting %s: no settings file %s%s beside it", path, path,
                         META_SUFFIX)
-    if tf.io.gfile.exists(path + META_SUFFIX):
-        tf.io.gfile.remove(path + META_SUFFIX)
+    remove_if_exists(path + META_SUFFIX)
     num_examples, num_skipped = convert(path)
     write_cache_info(path, {"settings": settings, "num_examples": num_examples,
                             "num_skipped": num_skipped})

@@ -11,8 +11,9 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
-    # The official albert_config.json files (configs/ is a link to albert_tf/configs).
-    package_data={"albert_tf": ["configs/*.json"]},
+    # The official albert_config.json files (configs/ is a link to albert_tf/configs),
+    # and the public-domain text the demo trains its SentencePiece model on.
+    package_data={"albert_tf": ["configs/*.json", "demo_text/*.txt"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21,<2.22",

@@ -37,9 +37,10 @@ import time
 from absl import flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Public-domain English (Project Gutenberg #11) shipped with the tests: added to the
+# Public-domain English (Project Gutenberg #11) shipped as package data: added to the
 # SentencePiece training text, see `train_sentencepiece`.
-ALICE = os.path.join(ROOT, "tests", "fixtures", "pretraining", "alice_excerpt.txt")
+ALICE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_text",
+                     "alice_excerpt.txt")
 STATE_FILE = "demo_state.json"
 LABELS = {"0": "negative", "1": "positive"}
 
@@ -203,10 +204,10 @@ class State:
         self.save()
 
     def save(self) -> None:
-        temporary = self.path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as f:
-            json.dump({"settings": self.settings, "done": self.done}, f, indent=1)
-        os.replace(temporary, self.path)
+        from albert_tf import fileio
+
+        fileio.write_text_atomically(
+            self.path, json.dumps({"settings": self.settings, "done": self.done}, indent=1))
 
 
 def _settings_record(settings: Settings, seed: int, quick: bool) -> dict:
@@ -540,7 +541,9 @@ def majority_share(tsv_path: str) -> float:
 
 
 def latest_version(export_dir: str) -> str:
-    versions = [int(name) for name in os.listdir(export_dir) if name.isdigit()]
+    from albert_tf import fileio
+
+    versions = fileio.integer_subdirectories(export_dir)
     if not versions:
         raise DemoError(f"no SavedModel version in {export_dir}")
     return os.path.join(export_dir, str(max(versions)))
@@ -598,7 +601,7 @@ def pretrained_checkpoint_and_samples(ws: Workspace) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from albert_tf import AlbertConfig, AlbertPretrainer, load_tf1_checkpoint
+    from albert_tf import AlbertConfig, AlbertPretrainer, load_tf1_checkpoint, names, packing
     from albert_tf.tokenization import FullTokenizer
 
     source = tf.train.latest_checkpoint(ws.pretraining)
@@ -616,16 +619,12 @@ def pretrained_checkpoint_and_samples(ws: Workspace) -> dict:
     mask_id = tokenizer.special_id("[MASK]")
 
     def run(segments):
-        ids, types = [cls_id], [0]
-        for index, segment in enumerate(segments):
-            ids += segment + [sep_id]
-            types += [index] * (len(segment) + 1)
-        positions = [i for i, token in enumerate(ids) if token == mask_id] or [0]
-        outputs = model({
-            "input_word_ids": np.array([ids], np.int32),
-            "input_mask": np.ones([1, len(ids)], np.int32),
-            "input_type_ids": np.array([types], np.int32),
-            "masked_lm_positions": np.array([positions], np.int32)}, training=False)
+        inputs = packing.pack(segments, model.config.max_position_embeddings,
+                              cls_id=cls_id, sep_id=sep_id, pad_to_max_length=False)
+        positions = np.flatnonzero(inputs[names.INPUT_WORD_IDS] == mask_id)
+        inputs[names.MASKED_LM_POSITIONS] = (positions if positions.size else
+                                             np.zeros([1], np.int64)).astype(np.int32)
+        outputs = model({k: v[np.newaxis] for k, v in inputs.items()}, training=False)
         return (tf.nn.softmax(outputs["mlm_logits"][0]).numpy(),
                 tf.nn.softmax(outputs["sop_logits"][0]).numpy())
 

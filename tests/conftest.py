@@ -54,12 +54,11 @@ def fixture_outputs():
 
 
 def model_inputs(features, with_positions=True):
-    """The original TFRecord feature names -> the model's input names."""
-    inputs = {
-        "input_word_ids": features["input_ids"],
-        "input_mask": features["input_mask"],
-        "input_type_ids": features["segment_ids"],
-    }
+    """The fixture's record features as model inputs (`albert_tf.names`), the masked
+    positions only when `with_positions`."""
+    from albert_tf import names
+
+    inputs = {names.RECORD_TO_MODEL[n]: features[n] for n in names.RECORD_SEQUENCES}
     if with_positions:
-        inputs["masked_lm_positions"] = features["masked_lm_positions"]
+        inputs[names.MASKED_LM_POSITIONS] = features[names.MASKED_LM_POSITIONS]
     return inputs

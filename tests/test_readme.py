@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+from tests.helpers.paths import ALICE
+
 ROOT = pathlib.Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -41,7 +43,7 @@ def release_dir(tmp_path, monkeypatch):
     shutil.copy(FIXTURES / "squad" / "dev-v2.0-excerpt.json", tmp_path / "dev-v2.0.json")
     chinese_release(tmp_path)
     (tmp_path / "corpus").mkdir()
-    shutil.copy(FIXTURES / "pretraining" / "alice_excerpt.txt", tmp_path / "corpus")
+    shutil.copy(ALICE, tmp_path / "corpus")
     monkeypatch.chdir(tmp_path)
     return release
 

@@ -2,10 +2,11 @@
 
 import pytest
 
+from tests.helpers.paths import ALICE
 from tests.helpers.scripts import FIXTURES, SPM, read_results, write_tiny_config
 from tests.helpers.scripts import run_script as run
 
-CORPUS = str(FIXTURES / "pretraining" / "alice_excerpt.txt")
+CORPUS = str(ALICE)
 
 
 @pytest.fixture(scope="module")

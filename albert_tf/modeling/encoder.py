@@ -5,13 +5,14 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from albert_tf import names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling.base import AlbertModel, tf1_scope
 from albert_tf.modeling.embeddings import AlbertEmbeddings
 from albert_tf.modeling.transformer import AlbertTransformer
 
-INPUT_NAMES = ("input_word_ids", "input_mask", "input_type_ids")
+INPUT_NAMES = names.MODEL_INPUTS
 
 
 def read_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
@@ -23,17 +24,18 @@ def read_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         raise TypeError(
             "ALBERT models take a dict of int32 tensors with keys "
             f"{', '.join(INPUT_NAMES)}; got {type(inputs).__name__}")
-    if "input_word_ids" not in inputs:
+    if names.INPUT_WORD_IDS not in inputs:
         hint = ""
-        if "input_ids" in inputs:
-            hint = (" (the TFRecord feature 'input_ids' is called 'input_word_ids' "
-                    "here, 'segment_ids' is 'input_type_ids')")
+        if names.INPUT_IDS in inputs:
+            hint = (f" (the TFRecord feature '{names.INPUT_IDS}' is called "
+                    f"'{names.INPUT_WORD_IDS}' here, '{names.SEGMENT_IDS}' is "
+                    f"'{names.INPUT_TYPE_IDS}')")
         raise KeyError(
-            f"missing input 'input_word_ids'{hint}; got keys {sorted(inputs)}")
-    word_ids = tf.cast(inputs["input_word_ids"], tf.int32)
-    mask = inputs.get("input_mask")
+            f"missing input '{names.INPUT_WORD_IDS}'{hint}; got keys {sorted(inputs)}")
+    word_ids = tf.cast(inputs[names.INPUT_WORD_IDS], tf.int32)
+    mask = inputs.get(names.INPUT_MASK)
     mask = tf.ones_like(word_ids) if mask is None else tf.cast(mask, tf.int32)
-    type_ids = inputs.get("input_type_ids")
+    type_ids = inputs.get(names.INPUT_TYPE_IDS)
     type_ids = tf.zeros_like(word_ids) if type_ids is None else tf.cast(type_ids, tf.int32)
     return word_ids, mask, type_ids
 

@@ -41,6 +41,11 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"  # the SOP label in ALBERT's recor
 TOKEN_BOUNDARY = "token_boundary"
 LABEL_IDS = "label_ids"
 IS_REAL_EXAMPLE = "is_real_example"
+# SQuAD records (the original run_squad_v1.py / run_squad_v2.py FeatureWriter).
+UNIQUE_IDS = "unique_ids"
+START_POSITIONS = "start_positions"
+END_POSITIONS = "end_positions"
+IS_IMPOSSIBLE = "is_impossible"
 
 # ------------------------------------------------------------------ model outputs
 SEQUENCE_OUTPUT = "sequence_output"

@@ -9,7 +9,6 @@ the gold answer's positions.
 
 import json
 import math
-import pathlib
 import re
 
 import numpy as np
@@ -18,12 +17,7 @@ import pytest
 from albert_tf.data import squad
 from albert_tf.evaluation import squad_metrics as sm
 from albert_tf.evaluation import squad_postprocess as sp
-from albert_tf.tokenization import FullTokenizer
-
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-SPM_MODEL = FIXTURES / "spm" / "albert_en_30k_reconstructed.model"
-V1_EXCERPT = FIXTURES / "squad" / "dev-v1.1-excerpt.json"
-V2_EXCERPT = FIXTURES / "squad" / "dev-v2.0-excerpt.json"
+from tests.helpers.squad_data import V1_EXCERPT, V2_EXCERPT, sentencepiece_tokenizer
 
 
 # ============================================================================ scoring
@@ -411,7 +405,7 @@ def test_collect_results_from_batches():
 # ------------------------------------------------------------ real features, fixtures
 @pytest.fixture(scope="module")
 def tokenizer():
-    return FullTokenizer(spm_model_file=str(SPM_MODEL), do_lower_case=True)
+    return sentencepiece_tokenizer()
 
 
 def _gold_positions(tokenizer, path, max_seq_length, doc_stride):

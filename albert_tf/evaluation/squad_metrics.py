@@ -35,9 +35,9 @@ import re
 import string
 from typing import Mapping
 
-import tensorflow as tf
 from absl import logging
 
+from albert_tf import fileio
 from albert_tf.data.squad import SquadExample
 
 _PUNCTUATION = frozenset(string.punctuation)
@@ -90,8 +90,7 @@ def gold_answers(source) -> dict[str, list[str]]:
       sequence of `SquadExample` (their `answers`), or such a mapping already.
     """
     if isinstance(source, (str, os.PathLike)):
-        with tf.io.gfile.GFile(os.fspath(source), "r") as f:
-            source = json.load(f)
+        source = json.loads(fileio.read_bytes(source))
     if isinstance(source, Mapping) and isinstance(source.get("data"), list) and all(
             isinstance(article, Mapping) for article in source["data"]):
         source = source["data"]  # a SQuAD document

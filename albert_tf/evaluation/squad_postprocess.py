@@ -55,7 +55,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.data.cache import write_text_atomically
+from albert_tf import fileio, names
 from albert_tf.data.squad import SquadExample, SquadFeature, span_text
 from albert_tf.evaluation import squad_metrics
 
@@ -66,10 +66,10 @@ NULL_ODDS_FILE = "null_odds.json"
 DEFAULT_N_BEST_SIZE = 20
 DEFAULT_MAX_ANSWER_LENGTH = 30
 
-V1_OUTPUTS = {"start": ("start_logits", "start_log_prob"),
-              "end": ("end_logits", "end_log_prob")}
-V2_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
-              "end_top_index", "cls_logits")
+# Each v1.1 output under our name, then the original's prediction name.
+V1_OUTPUTS = {"start": (names.START_LOGITS, "start_log_prob"),
+              "end": (names.END_LOGITS, "end_log_prob")}
+V2_OUTPUTS = names.SQUAD_V2_OUTPUTS
 
 # The original's placeholders when no candidate is left, and its initial null score.
 V1_EMPTY = ("empty", 0.0)
@@ -101,7 +101,7 @@ class SquadPredictions:
             contents[NULL_ODDS_FILE] = self.null_odds
         for name, content in contents.items():
             path = os.path.join(output_dir, name)
-            write_text_atomically(path, json.dumps(content, indent=4) + "\n")
+            fileio.write_text_atomically(path, json.dumps(content, indent=4) + "\n")
             self.files[name] = path
         return dict(self.files)
 
@@ -137,7 +137,7 @@ def _output(result: Any, names: Sequence[str], unique_id: int) -> np.ndarray:
         f"the outputs of feature {unique_id} have no {' / '.join(names)}")
 
 
-def collect_results(batches: Iterable[Mapping[str, Any]], unique_id_key: str = "unique_ids"
+def collect_results(batches: Iterable[Mapping[str, Any]], unique_id_key: str = names.UNIQUE_IDS
                     ) -> dict[int, dict[str, np.ndarray]]:
     """unique_id -> that feature's outputs, from batches of outputs ([B, ...] arrays,
     tensors or lists) that hold the batch's unique ids under `unique_id_key`."""
@@ -418,7 +418,7 @@ def evaluate_v2_with_best_threshold(examples, features, results, gold=None,
 
 # ------------------------------------------------------------------ serving outputs
 SERVE_TEXT_OUTPUTS = ("context_start", "token_start_char", "token_end_char",
-                      "input_word_ids", "input_mask", "input_type_ids", "p_mask")
+                      *names.MODEL_INPUTS, names.P_MASK)
 
 
 def serve_text_features(questions: Sequence[str], contexts: Sequence[str],
@@ -462,8 +462,8 @@ def serve_text_features(questions: Sequence[str], contexts: Sequence[str],
             tok_start_to_orig_index=starts[in_context].tolist(),
             tok_end_to_orig_index=(arrays["token_end_char"][i][in_context] - 1).tolist(),
             token_is_max_context=[True] * in_context.size,
-            input_ids=arrays["input_word_ids"][i], input_mask=arrays["input_mask"][i],
-            segment_ids=arrays["input_type_ids"][i], p_mask=arrays["p_mask"][i]))
+            input_ids=arrays[names.INPUT_WORD_IDS][i], input_mask=arrays[names.INPUT_MASK][i],
+            segment_ids=arrays[names.INPUT_TYPE_IDS][i], p_mask=arrays[names.P_MASK][i]))
         results[i] = {name: value[i] for name, value in arrays.items()}
     return examples, features, results
 

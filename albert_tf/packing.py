@@ -98,6 +98,21 @@ def choice_lengths(context_length, choice_length, max_seq_length, max_qa_length)
         _result(choice, context_length, choice_length)
 
 
+def kept_lengths(lengths: Sequence, max_seq_length: int) -> list:
+    """What each of one or two segments keeps when packed without a task rule: one text
+    `single_length`, a pair `pair_lengths` to `max_seq_length - 3`."""
+    _check_segments(lengths)
+    if len(lengths) == 1:
+        return [single_length(lengths[0], max_seq_length)]
+    return list(pair_lengths(lengths[0], lengths[1], max_seq_length - 3))
+
+
+def packed_length(lengths: Sequence, max_seq_length: int):
+    """The packed sequence's length for segments of `lengths`: what they keep, `[CLS]`,
+    and a `[SEP]` after each (for sorting or bucketing texts before packing them)."""
+    return sum(kept_lengths(lengths, max_seq_length)) + len(lengths) + 1
+
+
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
     """The original `_truncate_seq_pair`: cuts the two lists, in place, longest-first
     until they fit in `max_length` together (their ends are removed)."""
@@ -117,12 +132,7 @@ def pack(segments: Sequence[Sequence[int]], max_seq_length: int, *, cls_id: int,
     `max_seq_length` with `pad_to_max_length` (the original records), else the packed
     length.
     """
-    _check_segments(segments)
-    if len(segments) == 1:
-        lengths = [single_length(len(segments[0]), max_seq_length)]
-    else:
-        lengths = list(pair_lengths(len(segments[0]), len(segments[1]),
-                                    max_seq_length - 3))
+    lengths = kept_lengths([len(s) for s in segments], max_seq_length)
     word_ids, type_ids = [cls_id], [0]
     for type_id, (segment, length) in enumerate(zip(segments, lengths)):
         word_ids += [int(i) for i in segment[:length]] + [sep_id]
@@ -165,12 +175,8 @@ def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
     _check_segments(segments)
     segments = [tf.cast(s, tf.int32) for s in segments]
     batch = segments[0].nrows()
-    lengths = [s.row_lengths() for s in segments]
-    if len(segments) == 1:
-        segments = [take_first(segments[0], single_length(lengths[0], max_seq_length))]
-    else:
-        new_a, new_b = pair_lengths(lengths[0], lengths[1], max_seq_length - 3)
-        segments = [take_first(segments[0], new_a), take_first(segments[1], new_b)]
+    lengths = kept_lengths([s.row_lengths() for s in segments], max_seq_length)
+    segments = [take_first(s, n) for s, n in zip(segments, lengths)]
 
     def column(value):  # [B, 1] ragged
         return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))

@@ -368,17 +368,12 @@ class LengthSortedPredictor:
     def _run_graph(self, *texts):
         import tensorflow as tf
 
-        from albert_tf.text import pack_inputs, truncated_lengths
+        from albert_tf.packing import pack_inputs, packed_length
 
         tok, max_len, multiple = self.tokenizer, self.max_seq_length, self.multiple
         batch_size = self.batch_size
         segments = [tok.tokenize(t) for t in texts]  # [N, (T)] each
-        lengths = [s.row_lengths() for s in segments]
-        if len(segments) == 1:
-            packed = tf.minimum(lengths[0], max_len - 2) + 2
-        else:
-            a, b = truncated_lengths(lengths[0], lengths[1], max_len - 3)
-            packed = a + b + 3
+        packed = packed_length([s.row_lengths() for s in segments], max_len)  # [N]
         order = tf.argsort(packed, stable=True)
         count = tf.size(order)
         predictions = tf.zeros([count], tf.int32)

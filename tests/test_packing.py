@@ -126,3 +126,17 @@ def test_take_first_and_take_last():
     assert packing.take_last(ragged, [2, 1, 0]).to_list() == [[3, 4], [5], []]
     assert packing.take_last(ragged, tf.constant([9, 0, 0])).to_list() == [[1, 2, 3, 4], [],
                                                                            []]
+
+
+def test_packed_length_is_the_length_pack_gives():
+    a, b = random_segments(2), random_segments(3)
+    for segments in ([a], [a, b]):
+        for max_len in (5, 9, 16, 40):
+            graph = packing.packed_length(
+                [tf.constant([len(s) for s in seg], tf.int64) for seg in segments], max_len)
+            for i in range(len(a)):
+                rows = [seg[i] for seg in segments]
+                want = len(packing.pack(rows, max_len, cls_id=CLS, sep_id=SEP,
+                                        pad_to_max_length=False)["input_word_ids"])
+                assert packing.packed_length([len(r) for r in rows], max_len) == want
+                assert int(graph[i]) == want

@@ -49,6 +49,15 @@ def test_cache_reuses_and_rebuilds(tokenizer, tmp_path):
     assert squad.span_text(feature, paragraph, feature.doc_offset, last) == squad.span_text(
         direct[-1], paragraph, feature.doc_offset, last)
 
+    # Features made before `` and '' kept their pieces (format 1) are rebuilt.
+    meta_path = pathlib.Path(built.meta_file)
+    old = json.loads(meta_path.read_text())
+    old["settings"]["format_version"] = 1
+    meta_path.write_text(json.dumps(old))
+    assert squad.FEATURE_FORMAT_VERSION == 2
+    assert squad.load_or_build_features(source, tokenizer, record_file, is_training=False,
+                                        **settings).rebuilt
+
     # A changed setting, a changed input, a replaced record file: rebuilt.
     again = squad.load_or_build_features(source, tokenizer, record_file, is_training=False,
                                          **{**settings, "doc_stride": 24})

@@ -9,21 +9,22 @@
 writes `serving/mrpc/<version>/` (1 + the largest existing version unless --version)
 with the signatures `serving_default`, `serve_examples` and `serve_text`. The checkpoint
 must hold every variable of the model (a mismatch stops before anything is written).
-The work is `albert_tf.export`.
+`--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
+the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such as
+`albert_base_v2` works here as there. The work is `albert_tf.export`.
 """
 
 from absl import app, flags
+
+from albert_tf.apps import common
 
 FLAGS = flags.FLAGS
 
 flags.DEFINE_enum("kind", None, ["classifier", "multiple_choice", "squad_v1", "squad_v2",
                                  "encoder", "mlm"], "The model to export.")
-flags.DEFINE_string("albert_config_file", None, "albert_config.json of the model.")
+common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
 flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best).")
-flags.DEFINE_string("spm_model_file", None, "SentencePiece model (for serve_text).")
-flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (for serve_text).")
-flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text.")
 flags.DEFINE_integer("max_seq_length", 512, "Longest packed input of serve_text.")
 flags.DEFINE_integer("max_query_length", 64, "Longest SQuAD question (serve_text).")
 flags.DEFINE_string("task_name", None, "A GLUE task: gives the labels and num_labels.")
@@ -37,17 +38,20 @@ flags.DEFINE_integer("version", None, "Version to write (default: the next one).
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from albert_tf.export import export_savedmodel, load_model_from_checkpoint
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from albert_tf.export import build_model, export_savedmodel
 
     try:
+        config = common.load_config(FLAGS.albert_config_file)
         num_labels = FLAGS.num_labels
         if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
             from albert_tf.data.glue import get_task
 
             num_labels = get_task(FLAGS.task_name).num_labels
-        model = load_model_from_checkpoint(
-            FLAGS.kind, FLAGS.albert_config_file, FLAGS.checkpoint,
-            num_labels=num_labels, num_choices=FLAGS.num_choices)
+        model = build_model(FLAGS.kind, config, num_labels=num_labels,
+                            num_choices=FLAGS.num_choices)
+        # Strict: a checkpoint that lacks any variable stops before anything is written.
+        load_tf1_checkpoint(model, FLAGS.checkpoint, strict=True)
         path = export_savedmodel(
             model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=FLAGS.spm_model_file,
             vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,

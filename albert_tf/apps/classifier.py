@@ -12,8 +12,8 @@ from absl import flags, logging
 from albert_tf import checkpoints, losses
 from albert_tf.apps import common
 from albert_tf.data import glue, race
-from albert_tf.data.cache import write_text_atomically
 from albert_tf.evaluation import glue_metrics
+from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling import AlbertClassifier, AlbertMultipleChoice
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training import distribute
@@ -47,10 +47,8 @@ def define_flags():
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the classifier head.")
 
 
-FLAG_NAMES = common.MODEL_FLAG_NAMES + (
-    "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length", "max_qa_length",
-    "high_only", "middle_only", "train_batch_size", "eval_batch_size", "predict_batch_size",
-    "train_step", "warmup_step", "dropout_prob")
+# The flags passed to `run`: the model flags and those `define_flags` adds.
+FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)
 
 
 @dataclasses.dataclass

@@ -2,11 +2,14 @@
 
 The scripts (`run_pretraining.py`, `run_classifier.py`, `run_squad.py`) only define
 flags and call `albert_tf.apps.<task>.run`; everything they do is reachable from
-Python here.
+Python here. `export_savedmodel.py` takes the model and tokenizer flags defined here
+too, so every script reads `--albert_config_file` (a file or a shipped name) the same
+way.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import os
 
@@ -14,9 +17,9 @@ import keras
 import tensorflow as tf
 from absl import flags, logging
 
+from albert_tf import fileio
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.data.cache import write_text_atomically
 from albert_tf.training import distribute
 from albert_tf.training.optimizers import create_optimizer
 
@@ -51,19 +54,26 @@ def run_script(run, flag_names) -> None:
         raise SystemExit(f"error: {e}") from None
 
 
-def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw"):
-    """Flags every script has, with the original names where the original has them
-    (and each script's original defaults for the learning rate and the optimizer)."""
+def define_model_file_flags():
+    """The model and its tokenizer, as every script takes them (training or export);
+    `load_config` reads `--albert_config_file`."""
     flags.DEFINE_string("albert_config_file", None,
                         "albert_config.json of the model (or a shipped name such as "
                         "albert_base_v2).")
+    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (30k-clean.model).")
+    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (Chinese models).")
+    flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text.")
+
+
+def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw"):
+    """Flags every training script has, with the original names where the original has
+    them (and each script's original defaults for the learning rate and the
+    optimizer): the model files of `define_model_file_flags`, then the run's."""
+    define_model_file_flags()
     flags.DEFINE_string("init_checkpoint", None,
                         "A TF1 checkpoint to start from (e.g. Google's "
                         "model.ckpt-best), unless output_dir already has a checkpoint.")
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
-    flags.DEFINE_string("spm_model_file", None, "SentencePiece model (30k-clean.model).")
-    flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (Chinese models).")
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text.")
     flags.DEFINE_bool("do_train", False, "Train.")
     flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.")
     flags.DEFINE_float("learning_rate", learning_rate, "Peak learning rate.")
@@ -87,13 +97,35 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
                         "at the end (see export_savedmodel.py).")
 
 
-# The flags `define_model_flags` defines, which every script passes to its `run`.
-MODEL_FLAG_NAMES = (
-    "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
-    "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
-    "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
-    "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir")
+class FlagNames(collections.abc.Sequence):
+    """The names of the flags that some modules define, read when used from absl's
+    record of which module defined each flag: no list restates the definitions, and an
+    app module can name its flags before its `define_flags` has run (the scripts call
+    it after importing the module)."""
+
+    def __init__(self, *modules: str):
+        self.modules = modules
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(flag.name for module in self.modules
+                     for flag in flags.FLAGS.get_flags_for_module(module))
+
+    def __getitem__(self, index):
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __add__(self, other: FlagNames) -> FlagNames:
+        return FlagNames(*self.modules, *other.modules)
+
+    def __repr__(self) -> str:
+        return f"FlagNames({', '.join(map(repr, self.modules))})"
+
+
+# The flags `define_model_flags` defines (those of this module), which every script
+# passes to its `run`; an app adds its own: `MODEL_FLAG_NAMES + FlagNames(__name__)`.
+MODEL_FLAG_NAMES = FlagNames(__name__)
 
 
 def flag_values(names) -> dict:
@@ -113,9 +145,17 @@ def check_file(path, flag: str) -> str:
     if not path:
         raise UsageError(f"--{flag} is required")
     path = os.fspath(path)
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
         raise UsageError(f"--{flag}={path} does not exist")
     return path
+
+
+def load_config(albert_config_file) -> AlbertConfig:
+    """`--albert_config_file`: a shipped config name (`albert_base_v2`, ...) or the path
+    of an albert_config.json; the error for neither lists the shipped names."""
+    if not albert_config_file:
+        raise UsageError("--albert_config_file is required")
+    return AlbertConfig.from_name_or_file(albert_config_file)
 
 
 def setup(*, albert_config_file, output_dir, distribution_strategy="one_device", tpu=None,
@@ -123,9 +163,7 @@ def setup(*, albert_config_file, output_dir, distribution_strategy="one_device",
     """Config, strategy, precision and seeds; errors before any work starts."""
     if not output_dir:
         raise UsageError("--output_dir is required")
-    if not albert_config_file:
-        raise UsageError("--albert_config_file is required")
-    config = AlbertConfig.from_name_or_file(albert_config_file)
+    config = load_config(albert_config_file)
     if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
         raise UsageError(
             f"--max_seq_length={max_seq_length} is longer than the model's "
@@ -169,7 +207,7 @@ def write_results(path: str, results: dict, title: str = "Eval results",
     logging.info("***** %s *****", title)
     for key, value in sorted(results.items()):
         logging.info("  %s = %s", key, value)
-    write_text_atomically(path, "".join(f"{k} = {v}\n" for k, v in sorted(results.items())))
+    fileio.write_text_atomically(path, "".join(f"{k} = {v}\n" for k, v in sorted(results.items())))
     if summary_step is not None:
         writer = tf.summary.create_file_writer(os.path.join(os.path.dirname(path), "eval"))
         with writer.as_default(step=summary_step):

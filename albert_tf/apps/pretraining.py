@@ -40,11 +40,7 @@ def define_flags():
     flags.DEFINE_float("short_seq_prob", 0.1, "Short sequence probability (dynamic masking).")
 
 
-FLAG_NAMES = common.MODEL_FLAG_NAMES + (
-    "input_file", "input_text", "max_seq_length", "max_predictions_per_seq",
-    "train_batch_size", "eval_batch_size", "num_train_steps", "num_warmup_steps",
-    "start_warmup_step", "poly_power", "max_eval_steps", "masked_lm_prob", "ngram",
-    "short_seq_prob")
+FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)  # those defined above
 
 
 def pretraining_metrics(outputs, features):

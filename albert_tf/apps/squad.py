@@ -53,12 +53,7 @@ def define_flags():
                        "by more than this.")
 
 
-FLAG_NAMES = common.MODEL_FLAG_NAMES + (
-    "do_predict", "train_file", "predict_file", "train_feature_file",
-    "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
-    "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
-    "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
-    "null_score_diff_threshold")
+FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)  # those defined above
 
 
 def validate(settings) -> None:

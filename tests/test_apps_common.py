@@ -1,0 +1,94 @@
+"""What the scripts share (`albert_tf.apps.common`): flag names read from the
+definitions, and the model flags every script takes the same way."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURE_CHECKPOINT
+
+from albert_tf.config import available_configs
+from tests.helpers.scripts import FIXTURES, ROOT, SPM, run_script
+
+MODEL_FLAGS = {
+    "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
+    "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
+    "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
+    "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
+    "seed", "export_dir"}
+# The flags each script passed to its `run` when the lists were written by hand.
+APP_FLAGS = {
+    "classifier": {
+        "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length",
+        "max_qa_length", "high_only", "middle_only", "train_batch_size", "eval_batch_size",
+        "predict_batch_size", "train_step", "warmup_step", "dropout_prob"},
+    "squad": {
+        "do_predict", "train_file", "predict_file", "train_feature_file",
+        "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
+        "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
+        "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
+        "null_score_diff_threshold"},
+    "pretraining": {
+        "input_file", "input_text", "max_seq_length", "max_predictions_per_seq",
+        "train_batch_size", "eval_batch_size", "num_train_steps", "num_warmup_steps",
+        "start_warmup_step", "poly_power", "max_eval_steps", "masked_lm_prob", "ngram",
+        "short_seq_prob"},
+}
+
+
+def python(code: str) -> str:
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def test_each_app_passes_the_flags_it_defines():
+    # One process per app: their flags share names (max_seq_length, ...), as the
+    # scripts, each of which defines one app's flags.
+    for app, own in APP_FLAGS.items():
+        names = python(
+            f"from albert_tf.apps import common, {app}\n"
+            f"before = list({app}.FLAG_NAMES)\n"
+            f"{app}.define_flags()\n"
+            f"print(len(before), *{app}.FLAG_NAMES)\n").split()
+        assert names[0] == "0"  # read when used: nothing before the definitions
+        assert len(names[1:]) == len(set(names[1:])), app
+        assert set(names[1:]) == MODEL_FLAGS | own, app
+
+
+def test_export_takes_the_model_flags_of_the_run_scripts():
+    names = python("import sys; sys.argv = ['export_savedmodel.py']\n"
+                   "import runpy; runpy.run_path('export_savedmodel.py')\n"
+                   "from albert_tf.apps import common; print(*common.MODEL_FLAG_NAMES)\n")
+    assert names.split() == ["albert_config_file", "spm_model_file", "vocab_file",
+                             "do_lower_case"]
+
+
+def test_export_resolves_a_shipped_config_name(tmp_path):
+    # albert_base_v2 is built (vocabulary 30000, embeddings 128) and then refused by
+    # the tiny fixture checkpoint: the name was resolved as run_classifier.py does.
+    result = run_script("export_savedmodel.py", "--kind=encoder",
+                        "--albert_config_file=albert_base_v2",
+                        f"--checkpoint={FIXTURE_CHECKPOINT}",
+                        f"--export_dir={tmp_path / 'serving'}", check=False)
+    assert result.returncode != 0
+    assert "does not fit" in result.stderr
+    assert "bert/embeddings/word_embeddings: model [30000, 128], checkpoint [211, " \
+        in result.stderr
+    assert not (tmp_path / "serving").exists()
+
+
+@pytest.mark.parametrize("script, args", [
+    ("export_savedmodel.py", ["--kind=encoder", f"--checkpoint={FIXTURE_CHECKPOINT}",
+                              "--export_dir={tmp}/serving"]),
+    ("run_classifier.py", ["--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}",
+                           "--do_train", f"--spm_model_file={SPM}", "--output_dir={tmp}"]),
+])
+def test_an_unknown_config_name_lists_the_shipped_ones(tmp_path, script, args):
+    result = run_script(script, "--albert_config_file=albert_bsae_v2",
+                        *(a.replace("{tmp}", str(tmp_path)) for a in args), check=False)
+    assert result.returncode != 0
+    assert ("error: albert config file albert_bsae_v2 does not exist, and it is not the "
+            f"name of a shipped config either ({', '.join(available_configs())})"
+            ) in result.stderr

@@ -69,6 +69,26 @@ def atomic_path(path, suffixes: tuple[str, ...] = ("",)) -> Iterator[str]:
             remove_if_exists(tmp + suffix)
 
 
+@contextlib.contextmanager
+def atomic_directory(path) -> Iterator[str]:
+    """Yields a new, empty temporary directory beside `path` (its name starts with a dot,
+    so scans for integer versions skip it); when the block succeeds, renames it to
+    `path`, which must not exist (a written directory, such as a SavedModel version, is
+    never replaced), else removes it with all it holds."""
+    path = os.fspath(path).rstrip("/")
+    parent, base = os.path.split(path)
+    tmp = os.path.join(parent, f".tmp-{base}-{uuid.uuid4().hex}")
+    tf.io.gfile.makedirs(tmp)
+    try:
+        yield tmp
+        if tf.io.gfile.exists(path):
+            raise FileExistsError(f"{path} appeared while it was written; not replaced")
+        tf.io.gfile.rename(tmp, path)
+    finally:
+        if tf.io.gfile.exists(tmp):
+            tf.io.gfile.rmtree(tmp)
+
+
 def write_text_atomically(path, text: str) -> None:
     """Writes `text` (UTF-8) to `path` under a temporary name, then renames it."""
     with atomic_path(path) as tmp, tf.io.gfile.GFile(tmp, "w") as f:

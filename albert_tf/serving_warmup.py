@@ -15,6 +15,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
+
 WARMUP_DIR = "assets.extra"
 WARMUP_FILENAME = "tf_serving_warmup_requests"
 
@@ -66,16 +68,9 @@ def write_warmup_requests(
     serialized = log.SerializeToString()
 
     path = warmup_path(version_dir)
-    tf.io.gfile.makedirs(os.path.dirname(path))
-    tmp_path = path + ".tmp"
-    try:
-        with tf.io.TFRecordWriter(tmp_path) as writer:
-            for _ in range(num_records):
-                writer.write(serialized)
-        tf.io.gfile.rename(tmp_path, path, overwrite=True)
-    finally:
-        if tf.io.gfile.exists(tmp_path):
-            tf.io.gfile.remove(tmp_path)
+    with fileio.atomic_path(path) as tmp_path, tf.io.TFRecordWriter(tmp_path) as writer:
+        for _ in range(num_records):
+            writer.write(serialized)
     return path
 
 

@@ -195,13 +195,14 @@ def _text_model_inputs(case):
 
 
 def _expected(case, model, inputs):
-    from albert_tf.export import _OUTPUTS
+    from albert_tf.export import SERVING_KINDS
 
     model_inputs = dict(inputs)
     if case == "squad_v1":
         model_inputs.pop("p_mask", None)
     outputs = model({k: tf.constant(v) for k, v in model_inputs.items()}, training=False)
-    return {k: np.asarray(outputs[k]) for k in _OUTPUTS[_kind(case)] if k in outputs}
+    return {k: np.asarray(outputs[k]) for k in SERVING_KINDS[_kind(case)].outputs
+            if k in outputs}
 
 
 @pytest.fixture(scope="module")
@@ -310,9 +311,9 @@ def test_serve_text_truncates_long_and_handles_empty(reloaded):
 def test_warmup_request_runs(reloaded, case):
     results, _ = reloaded
     got = results[(case, "warmup")]
-    from albert_tf.export import _OUTPUTS
+    from albert_tf.export import SERVING_KINDS
 
-    assert sorted(got) == sorted(k for k in _OUTPUTS[_kind(case)]
+    assert sorted(got) == sorted(k for k in SERVING_KINDS[_kind(case)].outputs
                                  if case != "regression" or k != "probabilities")
     for value in got.values():
         assert np.isfinite(value).all()
@@ -410,12 +411,12 @@ def test_script_exports_a_checkpoint(tmp_path):
 def test_wordpiece_export_serves_text(tmp_path):
     """A WordPiece vocabulary (the Chinese models') travels as the asset and serve_text
     tokenizes with it exactly as the Python tokenizer; SQuAD exports refuse it."""
-    from test_tokenization import REAL_TEXT, make_wordpiece_vocab
-
     from albert_tf import AlbertConfig
     from albert_tf.export import ExportError, build_model, export_savedmodel
     from albert_tf.text import pack_inputs
     from albert_tf.tokenization import FullTokenizer
+    from tests.helpers.paths import REAL_TEXT
+    from tests.helpers.text_cases import make_wordpiece_vocab
 
     chinese = ["中文的句子，还有标点。", "我们在北京大学学习。"]
     vocab = make_wordpiece_vocab(tmp_path / "vocab.txt", REAL_TEXT[:40] + chinese)

@@ -1,0 +1,82 @@
+"""SavedModel export of the ALBERT models for TF Serving (and `tf.saved_model.load`).
+
+`export_savedmodel(model, export_dir, kind=...)` writes `<export_dir>/<version>/` with
+three signatures:
+
+- `serving_default`: int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, S]
+  ([B, num_choices, S] for `multiple_choice`; `squad_v2` adds float `p_mask` [B, S];
+  `mlm` adds int32 `masked_lm_positions` [B, P]).
+- `serve_examples`: `examples`, a string vector of serialized `tf.Example`s with the
+  original TFRecord feature names (`input_ids`, `input_mask`, `segment_ids`, and
+  `p_mask` / `masked_lm_positions` where the model needs them), variable-length int64
+  lists padded in the graph (RACE records hold num_choices * S values per feature; S
+  may differ between the examples of a request).
+- `serve_text` (when a SentencePiece model or WordPiece vocabulary is given): raw text,
+  tokenized in the graph with `AlbertTextTokenizer` (the Python tokenizer's ids) and
+  packed with `albert_tf.packing` as the kind's records are:
+    classifier: `text_a` [B] (and `text_b` [B] for pair tasks), longest-first;
+    multiple_choice: `text_a` [B] (the article) and `text_b` [B, num_choices]
+      (question + option of each choice): the option keeps its last `max_qa_length`
+      pieces, the article its first pieces that still fit (the RACE records);
+    squad_v1 / squad_v2: `question` [B] and `context` [B]: the question is cut to
+      `max_query_length` pieces, the context to what remains (one window, no doc
+      stride). Besides the model outputs it returns the packed `input_word_ids`,
+      `input_mask`, `input_type_ids` and `p_mask` (0 on [CLS] and context pieces,
+      1 elsewhere, as the original), and `context_start` [B] (int32, the position of
+      the first context piece), `token_start_char` and `token_end_char` [B, S]
+      (int32: `context[start:end]` is the text of the piece at each position, -1
+      where the position holds no context piece; code points, as Python indexes a
+      str). `evaluation.squad_postprocess.postprocess_serve_text` turns these into
+      the answers `run_squad.py` gives when the context fits in one window;
+    encoder: `text_a` (and `text_b`);
+    mlm: `text_a` (and `text_b`); `mlm_logits` [B, S, V] is returned at EVERY
+      position of the packed input (with `input_word_ids` and `input_mask`), since
+      raw text cannot carry the [MASK] id: pick the positions you need.
+
+Named outputs: classifier `logits`, `probabilities`, `predictions` (regression:
+`logits`, `predictions`); multiple_choice the same; squad_v1 `start_logits`,
+`end_logits`; squad_v2 `start_top_log_probs`, `start_top_index`, `end_top_log_probs`,
+`end_top_index`, `cls_logits`; encoder `pooled_output`, `sequence_output`; mlm
+`mlm_logits`, `sop_logits`.
+
+The version directory is written under a temporary name beside it and renamed when
+complete; an existing version is never overwritten. `assets.extra/` holds
+`albert_config.json`, `labels.txt` (classifier / multiple choice) and
+`export_info.json` (kind, max_seq_length, do_lower_case, signatures, ...). The
+SentencePiece model (or vocabulary) is a SavedModel asset.
+
+The package: `kinds` (each serving kind described once, as data), `serving` (the one
+`tf.Module` that reads a kind), `serving_text` (raw text -> model inputs per kind),
+`savedmodel` (the export's steps).
+"""
+
+from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
+from albert_tf.export.savedmodel import (
+    DEFAULT_MAX_QA_LENGTH,
+    DEFAULT_MAX_QUERY_LENGTH,
+    SIGNATURES,
+    ExportError,
+    build_model,
+    export_savedmodel,
+    load_model_from_checkpoint,
+    next_version,
+    serving_kind,
+)
+from albert_tf.export.serving import ServingModule, warmup_inputs
+
+__all__ = [
+    "DEFAULT_MAX_QA_LENGTH",
+    "DEFAULT_MAX_QUERY_LENGTH",
+    "KINDS",
+    "SERVING_KINDS",
+    "SIGNATURES",
+    "ExportError",
+    "ServingKind",
+    "ServingModule",
+    "build_model",
+    "export_savedmodel",
+    "load_model_from_checkpoint",
+    "next_version",
+    "serving_kind",
+    "warmup_inputs",
+]

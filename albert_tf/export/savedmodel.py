@@ -1,0 +1,272 @@
+"""`export_savedmodel`: a Keras ALBERT model -> `<export_dir>/<version>/` for TF Serving.
+
+The steps: check the arguments against the kind's entry (`albert_tf.export.kinds`),
+resolve the labels and whether `serve_text` takes a pair, build the in-graph tokenizer,
+trace the signatures of `albert_tf.export.serving.ServingModule`, then write the version
+directory under a temporary name (renamed when complete: an existing version is never
+overwritten) with its `assets.extra/`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from albert_tf import fileio, fused
+from albert_tf.checkpoints import load_tf1_checkpoint
+from albert_tf.config import AlbertConfig
+from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
+from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
+from albert_tf.export.serving import ServingModule, warmup_inputs
+from albert_tf.export.serving_text import TextSettings
+
+SIGNATURES = ("serving_default", "serve_examples", "serve_text")
+DEFAULT_MAX_QUERY_LENGTH = 64  # the original run_squad's --max_query_length
+EXTRA_DIR = "assets.extra"
+# What a missing build_model argument can also come from.
+_ARGUMENT_HINTS = {"num_labels": " (or a GLUE task_name)"}
+
+
+class ExportError(ValueError):
+    """Bad arguments to an export (wrong model kind, an existing version, ...)."""
+
+
+# ------------------------------------------------------------------ model building
+def serving_kind(kind: str) -> ServingKind:
+    """The table entry of `kind`; `ExportError` for an unknown kind."""
+    if kind not in SERVING_KINDS:
+        raise ExportError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+    return SERVING_KINDS[kind]
+
+
+def build_model(kind: str, config: AlbertConfig, *, num_labels: int | None = None,
+                num_choices: int = 4, **kwargs):
+    """The Keras model of `kind` for `config` (weights created, not loaded)."""
+    entry = serving_kind(kind)
+    given = {"num_labels": num_labels, "num_choices": num_choices}
+    for argument in entry.model_arguments:
+        if given[argument] is None:
+            raise ExportError(f"kind {kind!r} needs {argument}"
+                              f"{_ARGUMENT_HINTS.get(argument, '')}")
+        kwargs[argument] = given[argument]
+    return entry.model_class(config, **kwargs)
+
+
+def load_model_from_checkpoint(kind: str, albert_config_file, checkpoint, *,
+                               num_labels: int | None = None, num_choices: int = 4,
+                               **kwargs):
+    """Builds the model of `kind` from `albert_config_file` and loads the TF1 (name-based)
+    `checkpoint` strictly: any model variable missing from it, or of another shape,
+    raises `CheckpointError` (nothing is written). The load report is kept as
+    `model.load_report`."""
+    config = AlbertConfig.from_json_file(albert_config_file)
+    model = build_model(kind, config, num_labels=num_labels, num_choices=num_choices,
+                        **kwargs)
+    model.load_report = load_tf1_checkpoint(model, checkpoint, strict=True)
+    return model
+
+
+# --------------------------------------------------------------------- versioning
+def next_version(export_dir) -> int:
+    """1 + the largest integer subdirectory of `export_dir`, else 1."""
+    return max(fileio.integer_subdirectories(export_dir), default=0) + 1
+
+
+def _version_dir(export_dir, version: int | None) -> str:
+    """`<export_dir>/<version>`, which must not exist yet."""
+    export_dir = os.fspath(export_dir)
+    if version is None:
+        version = next_version(export_dir)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ExportError(f"version must be a non-negative integer, got {version!r}")
+    final_dir = os.path.join(export_dir, str(version))
+    if os.path.exists(final_dir):
+        raise ExportError(f"{final_dir} exists; an exported version is never overwritten")
+    return final_dir
+
+
+# ------------------------------------------------------------------ the arguments
+def _is_int(value, minimum: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
+
+
+def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
+                     max_seq_length, max_qa_length) -> None:
+    if not isinstance(model, entry.model_class):
+        raise ExportError(f"kind {entry.name!r} needs a {entry.model_class.__name__}, got "
+                          f"{type(model).__name__}")
+    if spm_model_file and vocab_file:
+        raise ExportError("give spm_model_file or vocab_file, not both")
+    if not _is_int(max_seq_length, 3):
+        raise ExportError(f"max_seq_length must be an integer >= 3, got {max_seq_length!r}")
+    if max_seq_length > model.config.max_position_embeddings:
+        raise ExportError(f"max_seq_length {max_seq_length} exceeds the model's "
+                          f"max_position_embeddings {model.config.max_position_embeddings}")
+    if not _is_int(max_qa_length, 1):
+        raise ExportError(f"max_qa_length must be a positive integer, got {max_qa_length!r}")
+
+
+def _resolve_labels(entry: ServingKind, model, labels) -> list[str] | None:
+    """The lines of labels.txt: the given labels (one per output) or the kind's
+    defaults; None when the kind names no outputs (or a regression)."""
+    rule = entry.labels
+    if rule is None:
+        return None
+    count = getattr(model, rule.count_attribute)
+    if rule.none_for_one and count == 1:
+        return None
+    labels = list(labels) if labels is not None else [rule.default(i) for i in range(count)]
+    if len(labels) != count:
+        raise ExportError(f"{len(labels)} labels given for a {entry.name} of "
+                          f"{rule.count_attribute}={count}")
+    return labels
+
+
+def _labels_and_pairing(entry: ServingKind, model, labels, task_name, is_pair):
+    """(labels, is_pair): a GLUE `task_name` gives its labels and whether it is a pair
+    task, unless `labels` / `is_pair` say otherwise; a pair by default."""
+    if task_name is not None:
+        from albert_tf.data.glue import get_task
+
+        task = get_task(task_name)
+        if labels is None and not task.is_regression:
+            labels = list(task.labels)
+        if is_pair is None:
+            is_pair = task.is_pair
+    is_pair = True if is_pair is None else bool(is_pair)
+    return _resolve_labels(entry, model, labels), is_pair
+
+
+def _build_tokenizer(entry: ServingKind, spm_model_file, vocab_file, do_lower_case):
+    """The in-graph tokenizer of `serve_text`; None without a SentencePiece model or
+    vocabulary (no `serve_text`)."""
+    if not (spm_model_file or vocab_file):
+        return None
+    if entry.text_offsets and vocab_file:
+        raise ExportError(
+            "SQuAD exports take spm_model_file, not vocab_file: serve_text maps the "
+            "answer back to the context through SentencePiece offsets (and the "
+            "original reads SQuAD with a SentencePiece model only)")
+    from albert_tf.text import AlbertTextTokenizer
+
+    return AlbertTextTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                               do_lower_case=do_lower_case, with_offsets=entry.text_offsets)
+
+
+# ------------------------------------------------------------------ the signatures
+def _trace_signatures(module: ServingModule) -> dict:
+    """The concrete functions of each signature (`serve_text` only with a tokenizer).
+    Traced with plain TensorFlow ops: TF Serving runs XLA kernels on CPU only when
+    started with --xla_cpu_compilation_enabled (albert_tf.fused)."""
+    def trace(function, specs):
+        return tf.function(function, input_signature=specs).get_concrete_function()
+
+    with fused.xla_disabled():
+        signatures = {
+            "serving_default": trace(module.serving_default, module.input_specs()),
+            "serve_examples": trace(module.serve_examples,
+                                    [tf.TensorSpec([None], tf.string, name="examples")]),
+        }
+        if module.tokenizer is not None:
+            signatures["serve_text"] = trace(module.serve_text, module.text_specs())
+    return signatures
+
+
+def _signature_info(concrete) -> dict:
+    inputs = {name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
+              for name, spec in concrete.structured_input_signature[1].items()}
+    outputs = {name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
+               for name, spec in concrete.structured_outputs.items()}
+    return {"inputs": inputs, "outputs": outputs}
+
+
+# ------------------------------------------------------------------ the files
+def _write_warmup(version_dir, module: ServingModule) -> bool:
+    """Writes the TF Serving warmup file when the tools for it are installed."""
+    try:
+        from albert_tf.serving_warmup import write_warmup_requests
+
+        write_warmup_requests(version_dir, "serving_default", warmup_inputs(module))
+    except ImportError:
+        return False
+    return True
+
+
+def _write_extras(version_dir, model, labels, info: dict) -> None:
+    """`assets.extra/`: albert_config.json, labels.txt (when there are labels) and
+    export_info.json."""
+    extra = os.path.join(version_dir, EXTRA_DIR)
+    tf.io.gfile.makedirs(extra)
+    model.config.to_json_file(os.path.join(extra, "albert_config.json"))
+    if labels is not None:
+        fileio.write_text_atomically(os.path.join(extra, "labels.txt"),
+                                     "".join(f"{label}\n" for label in labels))
+    fileio.write_text_atomically(os.path.join(extra, "export_info.json"),
+                                 json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,
+                 do_lower_case: bool, task_name, labels, tokenizer_name) -> dict:
+    """What export_info.json says the model serves: the common fields, then those the
+    kind adds (from the model and from the text settings)."""
+    entry, settings = module.serving_kind, module.settings
+    info = {
+        "warmup_requests": bool(warmup),
+        "kind": entry.name, "max_seq_length": settings.max_seq_length,
+        "do_lower_case": do_lower_case, "task_name": task_name,
+        "is_pair": settings.is_pair, "labels": labels, "tokenizer": tokenizer_name,
+        "signatures": {n: _signature_info(c) for n, c in signatures.items()},
+    }
+    info.update({name: getattr(module.model, name) for name in entry.model_info})
+    info.update({name: getattr(settings, name) for name in entry.text_info})
+    return info
+
+
+def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
+                      vocab_file=None, do_lower_case: bool = True,
+                      max_seq_length: int = 512, labels=None, version: int | None = None,
+                      task_name: str | None = None, is_pair: bool | None = None,
+                      max_query_length: int = DEFAULT_MAX_QUERY_LENGTH,
+                      max_qa_length: int = DEFAULT_MAX_QA_LENGTH,
+                      warmup_requests: bool = True) -> str:
+    """Writes `model` (of `kind`) as the SavedModel `<export_dir>/<version>/` and returns
+    that directory. See `albert_tf.export` for the signatures.
+
+    `task_name` (a GLUE task) gives the labels and whether `serve_text` takes a pair;
+    `is_pair` overrides (default: a pair, unless the task is single-sentence).
+    `max_query_length` (SQuAD) and `max_qa_length` (multiple choice: the option's last
+    pieces, capped at `max_seq_length - 3`) pack `serve_text` as the kind's records.
+    `version` defaults to 1 + the largest existing integer version; an existing version
+    directory raises `ExportError` before anything is written.
+    With `warmup_requests` (and `albert_tf.serving_warmup` with the
+    tensorflow-serving-api package available) a `serving_default` warmup request for TF
+    Serving goes to `assets.extra/tf_serving_warmup_requests`.
+    """
+    entry = serving_kind(kind)
+    _check_arguments(entry, model, spm_model_file=spm_model_file, vocab_file=vocab_file,
+                     max_seq_length=max_seq_length, max_qa_length=max_qa_length)
+    labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
+    final_dir = _version_dir(export_dir, version)
+    settings = TextSettings(
+        max_seq_length=max_seq_length, is_pair=is_pair, max_query_length=max_query_length,
+        # The records refuse a longer one; here the option then fills the whole input.
+        max_qa_length=min(max_qa_length, max_seq_length - 3),
+        num_choices=getattr(model, "num_choices", None))
+    tokenizer = _build_tokenizer(entry, spm_model_file, vocab_file, do_lower_case)
+    module = ServingModule(model, entry, tokenizer, settings)
+    signatures = _trace_signatures(module)
+
+    with fileio.atomic_directory(final_dir) as temp_dir:
+        with fused.xla_disabled():
+            tf.saved_model.save(module, temp_dir, signatures=signatures)
+        warmup = warmup_requests and _write_warmup(temp_dir, module)
+        _write_extras(temp_dir, model, labels, _export_info(
+            module, signatures, warmup=warmup, do_lower_case=do_lower_case,
+            task_name=task_name, labels=labels,
+            tokenizer_name=("sentencepiece" if spm_model_file else
+                            "wordpiece" if vocab_file else None)))
+        if os.path.exists(final_dir):
+            raise ExportError(f"{final_dir} appeared during the export; not overwritten")
+    return final_dir

@@ -1,0 +1,140 @@
+"""The SavedModel's serving module: one `tf.Module` for every kind, reading the kind's
+entry in `albert_tf.export.kinds` (inputs, outputs, text packing).
+
+Signatures (traced by `albert_tf.export.savedmodel`):
+
+- `serving_default`: int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, S]
+  ([B, num_choices, S] for a per-choice kind), then the kind's extra inputs [B, *]
+  (`p_mask` float32 for squad_v2, `masked_lm_positions` int32 for mlm).
+- `serve_examples`: `examples`, serialized `tf.Example`s with the original TFRecord
+  feature names (`input_ids`, `input_mask`, `segment_ids` and the extra inputs' own
+  names), variable-length int64 lists padded in the graph, each extra input with its
+  own padding value (RACE records hold num_choices * S values per feature; S may differ
+  between the examples of a request).
+- `serve_text`: the kind's string inputs, tokenized and packed in the graph
+  (`albert_tf.export.serving_text`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import names
+from albert_tf.export.kinds import ServingKind
+from albert_tf.export.serving_text import TextSettings
+
+
+def _pad_rows(sparse, default_value, dtype=tf.int32):
+    """Variable-length rows [B, (L)] -> dense [B, max L]."""
+    return tf.cast(tf.sparse.to_dense(sparse, default_value=default_value), dtype)
+
+
+class ServingModule(tf.Module):
+    """The model, its tokenizer (None: no `serve_text`) and the signature functions."""
+
+    def __init__(self, model, kind: ServingKind, tokenizer, settings: TextSettings):
+        super().__init__(name="albert_serving")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.serving_kind = kind
+        self.kind = kind.name
+        self.settings = settings
+        self.num_choices = getattr(model, "num_choices", None)
+        self.min_length = kind.min_length(model)
+
+    # -- the model on int inputs
+    def run(self, inputs: dict) -> dict:
+        """The kind's outputs of the model on `inputs` (those the model takes)."""
+        inputs = {name: inputs[name] for name in self.serving_kind.input_names}
+        if self.min_length > 1:
+            inputs = self._pad_to_min_length(inputs)
+        outputs = self.model(inputs, training=False)
+        return {name: outputs[name] for name in self.serving_kind.outputs
+                if name in outputs}
+
+    def _pad_to_min_length(self, inputs: dict) -> dict:
+        """Sequences shorter than the model's minimum, padded at their end (each input
+        with its own padding value)."""
+        length = tf.shape(inputs[names.INPUT_WORD_IDS])[-1]
+        extra = tf.maximum(self.min_length - length, 0)
+        pad_values = {x.name: x.pad_value for x in self.serving_kind.extra_inputs
+                      if x.per_position}
+        padded = dict(inputs)
+        for name in names.MODEL_INPUTS + tuple(pad_values):
+            value = inputs[name]
+            paddings = [[0, 0]] * (value.shape.rank - 1) + [[0, extra]]
+            padded[name] = tf.pad(value, paddings, constant_values=tf.cast(
+                pad_values.get(name, 0), value.dtype))
+        return padded
+
+    # -- serving_default
+    def input_specs(self) -> list[tf.TensorSpec]:
+        sequence_shape = [None, self.num_choices, None] if self.serving_kind.per_choice \
+            else [None, None]
+        specs = [tf.TensorSpec(sequence_shape, tf.int32, name=name)
+                 for name in names.MODEL_INPUTS]
+        specs += [tf.TensorSpec([None, None], x.dtype, name=x.name)
+                  for x in self.serving_kind.extra_inputs]
+        return specs
+
+    def serving_default(self, *args):
+        return self.run(dict(zip(self.serving_kind.input_names, args)))
+
+    # -- serve_examples
+    def serve_examples(self, examples):
+        extras = self.serving_kind.extra_inputs
+        features = names.RECORD_SEQUENCES + tuple(x.name for x in extras)
+        parsed = tf.io.parse_example(
+            examples, {name: tf.io.VarLenFeature(tf.int64) for name in features})
+        rows = self._choices if self.serving_kind.per_choice else \
+            lambda sparse: _pad_rows(sparse, 0)
+        inputs = {names.RECORD_TO_MODEL[name]: rows(parsed[name])
+                  for name in names.RECORD_SEQUENCES}
+        for x in extras:  # positions past an example's end hold the input's padding
+            inputs[x.name] = _pad_rows(parsed[x.name], x.pad_value, x.dtype)
+        return self.run(inputs)
+
+    def _choices(self, sparse):
+        """[B, num_choices * L_b] values (L_b: example b's own length) -> int32
+        [B, num_choices, max L_b], each choice padded on its own."""
+        ragged = tf.RaggedTensor.from_sparse(sparse)
+        tf.debugging.assert_equal(
+            ragged.row_lengths() % self.num_choices, tf.constant(0, tf.int64),
+            message=f"a multiple-choice tf.Example holds num_choices ({self.num_choices}) "
+                    "* seq_length values in each feature")
+        lengths = tf.repeat(ragged.row_lengths() // self.num_choices, self.num_choices)
+        choices = tf.RaggedTensor.from_row_lengths(ragged.flat_values, lengths)
+        dense = tf.cast(choices.to_tensor(default_value=0), tf.int32)  # [B * C, L]
+        return tf.reshape(dense, [-1, self.num_choices, tf.shape(dense)[1]])
+
+    # -- serve_text
+    def text_specs(self) -> list[tf.TensorSpec]:
+        return self.serving_kind.text_specs(self.settings)
+
+    def serve_text(self, *texts):
+        named = dict(zip([spec.name for spec in self.text_specs()], texts))
+        packed = self.serving_kind.pack_text(self.tokenizer, self.settings, named)
+        outputs = self.run(packed.inputs)
+        outputs.update(packed.returned)
+        return outputs
+
+
+def warmup_inputs(module: ServingModule) -> dict:
+    """A one-example `serving_default` request: [CLS] [SEP] padded to the model's
+    minimum length."""
+    kind = module.serving_kind
+    length = max(module.min_length, 2)
+    ids = np.zeros([1, length], np.int32)
+    mask = np.zeros([1, length], np.int32)
+    ids[0, :2] = [module.tokenizer.cls_id, module.tokenizer.sep_id] \
+        if module.tokenizer is not None else [2, 3]
+    mask[0, :2] = 1
+    inputs = {names.INPUT_WORD_IDS: ids, names.INPUT_MASK: mask,
+              names.INPUT_TYPE_IDS: np.zeros_like(ids)}
+    if kind.per_choice:  # [1, L] -> [1, C, L]
+        inputs = {k: np.repeat(v[:, None], module.num_choices, axis=1)
+                  for k, v in inputs.items()}
+    for x in kind.extra_inputs:
+        inputs[x.name] = x.warmup(mask)
+    return inputs

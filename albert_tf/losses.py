@@ -5,8 +5,39 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from albert_tf import names
+
 # The original divides the weighted MLM loss by sum(weights) + 1e-5.
 MLM_DENOMINATOR_EPSILON = 1e-5
+
+
+# ------------------------------------------------------------------ pretraining
+# One definition of the masked-LM and sentence-order math, which the loss below, the
+# training objective (`training.objectives.PretrainingObjective`, which sums over
+# replicas before dividing) and the evaluation metrics (`apps.pretraining`) share.
+
+
+def log_probabilities(logits):
+    """log_softmax over the last axis, in float32 (the original's first step)."""
+    return tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+
+
+def masked_lm_nll(log_probs, masked_lm_ids):
+    """-log p(masked token): log_probs [B, P, V], masked_lm_ids [B, P] -> [B, P]."""
+    return -tf.gather(log_probs, tf.cast(masked_lm_ids, tf.int32), batch_dims=2)
+
+
+def masked_lm_sums(log_probs, masked_lm_ids, masked_lm_weights):
+    """(sum of weight * nll, sum of weights): the numerator and denominator of the
+    masked-LM loss, before the original's 1e-5 (weights: [B, P], 0 on padding)."""
+    weights = tf.cast(masked_lm_weights, tf.float32)
+    nll = masked_lm_nll(log_probs, masked_lm_ids)  # [B, P]
+    return tf.reduce_sum(weights * nll), tf.reduce_sum(weights)
+
+
+def sentence_order_nll(log_probs, next_sentence_labels):
+    """-log p(label): log_probs [B, 2], labels [B] or [B, 1] -> [B]."""
+    return -tf.gather(log_probs, _flat(next_sentence_labels, tf.int32), batch_dims=1)
 
 
 def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
@@ -15,27 +46,24 @@ def masked_lm_loss(mlm_logits, masked_lm_ids, masked_lm_weights):
     mlm_logits: [B, P, V]; masked_lm_ids: [B, P]; masked_lm_weights: [B, P] (0 for the
     padding entries of `masked_lm_positions`).
     """
-    log_probs = tf.nn.log_softmax(tf.cast(mlm_logits, tf.float32), axis=-1)
-    ids = tf.cast(masked_lm_ids, tf.int32)
-    nll = -tf.gather(log_probs, ids, batch_dims=2)  # [B, P]
-    weights = tf.cast(masked_lm_weights, tf.float32)
-    return tf.reduce_sum(weights * nll) / (tf.reduce_sum(weights) + MLM_DENOMINATOR_EPSILON)
+    total, weight = masked_lm_sums(log_probabilities(mlm_logits), masked_lm_ids,
+                                   masked_lm_weights)
+    return total / (weight + MLM_DENOMINATOR_EPSILON)
 
 
 def sentence_order_loss(sop_logits, next_sentence_labels):
     """Mean negative log-likelihood of the sentence-order labels ([B] or [B, 1])."""
-    log_probs = tf.nn.log_softmax(tf.cast(sop_logits, tf.float32), axis=-1)  # [B, 2]
-    labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), [-1])
-    return -tf.reduce_mean(tf.gather(log_probs, labels, batch_dims=1))
+    return tf.reduce_mean(sentence_order_nll(log_probabilities(sop_logits),
+                                             next_sentence_labels))
 
 
 def pretraining_loss(outputs, features):
     """(total, mlm, sop) for the outputs of `AlbertPretrainer` and the batch's
     original feature names (`masked_lm_ids`, `masked_lm_weights`,
     `next_sentence_labels`)."""
-    mlm = masked_lm_loss(outputs["mlm_logits"], features["masked_lm_ids"],
-                         features["masked_lm_weights"])
-    sop = sentence_order_loss(outputs["sop_logits"], features["next_sentence_labels"])
+    mlm = masked_lm_loss(outputs[names.MLM_LOGITS], features[names.MASKED_LM_IDS],
+                         features[names.MASKED_LM_WEIGHTS])
+    sop = sentence_order_loss(outputs[names.SOP_LOGITS], features[names.NEXT_SENTENCE_LABELS])
     return mlm + sop, mlm, sop
 
 

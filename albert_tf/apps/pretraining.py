@@ -7,7 +7,7 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import checkpoints
+from albert_tf import checkpoints, losses, names
 from albert_tf.apps import common
 from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.modeling import AlbertPretrainer
@@ -46,23 +46,23 @@ FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)  # those defin
 def pretraining_metrics(outputs, features):
     """The original's eval metrics as (sum, count): masked-LM accuracy and loss
     (weighted by masked_lm_weights), sentence-order accuracy and loss."""
-    weights = tf.cast(features["masked_lm_weights"], tf.float32)  # [B, P]
-    log_probs = tf.nn.log_softmax(tf.cast(outputs["mlm_logits"], tf.float32))
-    ids = tf.cast(features["masked_lm_ids"], tf.int32)
-    nll = -tf.gather(log_probs, ids, batch_dims=2)
+    weights = tf.cast(features[names.MASKED_LM_WEIGHTS], tf.float32)  # [B, P]
+    ids = tf.cast(features[names.MASKED_LM_IDS], tf.int32)
+    log_probs = losses.log_probabilities(outputs[names.MLM_LOGITS])  # [B, P, V]
+    mlm_loss, weight = losses.masked_lm_sums(log_probs, ids, weights)
     correct = tf.cast(tf.equal(tf.argmax(log_probs, -1, output_type=tf.int32), ids),
                       tf.float32)
-    sop = tf.nn.log_softmax(tf.cast(outputs["sop_logits"], tf.float32))
-    labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-    sop_nll = -tf.gather(sop, labels, batch_dims=1)
+    labels = tf.reshape(tf.cast(features[names.NEXT_SENTENCE_LABELS], tf.int32), [-1])
+    sop = losses.log_probabilities(outputs[names.SOP_LOGITS])  # [B, 2]
     sop_correct = tf.cast(tf.equal(tf.argmax(sop, -1, output_type=tf.int32), labels),
                           tf.float32)
     examples = tf.cast(tf.size(labels), tf.float32)
     return {
-        "masked_lm_accuracy": (tf.reduce_sum(weights * correct), tf.reduce_sum(weights)),
-        "masked_lm_loss": (tf.reduce_sum(weights * nll), tf.reduce_sum(weights)),
+        "masked_lm_accuracy": (tf.reduce_sum(weights * correct), weight),
+        "masked_lm_loss": (mlm_loss, weight),
         "sentence_order_accuracy": (tf.reduce_sum(sop_correct), examples),
-        "sentence_order_loss": (tf.reduce_sum(sop_nll), examples),
+        "sentence_order_loss": (tf.reduce_sum(losses.sentence_order_nll(sop, labels)),
+                                examples),
     }
 
 

@@ -14,7 +14,7 @@ from typing import Callable, Mapping
 
 import tensorflow as tf
 
-from albert_tf.losses import MLM_DENOMINATOR_EPSILON
+from albert_tf import losses, names
 
 
 class Objective:
@@ -73,26 +73,22 @@ class MeanObjective(Objective):
 
 
 class PretrainingObjective(Objective):
-    """The original `run_pretraining.py` loss: masked LM (weighted mean with the 1e-5
-    denominator) plus sentence order (mean)."""
+    """The original `run_pretraining.py` loss (`losses.pretraining_loss`): masked LM
+    (weighted mean with the 1e-5 denominator) plus sentence order (mean), its sums
+    taken apart so that replicas and micro-batches add up before the division."""
 
-    offsets = {"masked_lm_loss": MLM_DENOMINATOR_EPSILON}
+    offsets = {"masked_lm_loss": losses.MLM_DENOMINATOR_EPSILON}
     term_names = ("masked_lm_loss", "sentence_order_loss")
 
     def numerators(self, outputs, features):
-        log_probs = tf.nn.log_softmax(tf.cast(outputs["mlm_logits"], tf.float32), axis=-1)
-        ids = tf.cast(features["masked_lm_ids"], tf.int32)
-        nll = -tf.gather(log_probs, ids, batch_dims=2)  # [B, P]
-        weights = tf.cast(features["masked_lm_weights"], tf.float32)
-        sop = tf.nn.log_softmax(tf.cast(outputs["sop_logits"], tf.float32), axis=-1)
-        labels = tf.reshape(tf.cast(features["next_sentence_labels"], tf.int32), [-1])
-        return {
-            "masked_lm_loss": tf.reduce_sum(weights * nll),
-            "sentence_order_loss": -tf.reduce_sum(tf.gather(sop, labels, batch_dims=1)),
-        }
+        mlm, _ = losses.masked_lm_sums(losses.log_probabilities(outputs[names.MLM_LOGITS]),
+                                       features[names.MASKED_LM_IDS],
+                                       features[names.MASKED_LM_WEIGHTS])
+        sop = losses.sentence_order_nll(losses.log_probabilities(outputs[names.SOP_LOGITS]),
+                                        features[names.NEXT_SENTENCE_LABELS])
+        return {"masked_lm_loss": mlm, "sentence_order_loss": tf.reduce_sum(sop)}
 
     def denominators(self, features):
-        return {
-            "masked_lm_loss": tf.reduce_sum(tf.cast(features["masked_lm_weights"], tf.float32)),
-            "sentence_order_loss": _batch_size(features),
-        }
+        weights = tf.cast(features[names.MASKED_LM_WEIGHTS], tf.float32)
+        return {"masked_lm_loss": tf.reduce_sum(weights),
+                "sentence_order_loss": _batch_size(features)}

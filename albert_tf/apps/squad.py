@@ -11,7 +11,7 @@ import os
 import tensorflow as tf
 from absl import flags
 
-from albert_tf import losses
+from albert_tf import fileio, losses, names
 from albert_tf.apps import common
 from albert_tf.data import squad
 from albert_tf.evaluation import squad_metrics, squad_postprocess
@@ -21,9 +21,8 @@ from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.objectives import MeanObjective
 
-V1_OUTPUTS = ("start_logits", "end_logits")
-V2_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
-              "end_top_index", "cls_logits")
+V1_OUTPUTS = (names.START_LOGITS, names.END_LOGITS)
+V2_OUTPUTS = names.SQUAD_V2_OUTPUTS
 
 
 def define_flags():
@@ -76,11 +75,12 @@ def validate(settings) -> None:
 def objective(version_2: bool) -> MeanObjective:
     if version_2:
         return MeanObjective(lambda o, f: losses.squad_v2_loss(
-            o["start_log_probs"], o["end_log_probs"], o["cls_logits"], f["start_positions"],
-            f["end_positions"], f["is_impossible"], per_example=True))
+            o["start_log_probs"], o["end_log_probs"], o["cls_logits"],
+            f[names.START_POSITIONS], f[names.END_POSITIONS], f[names.IS_IMPOSSIBLE],
+            per_example=True))
     return MeanObjective(lambda o, f: losses.squad_v1_loss(
-        o["start_logits"], o["end_logits"], f["start_positions"], f["end_positions"],
-        per_example=True))
+        o[names.START_LOGITS], o[names.END_LOGITS], f[names.START_POSITIONS],
+        f[names.END_POSITIONS], per_example=True))
 
 
 def run(settings: dict) -> dict:
@@ -88,36 +88,18 @@ def run(settings: dict) -> dict:
     predict file has answers."""
     validate(settings)
     context = common.setup(**settings)
-    strategy, config = context.strategy, context.config
+    strategy = context.strategy
     version_2 = settings["version_2_with_negative"]
     for flag in ("train_batch_size", "predict_batch_size"):
         distribute.per_replica_batch_size(settings[flag], strategy, flag)
-    tokenizer = FullTokenizer(spm_model_file=settings["spm_model_file"],
-                              do_lower_case=settings["do_lower_case"])
-    lengths = {k: settings[k] for k in ("max_seq_length", "doc_stride", "max_query_length")}
+    train, evaluation = load_features(settings, context.output_dir)
     train_steps = 1
-    if settings["do_train"]:
-        train = squad.load_or_build_features(
-            settings["train_file"], tokenizer,
-            settings["train_feature_file"] or os.path.join(context.output_dir,
-                                                           "train.tf_record"),
-            is_training=True, shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED, **lengths)
+    if train is not None:
         # The original: steps = examples / batch * epochs, warmup a proportion of them.
         train_steps = max(1, int(len(train.examples) / settings["train_batch_size"] *
                                  settings["num_train_epochs"]))
-    if settings["do_predict"]:
-        evaluation = squad.load_or_build_features(
-            settings["predict_file"], tokenizer,
-            settings["predict_feature_file"] or os.path.join(context.output_dir,
-                                                             "predict.tf_record"),
-            is_training=False, keep_features=True, **lengths)
-
     with strategy.scope():
-        if version_2:
-            model = AlbertSquadV2(config, start_n_top=settings["start_n_top"],
-                                  end_n_top=settings["end_n_top"], seed=settings["seed"])
-        else:
-            model = AlbertSquadV1(config, seed=settings["seed"])
+        model = build_model(settings, context.config)
         optimizer = common.make_optimizer(
             learning_rate=settings["learning_rate"], num_train_steps=train_steps,
             num_warmup_steps=int(train_steps * settings["warmup_proportion"]),
@@ -131,7 +113,7 @@ def run(settings: dict) -> dict:
         keep_checkpoint_max=settings["keep_checkpoint_max"],
         gradient_accumulation_steps=settings["gradient_accumulation_steps"],
         enable_xla=settings["enable_xla"])
-    if settings["do_train"]:
+    if train is not None:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
         trainer.train(lambda skip: squad.squad_dataset(
             train.record_file, settings["max_seq_length"], micro_batch, is_training=True,
@@ -139,11 +121,41 @@ def run(settings: dict) -> dict:
     else:
         trainer.restore()
     scores = {}
-    if settings["do_predict"]:
+    if evaluation is not None:
         scores = predict_and_score(trainer, settings, evaluation, context.output_dir)
     common.export_if_asked(settings, strategy, model, "squad_v2" if version_2 else "squad_v1",
                            max_query_length=settings["max_query_length"])
     return scores
+
+
+def load_features(settings: dict, output_dir: str
+                  ) -> tuple[squad.SquadFeatureFile | None, squad.SquadFeatureFile | None]:
+    """The training features (in the original's shuffled order) and the prediction
+    features (with what post-processing needs), each None when not asked for; converted
+    once and cached (by default in `output_dir`)."""
+    tokenizer = FullTokenizer(spm_model_file=settings["spm_model_file"],
+                              do_lower_case=settings["do_lower_case"])
+    lengths = {k: settings[k] for k in ("max_seq_length", "doc_stride", "max_query_length")}
+    train = evaluation = None
+    if settings["do_train"]:
+        train = squad.load_or_build_features(
+            settings["train_file"], tokenizer,
+            settings["train_feature_file"] or os.path.join(output_dir, "train.tf_record"),
+            is_training=True, shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED, **lengths)
+    if settings["do_predict"]:
+        evaluation = squad.load_or_build_features(
+            settings["predict_file"], tokenizer,
+            settings["predict_feature_file"] or os.path.join(output_dir, "predict.tf_record"),
+            is_training=False, keep_features=True, **lengths)
+    return train, evaluation
+
+
+def build_model(settings: dict, config):
+    """The v1.1 span head, or with --version_2_with_negative ALBERT's v2.0 beam head."""
+    if settings["version_2_with_negative"]:
+        return AlbertSquadV2(config, start_n_top=settings["start_n_top"],
+                             end_n_top=settings["end_n_top"], seed=settings["seed"])
+    return AlbertSquadV1(config, seed=settings["seed"])
 
 
 def predict_and_score(trainer, settings, evaluation, output_dir) -> dict:
@@ -151,9 +163,9 @@ def predict_and_score(trainer, settings, evaluation, output_dir) -> dict:
     dataset = squad.squad_dataset(evaluation.record_file, settings["max_seq_length"],
                                   settings["predict_batch_size"], is_training=False)
     keys = V2_OUTPUTS if version_2 else V1_OUTPUTS
-    outputs = predict(trainer.strategy, trainer.model, dataset, list(keys), ["unique_ids"])
+    outputs = predict(trainer.strategy, trainer.model, dataset, list(keys), [names.UNIQUE_IDS])
     results = {int(uid): {k: outputs[k][i] for k in keys}
-               for i, uid in enumerate(outputs["unique_ids"])}
+               for i, uid in enumerate(outputs[names.UNIQUE_IDS])}
     if not distribute.is_chief(trainer.strategy):
         return {}
     options = dict(n_best_size=settings["n_best_size"],
@@ -176,6 +188,6 @@ def predict_and_score(trainer, settings, evaluation, output_dir) -> dict:
     scores["global_step"] = trainer.step
     common.write_results(os.path.join(output_dir, "eval_results.txt"), scores,
                          summary_step=trainer.step)
-    with tf.io.gfile.GFile(os.path.join(output_dir, "eval_results.json"), "w") as f:
-        json.dump(scores, f, indent=2)
+    fileio.write_text_atomically(os.path.join(output_dir, "eval_results.json"),
+                                 json.dumps(scores, indent=2))
     return scores

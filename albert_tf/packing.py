@@ -166,17 +166,12 @@ def take_last(segment: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(segment, positions >= first_kept[:, tf.newaxis])
 
 
-def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
-                pad_id: int = 0, pad_to_max_length: bool = False) -> dict:
-    """`pack` on a batch: ragged int ids [B, (T)] per segment -> int32
-    `input_word_ids`, `input_mask`, `input_type_ids` [B, S], truncated as `pack`. S is
-    the batch's longest packed length, or `max_seq_length` with `pad_to_max_length`.
-    """
+def pack_ragged(segments, *, cls_id: int, sep_id: int):
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` from segments already cut to size:
+    int32 ragged [B, (T)] each -> (word ids, type ids), int32 ragged [B, (S)], without
+    padding (for pipelines that pad later, or never)."""
     _check_segments(segments)
-    segments = [tf.cast(s, tf.int32) for s in segments]
     batch = segments[0].nrows()
-    lengths = kept_lengths([s.row_lengths() for s in segments], max_seq_length)
-    segments = [take_first(s, n) for s, n in zip(segments, lengths)]
 
     def column(value):  # [B, 1] ragged
         return tf.RaggedTensor.from_tensor(tf.fill(tf.stack([batch, 1]), value))
@@ -185,8 +180,20 @@ def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
     for type_id, segment in enumerate(segments):
         pieces += [segment, column(sep_id)]
         types += [tf.zeros_like(segment) + type_id, column(type_id)]
-    word_ids = tf.concat(pieces, axis=1)  # [B, (S)]
-    type_ids = tf.concat(types, axis=1)
+    return tf.concat(pieces, axis=1), tf.concat(types, axis=1)  # [B, (S)] each
+
+
+def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
+                pad_id: int = 0, pad_to_max_length: bool = False) -> dict:
+    """`pack` on a batch: ragged int ids [B, (T)] per segment -> int32
+    `input_word_ids`, `input_mask`, `input_type_ids` [B, S], truncated as `pack`. S is
+    the batch's longest packed length, or `max_seq_length` with `pad_to_max_length`.
+    """
+    _check_segments(segments)
+    segments = [tf.cast(s, tf.int32) for s in segments]
+    lengths = kept_lengths([s.row_lengths() for s in segments], max_seq_length)
+    segments = [take_first(s, n) for s, n in zip(segments, lengths)]
+    word_ids, type_ids = pack_ragged(segments, cls_id=cls_id, sep_id=sep_id)  # [B, (S)]
     shape = [None, max_seq_length] if pad_to_max_length else None
     return {
         names.INPUT_WORD_IDS: word_ids.to_tensor(default_value=pad_id, shape=shape),

@@ -1,0 +1,163 @@
+"""Documents for dynamic masking: text in the original format tokenized in the graph,
+or tokenized shards written once; each document ragged [N, (T)] int32."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import fileio
+from albert_tf.data import records
+from albert_tf.data.dynamic_masking.graph import graph_function
+from albert_tf.data.dynamic_masking.masker import tokenizer_pair
+from albert_tf.data.pretraining import PretrainingDataError, expand_input_patterns
+from albert_tf.text import AlbertTextTokenizer, preprocess_text
+
+# Tokenized shards: one tf.train.Example per document, its sentences' ids concatenated
+# and their lengths (ids of `FullTokenizer.encode`, i.e. of `AlbertTextTokenizer`).
+TOKEN_IDS = "token_ids"
+SENTENCE_LENGTHS = "sentence_lengths"
+
+
+def _blank_lines(lines, sentencepiece: bool, lower: bool):
+    """Document delimiters, as the original decides: a line that is empty after the
+    SentencePiece preprocessing (or, with WordPiece, after `str.strip`)."""
+    if sentencepiece:
+        return tf.equal(tf.strings.length(preprocess_text(lines, lower=lower)), 0)
+    from albert_tf.text import character_classes  # str.isspace as an RE2 class
+
+    return tf.strings.regex_full_match(lines, f"{character_classes()['space']}*")
+
+
+def _split_documents(carry, block):
+    """Scan step: the documents that end in a block of lines (a blank line ends one).
+
+    carry: (ids, row lengths) of the sentences of the document still open.
+    block: (ids ragged [L, (T)], blank [L]).
+    Returns the new carry and the finished documents, ragged [D, (N), (T)].
+    """
+    carry_ids, carry_lengths = carry
+    ids, blank = block
+    lengths = tf.concat([carry_lengths, ids.row_lengths()], axis=0)  # [L0 + L]
+    lines = tf.RaggedTensor.from_row_lengths(
+        tf.concat([carry_ids, ids.flat_values], axis=0), lengths)  # [L0 + L, (T)]
+    blank = tf.concat([tf.zeros_like(carry_lengths, tf.bool), blank], axis=0)
+    # The document (numbered within this block) each line belongs to.
+    document = tf.cumsum(tf.cast(blank, tf.int64), exclusive=True)
+    finished = tf.reduce_sum(tf.cast(blank, tf.int64))
+    # Lines without tokens are no sentences (the original drops them).
+    is_sentence = (lengths > 0) & ~blank
+    done = is_sentence & (document < finished)
+    documents = tf.RaggedTensor.from_value_rowids(
+        tf.ragged.boolean_mask(lines, done), tf.boolean_mask(document, done),
+        nrows=finished)  # [D, (N), (T)]
+    documents = tf.ragged.boolean_mask(documents, documents.row_lengths() > 0)
+    rest = tf.ragged.boolean_mask(lines, is_sentence & (document >= finished))
+    return (rest.flat_values, rest.row_lengths()), documents
+
+
+def text_documents(path, tokenizer: AlbertTextTokenizer,
+                   block_lines: int = 1024) -> tf.data.Dataset:
+    """The documents of a text file in the original format (one sentence a line, blank
+    lines between documents), tokenized in the graph: int32 ragged [N, (T)] each.
+
+    Lines are read and tokenized in blocks of `block_lines`; only the document being
+    read is held across blocks.
+    """
+    lines = tf.data.TextLineDataset(path).concatenate(
+        tf.data.Dataset.from_tensors(tf.constant("")))  # the file's end ends a document
+    sentencepiece = getattr(tokenizer, "spm_model_file", None) is not None
+
+    def tokenize(block):
+        ids = tokenizer.tokenize(block)  # [L, (T)]
+        return ids, _blank_lines(block, sentencepiece, tokenizer.do_lower_case)
+
+    blocks = lines.batch(block_lines).map(graph_function(tokenize),
+                                          num_parallel_calls=tf.data.AUTOTUNE)
+    initial = (tf.zeros([0], tf.int32), tf.zeros([0], tf.int64))
+    return blocks.scan(initial, graph_function(_split_documents)).unbatch()
+
+
+def tokenized_documents(path, records_per_call: int = 256) -> tf.data.Dataset:
+    """The documents of a tokenized shard (`write_tokenized_documents`): int32 ragged
+    [N, (T)] each. Records are parsed `records_per_call` at a time."""
+    spec = {TOKEN_IDS: tf.io.RaggedFeature(tf.int64),
+            SENTENCE_LENGTHS: tf.io.RaggedFeature(tf.int64)}
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        ids, lengths = parsed[TOKEN_IDS], parsed[SENTENCE_LENGTHS]  # [R, (F)], [R, (N)]
+        # tf.debugging.Assert prints its data: the file, then what is wrong.
+        checks = [
+            tf.debugging.Assert(tf.reduce_all(lengths.flat_values >= 0), [
+                "tokenized shard", path, f"has a negative '{SENTENCE_LENGTHS}'"]),
+            tf.debugging.Assert(tf.reduce_all(
+                tf.reduce_sum(lengths, axis=1) == tf.cast(ids.row_lengths(), tf.int64)), [
+                "tokenized shard", path, f": '{SENTENCE_LENGTHS}' do not add up to the "
+                f"number of '{TOKEN_IDS}'"]),
+        ]
+        with tf.control_dependencies(checks):
+            sentences = tf.RaggedTensor.from_row_lengths(
+                tf.cast(ids.flat_values, tf.int32), lengths.flat_values)  # [sum N, (T)]
+        return tf.RaggedTensor.from_row_lengths(  # [R, (N), (T)]
+            sentences, tf.cast(lengths.row_lengths(), tf.int64))
+
+    return tf.data.TFRecordDataset(path).batch(records_per_call).map(
+        graph_function(parse), num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+
+
+def write_tokenized_documents(input_files: str | Sequence[str], output_file: str,
+                              tokenizer) -> int:
+    """Tokenizes text files once (in the graph) and writes one record per document
+    (`token_ids`, `sentence_lengths`), so that dynamic pretraining does not tokenize at
+    every pass. Returns the number of documents written."""
+    files = expand_input_patterns(input_files)
+    check_corpus(files, "text")
+    _, tokenizer = tokenizer_pair(tokenizer)
+    documents = tf.data.Dataset.from_tensor_slices(files).flat_map(
+        graph_function(lambda path: text_documents(path, tokenizer)))
+
+    def serialize():
+        # Batches of documents: one conversion to NumPy per batch, not per document.
+        for batch in documents.ragged_batch(256).prefetch(tf.data.AUTOTUNE):
+            ids = batch.flat_values.numpy()
+            sentence_lengths = batch.values.row_lengths().numpy()
+            sentence_splits = batch.row_splits.numpy()
+            token_splits = np.concatenate([[0], np.cumsum(sentence_lengths)])
+            for start, stop in zip(sentence_splits[:-1], sentence_splits[1:]):
+                yield records.make_example({
+                    TOKEN_IDS: records.int64_feature(
+                        ids[token_splits[start]:token_splits[stop]]),
+                    SENTENCE_LENGTHS: records.int64_feature(sentence_lengths[start:stop]),
+                })
+
+    return records.write_records(output_file, serialize())
+
+
+def check_corpus(files: Sequence[str], input_format: str) -> None:
+    """Fails early, naming the files, on a corpus with nothing to read (which a
+    streaming pipeline would otherwise only show as a dataset with no elements)."""
+    if input_format == "text":
+        for path in files:
+            with fileio.open_binary(path) as f:
+                if any(line.strip() for line in f):
+                    return
+        raise PretrainingDataError(
+            f"input_file: no text in {', '.join(files)}: the corpus is empty (expected "
+            "one sentence per line, blank lines between documents)")
+    found = False
+    for path in files:
+        for raw in tf.data.TFRecordDataset(path).take(1):
+            features = tf.train.Example.FromString(raw.numpy()).features.feature
+            missing = [name for name in (TOKEN_IDS, SENTENCE_LENGTHS) if name not in features]
+            if missing:
+                raise PretrainingDataError(
+                    f"{path} is no tokenized shard: its records have no "
+                    f"{' or '.join(repr(m) for m in missing)} feature (found: "
+                    f"{', '.join(sorted(features)) or 'none'})")
+            found = True
+    if not found:
+        raise PretrainingDataError(
+            f"input_file: no records in {', '.join(files)}: the corpus is empty")

@@ -21,6 +21,8 @@ BIN = pathlib.Path(sys.executable).parent
 
 TEXTS_A = ["Hello world, this is a test.", "", " ".join(["a long sentence"] * 40),
            "Who wrote Pride and Prejudice in 1813?"]
+# The original keeps `` (an unknown piece) and '' (two ' pieces): no rewriting to ".
+QUOTED_CONTEXT = "he said ``quoted'' text, then wanted ''to see."
 TEXTS_B = ["It is 1990, or so.", "Short.", "", " ".join(["another long one"] * 30)]
 
 # kind -> (export kwargs for build_model, export_savedmodel kwargs)
@@ -131,6 +133,26 @@ def _squad_pack(questions, contexts):
             "p_mask": np.array([pad(r[2], 1) for r in rows], np.float32)}
 
 
+def _choice_pack(articles, options, max_qa_length, max_seq_length=MAX_SEQ):
+    """The RACE records' packing, in Python: each option's last max_qa_length pieces,
+    the article's first pieces that still fit; [B, C, longest]."""
+    t = _python_tokenizer()
+    cls, sep = t.special_id("[CLS]"), t.special_id("[SEP]")
+    rows = []
+    for article, row in zip(articles, options):
+        for option in row:
+            b = t.encode(option)[-max_qa_length:]
+            a = t.encode(article)[:max_seq_length - 3 - len(b)]
+            rows.append(([cls] + a + [sep] + b + [sep], [0] * (len(a) + 2) + [1] * (len(b) + 1)))
+    length = max(len(ids) for ids, _ in rows)
+    pad = lambda xs: xs + [0] * (length - len(xs))  # noqa: E731
+    shape = (len(articles), len(options[0]), length)
+    return {"input_word_ids": np.array([pad(i) for i, _ in rows], np.int32).reshape(shape),
+            "input_mask": np.array([pad([1] * len(i)) for i, _ in rows],
+                                   np.int32).reshape(shape),
+            "input_type_ids": np.array([pad(t) for _, t in rows], np.int32).reshape(shape)}
+
+
 def _random_inputs(case, rng, batch=3, length=9):
     shape = (batch, 2, length) if case == "multiple_choice" else (batch, length)
     lengths = rng.integers(6, length + 1, size=shape[:-1])
@@ -181,11 +203,9 @@ def _text_inputs(case):
 def _text_model_inputs(case):
     if case in ("squad_v1", "squad_v2"):
         return _squad_pack(TEXTS_A, TEXTS_B)
-    if case == "multiple_choice":
+    if case == "multiple_choice":  # max_qa_length 128, capped at MAX_SEQ - 3
         texts = _text_inputs(case)
-        flat_a = [a for a in texts["text_a"] for _ in range(2)]
-        flat_b = [b for row in texts["text_b"] for b in row]
-        return {k: v.reshape(len(TEXTS_A), 2, -1) for k, v in _pack([flat_a, flat_b]).items()}
+        return _choice_pack(texts["text_a"], texts["text_b"], MAX_SEQ - 3)
     inputs = _pack([TEXTS_A] if case == "classifier" else [TEXTS_A, TEXTS_B])
     if case == "mlm":
         length = inputs["input_word_ids"].shape[1]
@@ -229,6 +249,9 @@ def reloaded(exported, tmp_path_factory):
         assert request.model_spec.signature_name == "serving_default"
         calls[(case, "warmup")] = (path, "serving_default", {
             k: tf.make_ndarray(v) for k, v in request.inputs.items()})
+    calls[("squad_v1", "quotes")] = (exported["squad_v1"][1], "serve_text", {
+        "question": np.array([b"what?"], dtype=object),
+        "context": np.array([QUOTED_CONTEXT.encode()], dtype=object)})
     calls[("squad_v2", "empty")] = (exported["squad_v2"][1], "serve_text", {
         "question": np.array([b"", b""], dtype=object),
         "context": np.array([b"", b""], dtype=object)})
@@ -307,6 +330,22 @@ def test_serve_text_truncates_long_and_handles_empty(reloaded):
     np.testing.assert_array_equal(empty["token_start_char"], [[-1] * 3] * 2)
 
 
+def test_squad_offsets_keep_the_quotes_as_pieces(reloaded):
+    """``quoted'' and '': every context piece's offsets give its raw text, the quotes
+    included (`` is one unknown piece, '' two ' pieces), and the ids are the Python
+    tokenizer's."""
+    results, _ = reloaded
+    got = results[("squad_v1", "quotes")]
+    in_context = got["token_start_char"][0] >= 0
+    texts = [QUOTED_CONTEXT[a:b] for a, b in zip(got["token_start_char"][0][in_context],
+                                                  got["token_end_char"][0][in_context])]
+    # A lone "▁" piece (the space before a quote) spans nothing.
+    assert texts == ["he", "said", "", "``", "quo", "ted", "'", "'", "text", ",", "then",
+                     "wanted", "", "'", "'", "to", "see", "."]
+    assert got["input_word_ids"][0][in_context].tolist() == \
+        _python_tokenizer().encode(QUOTED_CONTEXT)
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_warmup_request_runs(reloaded, case):
     results, _ = reloaded
@@ -332,6 +371,11 @@ def test_extras_and_saved_model_cli(exported):
     assert not (pathlib.Path(exported["regression"][1]) / "assets.extra" / "labels.txt").exists()
     assert (pathlib.Path(exported["multiple_choice"][1]) / "assets.extra" /
             "labels.txt").read_text() == "A\nB\n"
+    choice_info = json.loads((pathlib.Path(exported["multiple_choice"][1]) / "assets.extra" /
+                              "export_info.json").read_text())
+    assert choice_info["num_choices"] == 2
+    assert choice_info["max_qa_length"] == MAX_SEQ - 3  # 128 does not fit in MAX_SEQ
+    assert "max_qa_length" not in info and info["num_labels"] == 2
     assert [p.name for p in (pathlib.Path(path) / "assets").iterdir()] == \
         ["albert_en_30k_reconstructed.model"]
     shown = subprocess.run([str(BIN / "saved_model_cli"), "show", "--dir", path, "--all"],
@@ -453,3 +497,93 @@ def test_wordpiece_export_serves_text(tmp_path):
         export_savedmodel(build_model("squad_v1", config, seed=5), tmp_path / "squad",
                           kind="squad_v1", vocab_file=vocab, max_seq_length=MAX_SEQ)
     assert not (tmp_path / "squad").exists()
+
+
+# A RACE question whose first option is longer than max_qa_length.
+RACE_ARTICLE = "the article is about a cat that sat on the mat and then went to sleep. " * 3
+RACE_OPTIONS = ["which animal sat on the mat before it went to sleep in the sun? the cat",
+                "a dog", "", "the cat sat on the mat"]
+RACE_MAX_QA = 6
+
+
+def _race_records():
+    """What data.race.convert_single_example writes for the question: [1, 4, MAX_SEQ]."""
+    from albert_tf.data import race
+
+    python = _python_tokenizer()
+    assert len(python.encode(RACE_OPTIONS[0])) > RACE_MAX_QA  # the option is cut
+    features = race.convert_single_example(
+        race.RaceExample("q", RACE_ARTICLE, RACE_OPTIONS, 0), MAX_SEQ, RACE_MAX_QA, python)
+    return {"input_word_ids": np.array([features.input_ids], np.int32),
+            "input_mask": np.array([features.input_mask], np.int32),
+            "input_type_ids": np.array([features.segment_ids], np.int32)}
+
+
+def test_multiple_choice_text_packs_as_the_race_records():
+    """The multiple-choice kind packs text in the graph into the ids of the RACE records:
+    the option's last max_qa_length pieces, the article's first pieces that still fit."""
+    from albert_tf.export import SERVING_KINDS
+    from albert_tf.export.serving_text import TextSettings
+    from albert_tf.text import AlbertTextTokenizer
+
+    settings = TextSettings(max_seq_length=MAX_SEQ, max_qa_length=RACE_MAX_QA, num_choices=4)
+    packed = SERVING_KINDS["multiple_choice"].pack_text(
+        AlbertTextTokenizer(spm_model_file=SPM), settings,
+        {"text_a": tf.constant([RACE_ARTICLE]), "text_b": tf.constant([RACE_OPTIONS])}).inputs
+    for name, want in _race_records().items():
+        got = packed[name].numpy()  # [1, 4, longest packed choice]
+        np.testing.assert_array_equal(got, want[..., :got.shape[-1]], err_msg=name)
+        assert not want[..., got.shape[-1]:].any(), name  # the rest is the records' padding
+
+
+def test_multiple_choice_export_serves_the_race_packing(tmp_path):
+    """serve_text of a RACE export gives the logits of the RACE records (and not those of
+    longest-first packing); export_info records max_qa_length."""
+    from albert_tf import AlbertConfig
+    from albert_tf.export import build_model, export_savedmodel
+
+    # A wide initializer: logits that tell one packing from another.
+    config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16,
+                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                          max_position_embeddings=64, initializer_range=1.0)
+    model = build_model("multiple_choice", config, seed=3, num_choices=4)
+    path = export_savedmodel(model, tmp_path / "race", kind="multiple_choice",
+                             spm_model_file=SPM, max_seq_length=MAX_SEQ,
+                             max_qa_length=RACE_MAX_QA, warmup_requests=False)
+    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    assert info["max_qa_length"] == RACE_MAX_QA and info["num_choices"] == 4
+
+    calls = {"text": (path, "serve_text", {
+        "text_a": np.array([RACE_ARTICLE], dtype=object),
+        "text_b": np.array([RACE_OPTIONS], dtype=object)})}
+    (tmp_path / "calls.pkl").write_bytes(pickle.dumps(calls))
+    subprocess.run([sys.executable, "-c", RELOAD, str(tmp_path / "calls.pkl"),
+                    str(tmp_path / "results.pkl")], check=True, cwd=tmp_path,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    got = pickle.loads((tmp_path / "results.pkl").read_bytes())["text"]["logits"]
+
+    want = model({k: tf.constant(v) for k, v in _race_records().items()},
+                 training=False)["logits"].numpy()
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+    longest_first = {k: v.reshape(1, 4, -1)
+                     for k, v in _pack([[RACE_ARTICLE] * 4, RACE_OPTIONS]).items()}
+    other = model({k: tf.constant(v) for k, v in longest_first.items()},
+                  training=False)["logits"].numpy()
+    assert np.abs(other - want).max() > 1e-3
+
+
+def test_failed_export_leaves_nothing(exported, monkeypatch):
+    """A failure while the version is written removes its temporary directory."""
+    from albert_tf.export import export_savedmodel, savedmodel
+
+    model, path = exported["encoder"]
+    root = pathlib.Path(path).parent
+    before = sorted(os.listdir(root))
+
+    def fail(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(savedmodel, "_write_extras", fail)
+    with pytest.raises(OSError, match="disk full"):
+        export_savedmodel(model, root, kind="encoder", max_seq_length=MAX_SEQ)
+    assert sorted(os.listdir(root)) == before

@@ -11,6 +11,8 @@ work itself is `albert_tf.data.pretraining.create_pretraining_data`. For example
 `--output_file` takes a comma-separated list or `path@N` (N shards, `path-0000i-of-0000N`).
 """
 
+import dataclasses
+
 from absl import app, flags, logging
 
 from albert_tf import tokenization
@@ -68,15 +70,10 @@ def main(argv):
     if not (FLAGS.vocab_file or FLAGS.spm_model_file):
         raise app.UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
     logging.set_verbosity(logging.INFO)
-    config = pretraining.PretrainingDataConfig(
-        max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        masked_lm_prob=FLAGS.masked_lm_prob, short_seq_prob=FLAGS.short_seq_prob,
-        dupe_factor=FLAGS.dupe_factor, ngram=FLAGS.ngram,
-        favor_shorter_ngram=FLAGS.favor_shorter_ngram,
-        do_whole_word_mask=FLAGS.do_whole_word_mask,
-        random_next_sentence=FLAGS.random_next_sentence, random_seed=FLAGS.random_seed,
-        chunk_bytes=FLAGS.chunk_bytes, max_line_bytes=FLAGS.max_line_bytes)
+    # Every field of the config is the flag of the same name.
+    config = pretraining.PretrainingDataConfig(**{
+        field.name: getattr(FLAGS, field.name)
+        for field in dataclasses.fields(pretraining.PretrainingDataConfig)})
     tokenizer = pretraining.TokenizerSpec(FLAGS.vocab_file, FLAGS.spm_model_file,
                                           FLAGS.do_lower_case)
     try:

@@ -558,6 +558,27 @@ def test_seed_fixes_the_stream_and_each_pass_draws_new_masks(two_sentence_corpus
     assert same < 0.05 * len(common)
 
 
+def test_a_config_and_stream_options_give_the_stream_of_keywords(two_sentence_corpus,
+                                                                 text_tokenizer, two_passes):
+    config = pretraining.PretrainingDataConfig(max_seq_length=128, short_seq_prob=0.0,
+                                               random_seed=1)
+    stream = dm.StreamOptions(repeat=False, instance_shuffle_buffer=200,
+                              document_shuffle_buffer=50)
+    dataset = dm.dynamic_pretraining_dataset(two_sentence_corpus, text_tokenizer, 32, config,
+                                             stream=stream)
+    first, _ = two_passes
+    got = as_numpy(dataset)
+    assert len(got) == len(first)
+    for a, b in zip(first, got):
+        assert list(a) == list(b) == list(pretraining.FEATURE_NAMES)
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    # Keywords name fields of either; a misspelt one is refused, as Python would.
+    with pytest.raises(TypeError, match="max_seq_lenght"):
+        dm.dynamic_pretraining_dataset(two_sentence_corpus, text_tokenizer, 8,
+                                       max_seq_lenght=64)
+
+
 def marker_words(tokenizer, count):
     """Words that are one piece each: a line made of one of them says where it is."""
     words = []

@@ -73,13 +73,14 @@ def _dataset_fn(settings, batch_size, training):
         tokenizer = FullTokenizer(vocab_file=settings["vocab_file"],
                                   do_lower_case=settings["do_lower_case"],
                                   spm_model_file=settings["spm_model_file"])
-        return lambda skip: dynamic_masking.dynamic_pretraining_dataset(
-            settings["input_text"], tokenizer, batch_size,
+        config = pretraining.PretrainingDataConfig(
             max_seq_length=settings["max_seq_length"],
             max_predictions_per_seq=settings["max_predictions_per_seq"],
             masked_lm_prob=settings["masked_lm_prob"], ngram=settings["ngram"],
-            short_seq_prob=settings["short_seq_prob"], seed=seed, repeat=training,
-            drop_remainder=True).skip(skip)
+            short_seq_prob=settings["short_seq_prob"], random_seed=seed)
+        stream = dynamic_masking.StreamOptions(repeat=training, drop_remainder=True)
+        return lambda skip: dynamic_masking.dynamic_pretraining_dataset(
+            settings["input_text"], tokenizer, batch_size, config, stream=stream).skip(skip)
     return lambda skip: pretraining.pretraining_dataset(
         settings["input_file"], batch_size, max_seq_length=settings["max_seq_length"],
         max_predictions_per_seq=settings["max_predictions_per_seq"], is_training=training,

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from albert_tf import names, packing
 from albert_tf.data.dynamic_masking.graph import as_seed, randint, split_seed
-from albert_tf.data.pretraining import PretrainingDataError
+from albert_tf.data.pretraining import PretrainingDataConfig
 
 
 class _Sentences:
@@ -77,9 +77,7 @@ def sop_instances_from_documents(documents: tf.RaggedTensor, seed, *, max_seq_le
       S <= max_seq_length), document by document; `next_sentence_labels`: int32 [I]
       (1: B came first, or B is from the other document).
     """
-    if max_seq_length < 5:
-        raise PretrainingDataError(
-            f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {max_seq_length}")
+    PretrainingDataConfig(max_seq_length=max_seq_length).validate()  # room for the pair
     # Eager callers get the traced function (a while loop runs op by op otherwise).
     make = _sop_instances_compiled if tf.executing_eagerly() else _sop_instances
     return make(documents, random_documents, as_seed(seed), max_seq_length=max_seq_length,

@@ -5,16 +5,15 @@ import numpy as np
 import pytest
 
 from albert_tf.data import masking
-from albert_tf.tokenization import FullTokenizer
 from tests.helpers.masking_checks import SIGMAS, within, words_of
-from tests.helpers.paths import ALICE, SPM_MODEL
+from tests.helpers.paths import ALICE
 
 CLS, SEP, MASK = 2, 3, 4
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return FullTokenizer(spm_model_file=str(SPM_MODEL))
+def tokenizer(spm_tokenizer):
+    return spm_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,8 @@
-"""Pretraining data creation (`create_pretraining_data.py`, `albert_tf.data.pretraining`):
-pairs and truncation as the original draws them, its record format, reading the corpus,
-determinism, bad input, and the tf.data reader. The masking rules are
-`test_masking.py`'s."""
+"""Pretraining data creation end to end (`create_pretraining_data.py`,
+`albert_tf.data.pretraining`: corpus, chunks, workers, create): reading the corpus,
+consistent records, determinism whatever the workers, bad input. The steps have their
+own files: `test_masking`, `test_pretraining_instances`,
+`test_pretraining_example_encoder`, `test_pretraining_reader`."""
 
 import logging
 import pathlib
@@ -16,10 +17,9 @@ import tensorflow as tf
 
 from albert_tf.data import masking, records
 from albert_tf.data import pretraining as pt
-from albert_tf.data.pretraining import instances as pt_instances
-from albert_tf.tokenization import FullTokenizer
-from tests.helpers.masking_checks import SIGMAS, within, words_of
+from tests.helpers.masking_checks import SIGMAS, words_of
 from tests.helpers.paths import ALICE, SPM_MODEL
+from tests.helpers.pretraining_data import config, spm_spec_of
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHARED_TEXT = pathlib.Path("/work/shared/data/text")
@@ -27,19 +27,13 @@ CLS, SEP = 2, 3
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return FullTokenizer(spm_model_file=str(SPM_MODEL))
+def tokenizer(spm_tokenizer):
+    return spm_tokenizer
 
 
 @pytest.fixture(scope="module")
 def spm_spec():
-    return pt.TokenizerSpec(spm_model_file=str(SPM_MODEL))
-
-
-def config(**overrides):
-    settings = dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2)
-    settings.update(overrides)
-    return pt.PretrainingDataConfig(**settings)
+    return spm_spec_of()
 
 
 def read_records(paths, max_seq_length=64, max_predictions=10):
@@ -59,181 +53,6 @@ def write_corpus(path, documents, newline="\n"):
 
 def temp_files(directory):
     return [p.name for p in pathlib.Path(directory).rglob("*") if ".tmp-" in p.name]
-
-
-# ------------------------------------------------------------- instance creation
-
-def test_truncation_counts_match_one_at_a_time_truncation():
-    expected = np.zeros([13, 13, 26, 2], np.int64)
-    for len_a in range(1, 14):
-        for len_b in range(1, 14):
-            for max_tokens in range(2, 28):
-                a, b = len_a, len_b
-                cut_a = cut_b = 0
-                while a + b > max_tokens:  # the original: cut the longer, B on ties
-                    if a > b:
-                        a, cut_a = a - 1, cut_a + 1
-                    else:
-                        b, cut_b = b - 1, cut_b + 1
-                assert pt.truncation_counts(len_a, len_b, max_tokens) == (cut_a, cut_b)
-                expected[len_a - 1, len_b - 1, max_tokens - 2] = cut_a, cut_b
-    # The same counts for arrays (the instance maker truncates a pass's pairs at once).
-    len_a, len_b, max_tokens = np.meshgrid(np.arange(1, 14), np.arange(1, 14),
-                                           np.arange(2, 28), indexing="ij")
-    cuts = pt.truncation_counts(len_a, len_b, max_tokens)
-    np.testing.assert_array_equal(np.stack(cuts, axis=-1), expected)
-
-
-def test_truncation_cuts_front_or_back_with_equal_chance():
-    rng = np.random.default_rng(4)
-    tokens = np.arange(10)
-    fronts = []
-    for _ in range(4000):
-        kept = pt_instances._cut(tokens, 3, rng)
-        assert len(kept) == 7 and np.all(np.diff(kept) == 1)  # a contiguous slice
-        fronts.append(kept[0])
-    assert within(np.mean(fronts) / 3, 0.5, 3 * 4000)
-
-
-def synthetic_documents(num_docs, lines_per_doc, line_length, rng):
-    """Documents whose every token id tells (document, position in document)."""
-    documents = []
-    for d in range(num_docs):
-        lengths = rng.integers(1, 2 * line_length, size=lines_per_doc)
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        documents.append([np.arange(offsets[i], offsets[i + 1], dtype=np.int32)
-                          + 100_000 * (d + 1) for i in range(lines_per_doc)])
-    return documents
-
-
-def origin(tokens):
-    """(document, first position, last position) of a run of synthetic ids."""
-    docs = set((tokens // 100_000).tolist())
-    assert len(docs) == 1, "a segment mixes documents"
-    return docs.pop(), int((tokens % 100_000).min()), int((tokens % 100_000).max())
-
-
-@pytest.mark.parametrize("random_next_sentence", [False, True])
-def test_sentence_order_and_next_sentence_labels_mean_what_they_say(
-        tokenizer, random_next_sentence):
-    maker = pt.InstanceMaker(tokenizer, config(
-        max_seq_length=40, random_next_sentence=random_next_sentence, short_seq_prob=0.0))
-    rng, np_rng = random.Random(5), np.random.default_rng(5)
-    documents = synthetic_documents(30, 12, 6, np_rng)
-    kinds = {"in_order": 0, "swapped": 0, "other_doc": 0}
-    multi_segment = swapped_or_random = 0
-    for _ in range(20):
-        for index in range(len(documents)):
-            for pair in maker.segment_pairs(documents, index, rng, np_rng):
-                doc_a, first_a, last_a = origin(pair.tokens_a)
-                doc_b, first_b, last_b = origin(pair.tokens_b)
-                assert len(pair.tokens_a) + len(pair.tokens_b) <= 37
-                # Each segment is one stretch of its document (ends may be truncated).
-                assert last_a - first_a + 1 == len(pair.tokens_a)
-                assert last_b - first_b + 1 == len(pair.tokens_b)
-                if doc_a != doc_b:
-                    kind = "other_doc"
-                elif last_a < first_b:
-                    kind = "in_order"
-                else:
-                    assert last_b < first_a
-                    kind = "swapped"
-                kinds[kind] += 1
-                assert pair.is_random_next == (kind != "in_order"), kind
-                if random_next_sentence:
-                    assert kind != "swapped"
-                if kind != "other_doc" or random_next_sentence:
-                    multi_segment += 1
-                    swapped_or_random += pair.is_random_next
-    if random_next_sentence:
-        assert kinds["other_doc"] > 0 and kinds["swapped"] == 0
-    else:
-        # Only a one-segment chunk (a document's last line on its own) takes B from
-        # another document in SOP mode.
-        assert 0 < kinds["other_doc"] < kinds["swapped"]
-    # Among pairs where the coin decides, half are negatives.
-    assert within(swapped_or_random / multi_segment, 0.5, multi_segment)
-
-
-def test_short_seq_prob_gives_uniform_short_targets(tokenizer):
-    # One-token lines: a document's first pair has exactly `target` tokens.
-    maker = pt.InstanceMaker(tokenizer, config(max_seq_length=64, short_seq_prob=0.3))
-    rng, np_rng = random.Random(6), np.random.default_rng(6)
-    document = [np.array([i], np.int32) for i in range(200)]
-    lengths = []
-    for _ in range(3000):
-        pair = maker.segment_pairs([document], 0, rng, np_rng)[0]
-        lengths.append(len(pair.tokens_a) + len(pair.tokens_b))
-    lengths = np.array(lengths)
-    max_num_tokens = 61
-    assert lengths.min() >= 2 and lengths.max() == max_num_tokens
-    short = lengths[lengths < max_num_tokens]
-    # P(full) = 1 - p + p / 60 (a short target may also be 61).
-    assert within(np.mean(lengths == max_num_tokens), 0.7 + 0.3 / 60, len(lengths))
-    assert abs(short.mean() - 31) < SIGMAS * np.sqrt((59 ** 2 - 1) / 12 / len(short))
-    never_short = pt.InstanceMaker(tokenizer, config(max_seq_length=64, short_seq_prob=0.0))
-    assert all(len(p.tokens_a) + len(p.tokens_b) == max_num_tokens
-               for p in never_short.segment_pairs([document], 0, rng, np_rng)[:-1])
-
-
-# ------------------------------------------------------------------ record format
-
-def test_feature_spec_names_dtypes_and_shapes():
-    spec = pt.pretraining_feature_spec(128, 20)
-    assert list(spec) == list(pt.FEATURE_NAMES)
-    assert {k: (v.shape, v.dtype) for k, v in spec.items()} == {
-        "input_ids": ([128], tf.int64), "input_mask": ([128], tf.int64),
-        "segment_ids": ([128], tf.int64), "token_boundary": ([128], tf.int64),
-        "masked_lm_positions": ([20], tf.int64), "masked_lm_ids": ([20], tf.int64),
-        "masked_lm_weights": ([20], tf.float32), "next_sentence_labels": ([1], tf.int64)}
-
-
-def instance_batch(instances):
-    """(ids, segment A length, token_boundary, positions, masked ids, label) tuples as
-    an `InstanceBatch`."""
-    def offsets(arrays):
-        return np.concatenate([[0], np.cumsum([len(a) for a in arrays])]).astype(np.int64)
-
-    ids, a_lengths, boundary, positions, masked_ids, labels = zip(*instances)
-    masked = masking.MaskedBatch(
-        starts=offsets(ids), input_ids=np.concatenate(ids),
-        token_boundary=np.concatenate(boundary), masked_starts=offsets(positions),
-        masked_lm_positions=np.concatenate(positions),
-        masked_lm_ids=np.concatenate(masked_ids))
-    return pt.InstanceBatch(masked, np.array(a_lengths), np.array(labels, np.int8))
-
-
-def test_example_encoder_writes_what_tf_train_example_writes():
-    rng = np.random.default_rng(7)
-    seq_len, max_pred = 200, 6  # positions >= 128 need two-byte varints
-    instances = []
-    for n in (5, 77, 200):
-        ids = rng.integers(0, 2 ** 35, size=n)  # up to five-byte varints
-        ids[:3] = [0, 127, 128]
-        k = min(n - 2, max_pred)
-        positions = np.sort(rng.choice(np.arange(1, n), size=k, replace=False))
-        instances.append((ids, 3, rng.integers(0, 2, n).astype(np.int8), positions,
-                          rng.integers(0, 30_000, k), int(n % 2)))
-    encoded = pt.ExampleEncoder(seq_len, max_pred).encode(instance_batch(instances))
-    assert len(encoded) == len(instances)
-    for (ids, len_a, boundary, positions, masked_ids, label), data in zip(instances, encoded):
-        n, k = len(ids), len(positions)
-
-        def padded(values, length, fill=0):
-            return list(values) + [fill] * (length - len(values))
-
-        expected = records.make_example({
-            "input_ids": records.int64_feature(padded(ids, seq_len)),
-            "input_mask": records.int64_feature(padded([1] * n, seq_len)),
-            "segment_ids": records.int64_feature(padded([0] * len_a + [1] * (n - len_a),
-                                                        seq_len)),
-            "token_boundary": records.int64_feature(padded(boundary, seq_len)),
-            "masked_lm_positions": records.int64_feature(padded(positions, max_pred)),
-            "masked_lm_ids": records.int64_feature(padded(masked_ids, max_pred)),
-            "masked_lm_weights": records.float_feature(padded([1.0] * k, max_pred, 0.0)),
-            "next_sentence_labels": records.int64_feature([label]),
-        })
-        assert tf.train.Example.FromString(data) == tf.train.Example.FromString(expected)
 
 
 # ---------------------------------------------------------------- reading text
@@ -464,44 +283,3 @@ def test_failure_midway_leaves_no_temp_or_output_files(tmp_path, spm_spec, monke
     assert list((tmp_path / "out").iterdir()) == []
 
 
-# -------------------------------------------------------------------- reader
-
-@pytest.fixture(scope="module")
-def record_files(tmp_path_factory, spm_spec):
-    directory = tmp_path_factory.mktemp("records")
-    stats = pt.create_pretraining_data(str(ALICE), f"{directory}/r@2", spm_spec,
-                                       config(), num_workers=0)
-    return stats
-
-
-def test_pretraining_dataset_reads_every_record_with_original_names(record_files):
-    dataset = pt.pretraining_dataset(record_files.output_files, 16, is_training=False,
-                                     drop_remainder=False)
-    total = 0
-    for batch in dataset:
-        assert set(batch) == set(pt.FEATURE_NAMES)
-        assert batch["input_ids"].dtype == tf.int32
-        assert batch["masked_lm_weights"].dtype == tf.float32
-        assert batch["input_ids"].shape[1] == 64 and batch["masked_lm_ids"].shape[1] == 10
-        assert batch["next_sentence_labels"].shape[1] == 1
-        total += batch["input_ids"].shape[0]
-    assert total == record_files.num_instances
-
-
-def test_pretraining_dataset_shuffles_by_seed_and_trims(record_files):
-    def first_batches(seed, **kwargs):
-        dataset = pt.pretraining_dataset(record_files.output_files, 8, seed=seed,
-                                         max_seq_length=64, max_predictions_per_seq=10,
-                                         **kwargs)
-        return [b for b in dataset.take(3)]
-
-    a, b, c = first_batches(11), first_batches(11), first_batches(12)
-    assert a[0]["input_ids"].shape == (8, 64)  # drop_remainder: a static batch size
-    for x, y in zip(a, b):
-        np.testing.assert_array_equal(x["input_ids"], y["input_ids"])
-    assert any(not np.array_equal(x["input_ids"], y["input_ids"]) for x, y in zip(a, c))
-    for batch in first_batches(11, trim_padding=True):
-        longest = int(tf.reduce_max(tf.reduce_sum(batch["input_mask"], 1)))
-        for name in pt.SEQUENCE_FEATURES:
-            assert batch[name].shape[1] == longest
-        assert batch["masked_lm_positions"].shape[1] == 10

@@ -198,7 +198,8 @@ def run(settings: dict) -> dict:
     if settings["export_dir"]:
         if task.is_race:
             common.export_if_asked(settings, strategy, trainer.model, "multiple_choice",
-                                   labels=list(race.RACE_LABELS))
+                                   labels=list(race.RACE_LABELS),
+                                   max_qa_length=settings["max_qa_length"])
         else:
             common.export_if_asked(settings, strategy, trainer.model, "classifier",
                                    task_name=task.name)

@@ -18,11 +18,11 @@ import tensorflow as tf
 from albert_tf.data import masking, records
 from albert_tf.data import pretraining as pt
 from tests.helpers.masking_checks import SIGMAS, words_of
-from tests.helpers.paths import ALICE, SPM_MODEL
+from tests.helpers.paths import ALICE, SHARED_DATA, SPM_MODEL
 from tests.helpers.pretraining_data import config, spm_spec_of
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SHARED_TEXT = pathlib.Path("/work/shared/data/text")
+SHARED_TEXT = SHARED_DATA / "text"
 CLS, SEP = 2, 3
 
 

@@ -17,16 +17,20 @@ the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such a
 from absl import app, flags
 
 from albert_tf.apps import common
+from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
+from albert_tf.export import KINDS
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum("kind", None, ["classifier", "multiple_choice", "squad_v1", "squad_v2",
-                                 "encoder", "mlm"], "The model to export.")
+flags.DEFINE_enum("kind", None, list(KINDS), "The model to export.")
 common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
 flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best).")
 flags.DEFINE_integer("max_seq_length", 512, "Longest packed input of serve_text.")
 flags.DEFINE_integer("max_query_length", 64, "Longest SQuAD question (serve_text).")
+flags.DEFINE_integer("max_qa_length", DEFAULT_MAX_QA_LENGTH,
+                     "Multiple choice (serve_text): the last pieces of question + option "
+                     "kept, as run_classifier.py's RACE records.")
 flags.DEFINE_string("task_name", None, "A GLUE task: gives the labels and num_labels.")
 flags.DEFINE_integer("num_labels", None, "Classifier outputs (1: regression).")
 flags.DEFINE_integer("num_choices", 4, "Choices of a multiple-choice model (RACE: 4).")
@@ -38,8 +42,7 @@ flags.DEFINE_integer("version", None, "Version to write (default: the next one).
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from albert_tf.checkpoints import load_tf1_checkpoint
-    from albert_tf.export import build_model, export_savedmodel
+    from albert_tf.export import export_savedmodel, load_model_from_checkpoint
 
     try:
         config = common.load_config(FLAGS.albert_config_file)
@@ -48,17 +51,17 @@ def main(argv):
             from albert_tf.data.glue import get_task
 
             num_labels = get_task(FLAGS.task_name).num_labels
-        model = build_model(FLAGS.kind, config, num_labels=num_labels,
-                            num_choices=FLAGS.num_choices)
         # Strict: a checkpoint that lacks any variable stops before anything is written.
-        load_tf1_checkpoint(model, FLAGS.checkpoint, strict=True)
+        model = load_model_from_checkpoint(FLAGS.kind, config, FLAGS.checkpoint,
+                                           num_labels=num_labels,
+                                           num_choices=FLAGS.num_choices)
         path = export_savedmodel(
             model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=FLAGS.spm_model_file,
             vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
             max_seq_length=FLAGS.max_seq_length,
             labels=FLAGS.labels.split(",") if FLAGS.labels else None,
             version=FLAGS.version, task_name=FLAGS.task_name,
-            max_query_length=FLAGS.max_query_length)
+            max_query_length=FLAGS.max_query_length, max_qa_length=FLAGS.max_qa_length)
     except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
         raise SystemExit(f"error: {e}") from None
     print(f"exported {path}")

@@ -57,11 +57,13 @@ def build_model(kind: str, config: AlbertConfig, *, num_labels: int | None = Non
 def load_model_from_checkpoint(kind: str, albert_config_file, checkpoint, *,
                                num_labels: int | None = None, num_choices: int = 4,
                                **kwargs):
-    """Builds the model of `kind` from `albert_config_file` and loads the TF1 (name-based)
-    `checkpoint` strictly: any model variable missing from it, or of another shape,
-    raises `CheckpointError` (nothing is written). The load report is kept as
-    `model.load_report`."""
-    config = AlbertConfig.from_json_file(albert_config_file)
+    """Builds the model of `kind` and loads the TF1 (name-based) `checkpoint` strictly:
+    any model variable missing from it, or of another shape, raises `CheckpointError`
+    (nothing is written). `albert_config_file` is an `AlbertConfig`, the path of an
+    albert_config.json or a shipped config name (`albert_base_v2`). The load report is
+    kept as `model.load_report`."""
+    config = albert_config_file if isinstance(albert_config_file, AlbertConfig) \
+        else AlbertConfig.from_name_or_file(albert_config_file)
     model = build_model(kind, config, num_labels=num_labels, num_choices=num_choices,
                         **kwargs)
     model.load_report = load_tf1_checkpoint(model, checkpoint, strict=True)

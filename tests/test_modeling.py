@@ -1,16 +1,22 @@
 """The Keras model against the outputs of the ORIGINAL TF1 code, and its behaviour."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import FIXTURE_CHECKPOINT, model_inputs
 
-from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer, load_tf1_checkpoint
+from albert_tf import AlbertEncoder, AlbertPretrainer, load_tf1_checkpoint
 from albert_tf.losses import masked_lm_loss, pretraining_loss, sentence_order_loss
 from albert_tf.modeling import layout
+from tests.helpers import tiny
 
 ATOL = 1e-5
+# This file's own models (beside the original's checkpoint): a 50-piece vocabulary.
+VOCAB = 50
+small_config = functools.partial(tiny.tiny_config, vocab_size=VOCAB, max_position_embeddings=16)
 
 
 @pytest.fixture(scope="module")
@@ -111,24 +117,10 @@ def test_default_mask_and_type_ids_are_ones_and_zeros(pretrainer, fixture_inputs
     np.testing.assert_allclose(implicit["sequence_output"], explicit["sequence_output"])
 
 
-def small_config(**changes):
-    values = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2,
-                  num_attention_heads=2, intermediate_size=32, max_position_embeddings=16)
-    values.update(changes)
-    return AlbertConfig.from_dict(values)
-
-
-def random_inputs(batch=2, length=6, vocab=50, seed=0):
-    rng = np.random.default_rng(seed)
-    return {"input_word_ids": rng.integers(5, vocab, (batch, length)).astype(np.int32),
-            "input_mask": np.ones((batch, length), np.int32),
-            "input_type_ids": np.zeros((batch, length), np.int32)}
-
-
 def test_dropout_only_in_training():
     model = AlbertEncoder(small_config(hidden_dropout_prob=0.3,
                                        attention_probs_dropout_prob=0.3), seed=3)
-    inputs = random_inputs()
+    inputs = tiny.random_inputs(VOCAB)
     first = model(inputs, training=False)["sequence_output"].numpy()
     np.testing.assert_array_equal(first, model(inputs)["sequence_output"].numpy())
     trained = model(inputs, training=True)["sequence_output"].numpy()
@@ -160,7 +152,7 @@ def test_initializer_is_truncated_normal_with_initializer_range():
 def test_sequence_longer_than_positions_is_refused():
     model = AlbertEncoder(small_config(max_position_embeddings=4))
     with pytest.raises(ValueError, match="sequence length 6 .* max_position_embeddings \\(4\\)"):
-        model(random_inputs(length=6))
+        model(tiny.random_inputs(VOCAB, length=6))
 
 
 def test_missing_inputs_are_named():
@@ -171,7 +163,7 @@ def test_missing_inputs_are_named():
         model(np.ones((1, 3), np.int32))
     pretrainer = AlbertPretrainer(small_config())
     with pytest.raises(KeyError, match="masked_lm_positions"):
-        pretrainer(random_inputs())
+        pretrainer(tiny.random_inputs(VOCAB))
 
 
 def test_functional_wrapping_keeps_tf1_names_and_trains():
@@ -184,7 +176,7 @@ def test_functional_wrapping_keeps_tf1_names_and_trains():
     assert any(w.path == "bert/embeddings/word_embeddings" for w in model.weights)
     model.compile(optimizer=keras.optimizers.Adam(1e-2),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    x = random_inputs(batch=8, seed=1)
+    x = tiny.random_inputs(VOCAB, batch=8, seed=1)
     y = (x["input_word_ids"][:, 0] % 2).astype(np.int32)
     history = model.fit(x, y, epochs=15, batch_size=8, verbose=0)
     assert history.history["loss"][-1] < 0.5 * history.history["loss"][0]
@@ -201,7 +193,8 @@ def test_model_config_round_trip():
 
 def test_mixed_precision_runs_in_bfloat16_with_float32_weights():
     model = AlbertPretrainer(small_config(), seed=0, dtype="mixed_bfloat16")
-    inputs = dict(random_inputs(), masked_lm_positions=np.array([[1, 2], [3, 4]], np.int32))
+    inputs = dict(tiny.random_inputs(VOCAB),
+                  masked_lm_positions=np.array([[1, 2], [3, 4]], np.int32))
     out = model(inputs)
     assert out["sequence_output"].dtype == tf.bfloat16
     assert all(w.dtype == "float32" for w in model.weights)

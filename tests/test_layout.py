@@ -1,5 +1,7 @@
 """Variable names and shapes: the Keras models against what the original code creates."""
 
+import functools
+
 import keras
 import pytest
 import tensorflow as tf
@@ -8,6 +10,7 @@ from conftest import FIXTURE_CHECKPOINT
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.checkpoints import is_training_state
 from albert_tf.modeling import layout
+from tests.helpers import tiny
 
 
 def model_variables(model):
@@ -22,11 +25,9 @@ def test_layout_is_what_the_original_code_created(tiny_config):
     assert original == layout.pretrainer_variables(tiny_config)
 
 
-def config(**changes):
-    values = dict(vocab_size=30, embedding_size=8, hidden_size=12, num_hidden_layers=4,
-                  num_attention_heads=2, intermediate_size=20, max_position_embeddings=16)
-    values.update(changes)
-    return AlbertConfig.from_dict(values)
+# Four layers of H=12 (E=8 != H), the sizes the cases below change.
+config = functools.partial(tiny.tiny_config, vocab_size=30, hidden_size=12, num_hidden_layers=4,
+                           intermediate_size=20, max_position_embeddings=16)
 
 
 @pytest.mark.parametrize("cfg", [

@@ -7,6 +7,7 @@ from the layout module, and every head is checked against a numpy restatement of
 original's formulas computed from the checkpoint's arrays.
 """
 
+import functools
 import shutil
 
 import keras
@@ -17,7 +18,6 @@ from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR, model_inputs
 
 from albert_tf import (
     AlbertClassifier,
-    AlbertConfig,
     AlbertMultipleChoice,
     AlbertSquadV1,
     AlbertSquadV2,
@@ -27,17 +27,15 @@ from albert_tf import (
     save_tf1_checkpoint,
 )
 from albert_tf.modeling import layout
+from tests.helpers import tiny
 
 ATOL = 1e-5
 H = 16
 
 
-def config(**changes):
-    values = dict(vocab_size=60, embedding_size=8, hidden_size=H, num_hidden_layers=2,
-                  num_attention_heads=2, intermediate_size=32, max_position_embeddings=32,
-                  hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    values.update(changes)
-    return AlbertConfig.from_dict(values)
+# The task models' encoder (no dropout, the default): a 60-piece vocabulary.
+config = functools.partial(tiny.tiny_config, vocab_size=60, hidden_size=H,
+                           max_position_embeddings=32)
 
 
 CONFIG = config()
@@ -120,17 +118,16 @@ def write_tf1_checkpoint(prefix, tensors):
     return str(prefix)
 
 
-def encoder_inputs(batch=3, length=12, seed=0, vocab=60):
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(5, vocab, (batch, length)).astype(np.int32)
-    mask = np.ones((batch, length), np.int32)
-    mask[1, 9:] = 0  # padding
-    mask[2, 11:] = 0
-    ids[mask == 0] = 0
-    type_ids = np.zeros((batch, length), np.int32)
-    type_ids[:, 4:] = 1
-    type_ids[mask == 0] = 0
-    return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": type_ids}
+# Rows that end in padding, and their lengths (a row of shorter inputs is full).
+PADDED_ROWS = {1: 9, 2: 11, 3: 7}
+
+
+def encoder_inputs(batch=3, length=12, seed=0, choices=None):
+    """Two segments (type 1 from position 4 on), rows 1 to 3 padded."""
+    rows = batch * (choices or 1)
+    return tiny.random_inputs(CONFIG, batch, length, seed, num_choices=choices,
+                              lengths=[PADDED_ROWS.get(i, length) for i in range(rows)],
+                              second_segment_from=4)
 
 
 def squad_p_mask(inputs):
@@ -145,9 +142,7 @@ def squad_p_mask(inputs):
 
 
 def race_inputs(batch=2, choices=4, length=10, seed=0):
-    flat = encoder_inputs(batch * choices, length, seed)
-    flat["input_mask"][3, 7:] = 0
-    return {k: v.reshape(batch, choices, length) for k, v in flat.items()}
+    return encoder_inputs(batch, length, seed, choices)
 
 
 def task_inputs(task, seed=0):

@@ -6,7 +6,8 @@ Three vocabularies meet in this toolkit:
   (`input_ids`, `input_mask`, `segment_ids`, ...), which `serve_examples` also reads;
 - model inputs: the names the Keras models and the `serving_default` signatures take
   (`input_word_ids`, `input_mask`, `input_type_ids`: TF Model Garden's and TF-Hub's);
-- model outputs: what each model returns, by head.
+- model outputs: what each model returns, by head;
+- the inputs and extra outputs of the `serve_text` signatures.
 
 A record feature that is also a model input has one entry in `RECORD_TO_MODEL`;
 every other feature keeps its name on both sides (`p_mask`, `masked_lm_positions`).
@@ -60,6 +61,19 @@ SOP_LOGITS = "sop_logits"
 # ALBERT's SQuAD v2.0 head (beam search over start and end positions).
 SQUAD_V2_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",
                     "end_top_index", "cls_logits")
+
+
+# ------------------------------------------------------------- serve_text signatures
+# Its string inputs: a sentence or pair, or SQuAD's question and context.
+TEXT_A = "text_a"
+TEXT_B = "text_b"
+QUESTION = "question"
+CONTEXT = "context"
+# What SQuAD's serve_text returns beside the packed inputs and the model outputs: where
+# the context's first piece is, and each position's code points in the context.
+CONTEXT_START = "context_start"
+TOKEN_START_CHAR = "token_start_char"
+TOKEN_END_CHAR = "token_end_char"
 
 
 def to_model_inputs(features: Mapping) -> dict:

@@ -415,9 +415,8 @@ def evaluate_v2_with_best_threshold(examples, features, results, gold=None,
     return scores, final
 
 
-
 # ------------------------------------------------------------------ serving outputs
-SERVE_TEXT_OUTPUTS = ("context_start", "token_start_char", "token_end_char",
+SERVE_TEXT_OUTPUTS = (names.CONTEXT_START, names.TOKEN_START_CHAR, names.TOKEN_END_CHAR,
                       *names.MODEL_INPUTS, names.P_MASK)
 
 
@@ -447,9 +446,9 @@ def serve_text_features(questions: Sequence[str], contexts: Sequence[str],
                 "question)")
     examples, features, results = [], [], {}
     for i, (question, context, qas_id) in enumerate(zip(questions, contexts, qas_ids)):
-        starts = arrays["token_start_char"][i]
+        starts = arrays[names.TOKEN_START_CHAR][i]
         in_context = np.flatnonzero(starts >= 0)
-        first = int(arrays["context_start"][i])
+        first = int(arrays[names.CONTEXT_START][i])
         if in_context.size and in_context[0] != first:
             raise SquadPostprocessError(
                 f"row {i}: context pieces start at {in_context[0]}, context_start says "
@@ -460,7 +459,7 @@ def serve_text_features(questions: Sequence[str], contexts: Sequence[str],
             unique_id=i, example_index=i, qas_id=qas_id, doc_span_index=0,
             doc_span_start=0, doc_offset=first,
             tok_start_to_orig_index=starts[in_context].tolist(),
-            tok_end_to_orig_index=(arrays["token_end_char"][i][in_context] - 1).tolist(),
+            tok_end_to_orig_index=(arrays[names.TOKEN_END_CHAR][i][in_context] - 1).tolist(),
             token_is_max_context=[True] * in_context.size,
             input_ids=arrays[names.INPUT_WORD_IDS][i], input_mask=arrays[names.INPUT_MASK][i],
             segment_ids=arrays[names.INPUT_TYPE_IDS][i], p_mask=arrays[names.P_MASK][i]))

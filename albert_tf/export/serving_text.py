@@ -21,16 +21,6 @@ import tensorflow as tf
 
 from albert_tf import names, packing
 
-# The argument names of `serve_text`.
-TEXT_A = "text_a"
-TEXT_B = "text_b"
-QUESTION = "question"
-CONTEXT = "context"
-# What SQuAD's `serve_text` returns besides the packed inputs (see `pack_squad`).
-CONTEXT_START = "context_start"
-TOKEN_START_CHAR = "token_start_char"
-TOKEN_END_CHAR = "token_end_char"
-
 
 @dataclasses.dataclass(frozen=True)
 class TextSettings:
@@ -64,9 +54,9 @@ def _pack(tokenizer, settings: TextSettings, segments) -> dict:
 # ---------------------------------------------------- one text or a pair (GLUE-like)
 def sentence_specs(settings: TextSettings) -> list[tf.TensorSpec]:
     """`text_a` [B], and `text_b` [B] for pair tasks."""
-    specs = [_string_spec(TEXT_A)]
+    specs = [_string_spec(names.TEXT_A)]
     if settings.is_pair:
-        specs.append(_string_spec(TEXT_B))
+        specs.append(_string_spec(names.TEXT_B))
     return specs
 
 
@@ -91,7 +81,7 @@ def pack_sentences_for_mlm(tokenizer, settings: TextSettings, texts: dict) -> Pa
 # ------------------------------------------------------------ multiple choice (RACE)
 def choice_specs(settings: TextSettings) -> list[tf.TensorSpec]:
     """`text_a` [B] (the article) and `text_b` [B, num_choices] (question + option)."""
-    return [_string_spec(TEXT_A), _string_spec(TEXT_B, (None, settings.num_choices))]
+    return [_string_spec(names.TEXT_A), _string_spec(names.TEXT_B, (None, settings.num_choices))]
 
 
 def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
@@ -99,7 +89,7 @@ def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     (`albert_tf.data.race.convert_single_example`): the option keeps its LAST
     `max_qa_length` pieces, the article its first pieces that still fit."""
     choices = settings.num_choices
-    articles, options = texts[TEXT_A], texts[TEXT_B]
+    articles, options = texts[names.TEXT_A], texts[names.TEXT_B]
     batch = tf.shape(articles)[0]
     article = tokenizer.tokenize(articles)  # [B, (T)], each article tokenized once
     article = tf.gather(article, tf.repeat(tf.range(batch), choices))  # [B * C, (T)]
@@ -118,7 +108,7 @@ def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
 # ------------------------------------------------------------------------ SQuAD
 def squad_specs(settings: TextSettings) -> list[tf.TensorSpec]:
     """`question` [B] and `context` [B]."""
-    return [_string_spec(QUESTION), _string_spec(CONTEXT)]
+    return [_string_spec(names.QUESTION), _string_spec(names.CONTEXT)]
 
 
 def pack_squad(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
@@ -129,8 +119,8 @@ def pack_squad(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     position of the first context piece) and `token_start_char` / `token_end_char`
     [B, S]: `context[start:end]` is the raw text of the piece at each position, -1 off
     the context (code points, as Python indexes a str)."""
-    question = tokenizer.tokenize(texts[QUESTION])  # [B, (Q)]
-    context, starts, ends = tokenizer.tokenize_with_offsets(texts[CONTEXT])  # [B, (T)]
+    question = tokenizer.tokenize(texts[names.QUESTION])  # [B, (Q)]
+    context, starts, ends = tokenizer.tokenize_with_offsets(texts[names.CONTEXT])  # [B, (T)]
     question_length, context_length = packing.query_context_lengths(
         question.row_lengths(), context.row_lengths(), settings.max_seq_length,
         settings.max_query_length)
@@ -144,10 +134,10 @@ def pack_squad(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     is_answer = (positions == 0) | in_context
     inputs[names.P_MASK] = 1.0 - tf.cast(is_answer, tf.float32)
     returned = dict(inputs)
-    returned[CONTEXT_START] = tf.cast(question_length + 2, tf.int32)
+    returned[names.CONTEXT_START] = tf.cast(question_length + 2, tf.int32)
     # Each context piece's code points in `context`, placed at its input position.
     index = tf.maximum(positions - start, 0)  # [B, S]
-    for name, offsets in ((TOKEN_START_CHAR, starts), (TOKEN_END_CHAR, ends)):
+    for name, offsets in ((names.TOKEN_START_CHAR, starts), (names.TOKEN_END_CHAR, ends)):
         table = tf.pad(offsets.to_tensor(), [[0, 0], [0, 1]])  # [B, T + 1]
         index_in_row = tf.minimum(index, tf.shape(table, out_type=tf.int64)[1] - 1)
         values = tf.gather(table, index_in_row, batch_dims=1)  # [B, S]

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from albert_tf import fused
 from albert_tf.modeling import common
+from tests.helpers import tiny
 
 
 def plain_gelu(x):  # the original modeling.gelu
@@ -162,10 +163,7 @@ def test_exported_savedmodel_has_no_xla_kernels_and_matches_keras(tiny_config, t
     with open(os.path.join(path, "saved_model.pb"), "rb") as f:
         saved.ParseFromString(f.read())
     assert all(_xla_functions(g.graph_def) == [] for g in saved.meta_graphs)
-    ids = np.random.default_rng(4).integers(5, tiny_config.vocab_size, (2, 16))
-    inputs = {"input_word_ids": ids.astype(np.int32),
-              "input_mask": np.ones((2, 16), np.int32),
-              "input_type_ids": np.zeros((2, 16), np.int32)}
+    inputs = tiny.random_inputs(tiny_config, batch=2, length=16, seed=4)
     want = model(inputs)["logits"].numpy()
     script = ("import json, sys, numpy as np, tensorflow as tf\n"
               "inputs = {k: tf.constant(v) for k, v in json.loads(sys.argv[2]).items()}\n"

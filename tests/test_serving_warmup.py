@@ -9,6 +9,7 @@ import tensorflow as tf
 pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
 
 from albert_tf.serving_warmup import read_warmup_requests, write_warmup_requests  # noqa: E402
+from tests.helpers.tiny import random_inputs  # noqa: E402
 
 
 def _check(path, version_dir, model_name, signature_name, inputs, num_records):
@@ -43,12 +44,7 @@ def test_string_input(tmp_path):
 
 def test_int32_inputs_and_overwrite(tmp_path):
     version_dir = tmp_path / "1"
-    rng = np.random.default_rng(0)
-    inputs = {
-        "input_word_ids": rng.integers(0, 30000, size=(2, 16)).astype(np.int32),
-        "input_mask": np.ones((2, 16), np.int32),
-        "input_type_ids": np.zeros((2, 16), np.int32),
-    }
+    inputs = random_inputs(30000, batch=2, length=16)
     write_warmup_requests(version_dir, "other", {"x": np.zeros((1,), np.int32)})
     path = write_warmup_requests(version_dir, "encode", inputs, model_name="albert_base")
     _check(path, version_dir, "albert_base", "encode", inputs, 1)

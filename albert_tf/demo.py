@@ -139,7 +139,7 @@ def _duration(seconds: float) -> str:
 _ABSL_LINE = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ ([\w.]+\.py):\d+\] (.*)$")
 # The project's modules whose log lines are progress worth showing.
 _SHOWN_MODULES = {"loop.py", "common.py", "classifier.py", "pretraining.py", "glue.py",
-                  "export.py", "checkpoints.py", "dynamic_masking.py"}
+                  "checkpoints.py"}
 
 
 def _shown(line: str, verbose: bool) -> str | None:

@@ -23,6 +23,7 @@ from tests.helpers.dynamic_masking import (
     restore,
     write_documents,
 )
+from tests.helpers.tiny import tiny_config
 
 
 @pytest.fixture(scope="module")
@@ -220,7 +221,7 @@ def test_tokenized_shards_give_the_same_stream(two_sentence_corpus, tokenizer, t
 
 def test_batches_read_like_offline_records_and_train(document_corpus, text_tokenizer,
                                                      tokenizer, tmp_path):
-    from albert_tf import AlbertConfig, AlbertPretrainer
+    from albert_tf import AlbertPretrainer
 
     output = str(tmp_path / "offline.tfrecord")
     pretraining.create_pretraining_data(
@@ -231,9 +232,7 @@ def test_batches_read_like_offline_records_and_train(document_corpus, text_token
                              max_seq_length=64, drop_remainder=True)
     assert dynamic.element_spec == offline.element_spec
     batch = next(iter(dynamic))
-    config = AlbertConfig(vocab_size=tokenizer.vocab_size, embedding_size=8, hidden_size=16,
-                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=64)
+    config = tiny_config(vocab_size=tokenizer.vocab_size, num_hidden_layers=1)
     outputs = AlbertPretrainer(config, seed=0)(records.to_model_inputs(batch))
     total, mlm, sop = losses.pretraining_loss(outputs, batch)
     assert np.isfinite(total.numpy()) and mlm.numpy() > 0 and sop.numpy() > 0

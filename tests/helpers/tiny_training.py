@@ -19,12 +19,9 @@ import numpy as np  # noqa: E402
 
 
 def config():
-    from albert_tf import AlbertConfig
+    from tests.helpers.tiny import tiny_config
 
-    return AlbertConfig(vocab_size=40, embedding_size=8, hidden_size=16,
-                        num_hidden_layers=2, num_hidden_groups=1, inner_group_num=1,
-                        num_attention_heads=2, intermediate_size=24,
-                        max_position_embeddings=16)
+    return tiny_config(vocab_size=40, intermediate_size=24, max_position_embeddings=16)
 
 
 def dataset(global_batch, skip=0, seed=3):
@@ -32,22 +29,18 @@ def dataset(global_batch, skip=0, seed=3):
     weights included, so that weighted means are tested."""
     import tensorflow as tf
 
+    from albert_tf import names
+    from tests.helpers.tiny import random_inputs
+
     rng = np.random.default_rng(seed)
-    n, length, predictions = 64, 12, 3
-    ids = rng.integers(5, 40, (n, length)).astype(np.int32)
-    mask = np.ones((n, length), np.int32)
-    for i in range(n):
-        mask[i, rng.integers(6, length + 1):] = 0
-    ids *= mask
-    positions = rng.integers(1, 6, (n, predictions)).astype(np.int32)
-    weights = (rng.random((n, predictions)) < 0.7).astype(np.float32)
+    inputs = random_inputs(config(), batch=64, length=12, seed=rng, min_length=6,
+                           masked_lm_predictions=3)
+    positions = inputs[names.MASKED_LM_POSITIONS]
     features = {
-        "input_ids": ids, "input_mask": mask,
-        "segment_ids": np.zeros_like(ids),
-        "masked_lm_positions": positions,
-        "masked_lm_ids": np.take_along_axis(ids, positions, 1),
-        "masked_lm_weights": weights,
-        "next_sentence_labels": rng.integers(0, 2, (n, 1)).astype(np.int32),
+        **names.to_record_features(inputs),
+        names.MASKED_LM_IDS: np.take_along_axis(inputs[names.INPUT_WORD_IDS], positions, 1),
+        names.MASKED_LM_WEIGHTS: (rng.random(positions.shape) < 0.7).astype(np.float32),
+        names.NEXT_SENTENCE_LABELS: rng.integers(0, 2, (len(positions), 1)).astype(np.int32),
     }
     data = tf.data.Dataset.from_tensor_slices(features).repeat().batch(global_batch)
     return data.skip(skip)

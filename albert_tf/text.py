@@ -20,6 +20,7 @@ import unicodedata
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from albert_tf import fileio
 from albert_tf.packing import pack_inputs, pair_lengths, take_first  # noqa: F401 (public)
 from albert_tf.tokenization import CLS, MASK, SEP, UNK, FullTokenizer, TokenizerError
 
@@ -125,53 +126,57 @@ class AlbertTextTokenizer(tf.Module):
         self.pad_id = python.special_id("pad")
         self.mask_id = python.vocab.get(MASK, python.special_id("pad"))
         if spm_model_file:
-            self.spm_model_file = os.fspath(spm_model_file)
-            self._asset = tf.saved_model.Asset(self.spm_model_file)
-            with tf.io.gfile.GFile(self.spm_model_file, "rb") as f:
-                model = f.read()
-            _check_unigram(model, self.spm_model_file)
-            # The fast tokenizer breaks ties between equal-score segmentations as the
-            # Python sentencepiece package does; the older op does not (3 in 105,116
-            # SQuAD/GLUE texts came out with the same pieces in another order).
-            self._sentencepiece = tf_text.FastSentencepieceTokenizer(model)
-            pieces = [python.sp_model.IdToPiece(i) for i in range(python.vocab_size)]
-            self._id_to_piece = tf.constant(pieces)
-            self._piece_to_id = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(
-                    pieces, tf.range(len(pieces), dtype=tf.int32)),
-                default_value=python.sp_model.unk_id())
-            self._comma_id = python.sp_model.PieceToId(",")
-            self.unk_id = python.sp_model.unk_id()
-            self._wordpiece = None
-            # The older op gives byte offsets of its pieces (see tokenize_with_offsets).
-            self._offset_pieces = tf_text.SentencepieceTokenizer(
-                model, out_type=tf.string) if with_offsets else None
+            self._build_sentencepiece(python, os.fspath(spm_model_file), with_offsets)
         else:
-            self.vocab_file = os.fspath(vocab_file)
-            self._asset = tf.saved_model.Asset(self.vocab_file)
-            if UNK not in python.vocab:
-                raise TokenizerError(f"vocab file {vocab_file} has no {UNK} token")
-            self.unk_id = python.vocab[UNK]
-            table = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(
-                    list(python.vocab), tf.constant(list(python.vocab.values()), tf.int64)),
-                default_value=-1)
-            self._wordpiece = tf_text.WordpieceTokenizer(
-                table, suffix_indicator="##", max_bytes_per_word=200,
-                token_out_type=tf.int64, unknown_token=UNK)
-            self._sentencepiece = None
-            if with_offsets:
-                raise TokenizerError(
-                    "piece offsets are available for SentencePiece models only (the "
-                    "original reads SQuAD with spm_model_file); got vocab_file "
-                    f"{vocab_file}")
-            self._offset_pieces = None
+            self._build_wordpiece(python, os.fspath(vocab_file), with_offsets)
         self.with_offsets = with_offsets
         spec = [tf.TensorSpec([None], tf.string)]
         self._tokenize_compiled = tf.function(self._tokenize_vector, input_signature=spec)
         self._offsets_compiled = tf.function(
             self._tokenize_with_offsets_vector, input_signature=spec) \
             if with_offsets else None
+
+    def _build_sentencepiece(self, python: FullTokenizer, path: str, with_offsets: bool):
+        self.spm_model_file = path
+        self._asset = tf.saved_model.Asset(path)
+        model = fileio.read_bytes(path)
+        _check_unigram(model, path)
+        # The fast tokenizer breaks ties between equal-score segmentations as the
+        # Python sentencepiece package does; the older op does not (3 in 105,116
+        # SQuAD/GLUE texts came out with the same pieces in another order).
+        self._sentencepiece = tf_text.FastSentencepieceTokenizer(model)
+        pieces = [python.sp_model.IdToPiece(i) for i in range(python.vocab_size)]
+        self._id_to_piece = tf.constant(pieces)
+        self._piece_to_id = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                pieces, tf.range(len(pieces), dtype=tf.int32)),
+            default_value=python.sp_model.unk_id())
+        self._comma_id = python.sp_model.PieceToId(",")
+        self.unk_id = python.sp_model.unk_id()
+        self._wordpiece = None
+        # The older op gives byte offsets of its pieces (see tokenize_with_offsets).
+        self._offset_pieces = tf_text.SentencepieceTokenizer(
+            model, out_type=tf.string) if with_offsets else None
+
+    def _build_wordpiece(self, python: FullTokenizer, path: str, with_offsets: bool):
+        if with_offsets:
+            raise TokenizerError(
+                "piece offsets are available for SentencePiece models only (the "
+                f"original reads SQuAD with spm_model_file); got vocab_file {path}")
+        if UNK not in python.vocab:
+            raise TokenizerError(f"vocab file {path} has no {UNK} token")
+        self.vocab_file = path
+        self._asset = tf.saved_model.Asset(path)
+        self.unk_id = python.vocab[UNK]
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(
+                list(python.vocab), tf.constant(list(python.vocab.values()), tf.int64)),
+            default_value=-1)
+        self._wordpiece = tf_text.WordpieceTokenizer(
+            table, suffix_indicator="##", max_bytes_per_word=200,
+            token_out_type=tf.int64, unknown_token=UNK)
+        self._sentencepiece = None
+        self._offset_pieces = None
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         texts = tf.convert_to_tensor(texts, tf.string)

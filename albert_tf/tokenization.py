@@ -19,6 +19,7 @@ import collections
 import os
 import unicodedata
 
+from albert_tf import fileio
 from albert_tf.packing import truncate_seq_pair  # noqa: F401 (the original's place)
 
 SPIECE_UNDERLINE = "▁"
@@ -86,18 +87,10 @@ def encode_pieces(sp_model, text: str) -> list[str]:
     return new_pieces
 
 
-def _open_text(path: str):
-    if "://" in path:
-        import tensorflow as tf
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
 def load_vocab(vocab_file: str) -> collections.OrderedDict:
     """A WordPiece `vocab.txt`: one token a line (first field), ids in line order."""
     vocab = collections.OrderedDict()
-    with _open_text(os.fspath(vocab_file)) as reader:
+    with fileio.open_binary(vocab_file) as reader:
         for raw in reader:
             line = convert_to_unicode(raw)
             token = line.strip().split()[0] if line.strip() else " "
@@ -130,8 +123,7 @@ class FullTokenizer:
         if self.spm_model_file:
             import sentencepiece as spm
 
-            with _open_text(self.spm_model_file) as f:
-                proto = f.read()
+            proto = fileio.read_bytes(self.spm_model_file)
             self.sp_model = spm.SentencePieceProcessor()
             try:
                 self.sp_model.LoadFromSerializedProto(proto)
@@ -141,7 +133,7 @@ class FullTokenizer:
             self.vocab = {self.sp_model.IdToPiece(i): i
                           for i in range(self.sp_model.GetPieceSize())}
         elif self.vocab_file:
-            if "://" not in self.vocab_file and not os.path.exists(self.vocab_file):
+            if not fileio.is_url(self.vocab_file) and not os.path.exists(self.vocab_file):
                 raise TokenizerError(f"vocab file {self.vocab_file} does not exist")
             self.vocab = load_vocab(self.vocab_file)
             self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)

@@ -140,3 +140,18 @@ def test_packed_length_is_the_length_pack_gives():
                                         pad_to_max_length=False)["input_word_ids"])
                 assert packing.packed_length([len(r) for r in rows], max_len) == want
                 assert int(graph[i]) == want
+
+
+def test_pack_ragged_packs_without_cutting_or_padding():
+    a = tf.ragged.constant([[5, 6, 7], []], tf.int32)
+    b = tf.ragged.constant([[8], [9, 10]], tf.int32)
+    word_ids, type_ids = packing.pack_ragged([a, b], cls_id=CLS, sep_id=SEP)
+    assert word_ids.to_list() == [[2, 5, 6, 7, 3, 8, 3], [2, 3, 9, 10, 3]]
+    assert type_ids.to_list() == [[0, 0, 0, 0, 0, 1, 1], [0, 0, 1, 1, 1]]
+    for i in range(2):  # the rows pack gives, without its padding
+        want = packing.pack([a[i].numpy().tolist(), b[i].numpy().tolist()], 100,
+                            cls_id=CLS, sep_id=SEP, pad_to_max_length=False)
+        assert word_ids[i].numpy().tolist() == want["input_word_ids"].tolist()
+        assert type_ids[i].numpy().tolist() == want["input_type_ids"].tolist()
+    single, _ = packing.pack_ragged([a], cls_id=CLS, sep_id=SEP)
+    assert single.to_list() == [[2, 5, 6, 7, 3], [2, 3]]

@@ -9,17 +9,11 @@ import sys
 
 import pytest
 
+from tests.helpers.tiny import write_tiny_config
+
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = REPOSITORY / "benchmarks" / "bench_models.py"
 GLUE = REPOSITORY / "tests" / "fixtures" / "glue"
-
-TINY_CONFIG = {
-    "attention_probs_dropout_prob": 0.0, "hidden_act": "gelu", "hidden_dropout_prob": 0.0,
-    "embedding_size": 8, "hidden_size": 16, "initializer_range": 0.02,
-    "intermediate_size": 32, "max_position_embeddings": 64, "num_attention_heads": 2,
-    "num_hidden_layers": 2, "num_hidden_groups": 1, "inner_group_num": 1,
-    "type_vocab_size": 2, "vocab_size": 30000,  # the SentencePiece fixture's
-}
 
 
 def _glue_task_dir():
@@ -31,8 +25,7 @@ def _glue_task_dir():
 
 
 def test_bench_models_prints_one_table(tmp_path):
-    config = tmp_path / "albert_config.json"
-    config.write_text(json.dumps(TINY_CONFIG))
+    config = write_tiny_config(tmp_path)  # the SentencePiece fixture's vocabulary
     output = tmp_path / "results.json"
     task_dir = _glue_task_dir()
     command = [sys.executable, str(SCRIPT), f"--config={config}", "--peers=",

@@ -5,8 +5,9 @@ import shutil
 
 import pytest
 
-from tests.helpers.scripts import FIXTURES, SPM, run_script, write_tiny_config
+from tests.helpers.scripts import FIXTURES, SPM, run_script
 from tests.helpers.scripts import read_results as results
+from tests.helpers.tiny import write_tiny_config
 
 
 def run(*args, check=True):
@@ -14,8 +15,9 @@ def run(*args, check=True):
 
 
 @pytest.fixture(scope="module")
-def tiny_config(tmp_path_factory):
-    return write_tiny_config(tmp_path_factory.mktemp("config"))
+def config_file(tmp_path_factory):
+    """The tiny model's albert_config.json, positions for the longest run (RACE, 128)."""
+    return write_tiny_config(tmp_path_factory.mktemp("config"), max_position_embeddings=128)
 
 
 def common_flags(config, output_dir, **overrides):
@@ -27,10 +29,10 @@ def common_flags(config, output_dir, **overrides):
     return [f"--{k}={v}" for k, v in flags.items()]
 
 
-def test_mrpc_train_eval_predict(tmp_path, tiny_config):
+def test_mrpc_train_eval_predict(tmp_path, config_file):
     out = tmp_path / "mrpc"
     run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
-        "--do_predict", f"--export_dir={out / 'export'}", *common_flags(tiny_config, out))
+        "--do_predict", f"--export_dir={out / 'export'}", *common_flags(config_file, out))
     evaluation = results(out / "eval_results.txt")
     assert evaluation["global_step"] == 6 and 0 <= evaluation["eval_accuracy"] <= 1
     assert "f1" in evaluation
@@ -60,7 +62,7 @@ def test_mrpc_train_eval_predict(tmp_path, tiny_config):
         assert got == pytest.approx(want, abs=1e-5)
     # A later --do_predict alone uses the trained model.
     run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_predict",
-        *common_flags(tiny_config, out))
+        *common_flags(config_file, out))
 
 
 def serve_text(version_dir, pairs):
@@ -84,18 +86,18 @@ def serve_text(version_dir, pairs):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_sts_b_is_regression(tmp_path, tiny_config):
+def test_sts_b_is_regression(tmp_path, config_file):
     out = tmp_path / "stsb"
     run("--task_name=STS-B", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
-        *common_flags(tiny_config, out))
+        *common_flags(config_file, out))
     evaluation = results(out / "eval_results.txt")
     assert {"pearson", "spearman", "MSE"} <= set(evaluation)
 
 
-def test_float16_mixed_precision_trains_with_loss_scaling(tmp_path, tiny_config):
+def test_float16_mixed_precision_trains_with_loss_scaling(tmp_path, config_file):
     out = tmp_path / "fp16"
     run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
-        "--precision=mixed_float16", *common_flags(tiny_config, out, train_step=3,
+        "--precision=mixed_float16", *common_flags(config_file, out, train_step=3,
                                                    save_checkpoints_steps=3))
     assert results(out / "eval_results.txt")["global_step"] == 3
     import tensorflow as tf
@@ -104,10 +106,10 @@ def test_float16_mixed_precision_trains_with_loss_scaling(tmp_path, tiny_config)
     assert kernel.dtype.name == "float32"  # weights stay float32
 
 
-def test_race_multiple_choice(tmp_path, tiny_config):
+def test_race_multiple_choice(tmp_path, config_file):
     out = tmp_path / "race"
     run("--task_name=race", f"--data_dir={FIXTURES / 'race'}", "--do_train", "--do_eval",
-        *common_flags(tiny_config, out, max_seq_length=128, max_qa_length=32,
+        *common_flags(config_file, out, max_seq_length=128, max_qa_length=32,
                       train_batch_size=2, eval_batch_size=2))
     assert 0 <= results(out / "eval_results.txt")["eval_accuracy"] <= 1
 
@@ -129,11 +131,11 @@ def easy_sst2(directory, seed=0):
         (directory / "SST-2" / f"{split}.tsv").write_text("\n".join(rows) + "\n")
 
 
-def test_a_tiny_model_learns_an_easy_task(tmp_path, tiny_config):
+def test_a_tiny_model_learns_an_easy_task(tmp_path, config_file):
     easy_sst2(tmp_path / "glue")
     out = tmp_path / "easy"
     run("--task_name=sst-2", f"--data_dir={tmp_path / 'glue'}", "--do_train", "--do_eval",
-        *common_flags(tiny_config, out, max_seq_length=16, train_batch_size=16,
+        *common_flags(config_file, out, max_seq_length=16, train_batch_size=16,
                       train_step=150, warmup_step=10, save_checkpoints_steps=150,
                       iterations_per_loop=50, learning_rate=3e-3, dropout_prob=0))
     accuracy = results(out / "eval_results.txt")["eval_accuracy"]
@@ -150,8 +152,8 @@ def test_a_tiny_model_learns_an_easy_task(tmp_path, tiny_config):
     (["--task_name=race", "--do_train", f"--data_dir={FIXTURES / 'race'}",
       "--max_qa_length=200"], "--max_qa_length=200 must be positive and leave room"),
 ])
-def test_bad_input_fails_before_training(tmp_path, tiny_config, args, message):
-    flags = common_flags(tiny_config, tmp_path / "bad")
+def test_bad_input_fails_before_training(tmp_path, config_file, args, message):
+    flags = common_flags(config_file, tmp_path / "bad")
     if not any(a.startswith("--data_dir") for a in args):
         flags.append(f"--data_dir={FIXTURES / 'glue'}")
     result = run(*args, *flags, check=False)
@@ -159,10 +161,10 @@ def test_bad_input_fails_before_training(tmp_path, tiny_config, args, message):
     assert not list((tmp_path / "bad").glob("ckpt-*"))
 
 
-def test_checkpoint_of_another_size_lists_every_mismatch(tmp_path, tiny_config):
+def test_checkpoint_of_another_size_lists_every_mismatch(tmp_path, config_file):
     result = run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train",
                  f"--init_checkpoint={FIXTURES / 'albert_tf1_tiny_grouped' / 'model.ckpt'}",
-                 *common_flags(tiny_config, tmp_path / "out"), check=False)
+                 *common_flags(config_file, tmp_path / "out"), check=False)
     assert result.returncode != 0
     assert "does not fit" in result.stderr and "variables differ" in result.stderr
     assert not list((tmp_path / "out").glob("ckpt-*"))

@@ -3,8 +3,9 @@
 import pytest
 
 from tests.helpers.paths import ALICE
-from tests.helpers.scripts import FIXTURES, SPM, read_results, write_tiny_config
+from tests.helpers.scripts import FIXTURES, SPM, read_results
 from tests.helpers.scripts import run_script as run
+from tests.helpers.tiny import write_tiny_config
 
 CORPUS = str(ALICE)
 
@@ -12,7 +13,7 @@ CORPUS = str(ALICE)
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     directory = tmp_path_factory.mktemp("pretraining")
-    write_tiny_config(directory).rename(directory / "tiny.json")
+    write_tiny_config(directory, max_position_embeddings=128).rename(directory / "tiny.json")
     run("create_pretraining_data.py", f"--input_file={CORPUS}",
         f"--output_file={directory / 'records.tfrecord'}", f"--spm_model_file={SPM}",
         "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2")

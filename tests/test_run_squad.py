@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from tests.helpers.scripts import FIXTURES, ROOT, SPM, TINY_CONFIG, run_script, write_tiny_config
+from tests.helpers.scripts import FIXTURES, ROOT, SPM, run_script
+from tests.helpers.tiny import write_tiny_config
 
 V1 = FIXTURES / "squad" / "dev-v1.1-excerpt.json"
 V2 = FIXTURES / "squad" / "dev-v2.0-excerpt.json"
@@ -19,7 +20,7 @@ def run(*args, check=True):
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory):
-    return write_tiny_config(tmp_path_factory.mktemp("config"))
+    return write_tiny_config(tmp_path_factory.mktemp("config"), max_position_embeddings=128)
 
 
 def flags(config, output_dir, data):
@@ -113,8 +114,7 @@ def one_window_questions(path, max_seq_length, max_query_length):
 
 @pytest.mark.parametrize("version", ["v1.1", "v2.0"])
 def test_export_serve_text_reproduces_run_squad(tmp_path, version):
-    config = tmp_path / "albert_config.json"
-    config.write_text(json.dumps(dict(TINY_CONFIG, max_position_embeddings=384)))
+    config = write_tiny_config(tmp_path, max_position_embeddings=384)
     data, out = (V1 if version == "v1.1" else V2), tmp_path / "run"
     args = [*flags(config, out, data), "--max_seq_length=384", "--doc_stride=128",
             "--max_query_length=64", f"--export_dir={out / 'export'}"]

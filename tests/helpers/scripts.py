@@ -1,6 +1,5 @@
 """Running the repository's absl scripts as a user would, for the end-to-end tests."""
 
-import json
 import os
 import pathlib
 import subprocess
@@ -9,10 +8,6 @@ import sys
 ROOT = pathlib.Path(__file__).parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
-# A model small enough for seconds of training, with the English 30k vocabulary.
-TINY_CONFIG = {"vocab_size": 30000, "embedding_size": 8, "hidden_size": 16,
-               "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32,
-               "max_position_embeddings": 128}
 
 
 def run_script(script: str, *args, check: bool = True) -> subprocess.CompletedProcess:
@@ -23,12 +18,6 @@ def run_script(script: str, *args, check: bool = True) -> subprocess.CompletedPr
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
-
-
-def write_tiny_config(directory: pathlib.Path) -> pathlib.Path:
-    path = directory / "albert_config.json"
-    path.write_text(json.dumps(TINY_CONFIG))
-    return path
 
 
 def read_results(path: pathlib.Path) -> dict[str, float]:

@@ -38,6 +38,8 @@ def spm_graph():
 
 @pytest.fixture(scope="session")
 def tiny_config():
+    """The config of the original's fixture checkpoint (6 layers, 2 groups, vocab 211);
+    a test's own small models come from `tests.helpers.tiny.tiny_config(...)`."""
     from albert_tf import AlbertConfig
 
     return AlbertConfig.from_json_file(FIXTURE_DIR / "albert_config.json")

@@ -71,11 +71,9 @@ def _kind(case):
 
 @pytest.fixture(scope="module")
 def config():
-    from albert_tf import AlbertConfig
+    from tests.helpers.tiny import tiny_config
 
-    return AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16,
-                        num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                        max_position_embeddings=64)
+    return tiny_config()
 
 
 @pytest.fixture(scope="module")
@@ -153,18 +151,17 @@ def _choice_pack(articles, options, max_qa_length, max_seq_length=MAX_SEQ):
             "input_type_ids": np.array([pad(t) for _, t in rows], np.int32).reshape(shape)}
 
 
-def _random_inputs(case, rng, batch=3, length=9):
-    shape = (batch, 2, length) if case == "multiple_choice" else (batch, length)
-    lengths = rng.integers(6, length + 1, size=shape[:-1])
-    mask = (np.arange(length) < lengths[..., None]).astype(np.int32)
-    inputs = {"input_word_ids": (rng.integers(5, 30000, size=shape) * mask).astype(np.int32),
-              "input_mask": mask,
-              "input_type_ids": ((np.arange(length) >= 3) * mask).astype(np.int32)}
+def _random_inputs(case, config, rng, batch=3, length=9):
+    """Rows of 6 to 9 pieces, two segments; SQuAD v2's p_mask marks the question (1, 2)
+    and the padding."""
+    from tests.helpers.tiny import random_inputs
+
+    inputs = random_inputs(config, batch, length, rng, min_length=6, second_segment_from=3,
+                           num_choices=2 if case == "multiple_choice" else None,
+                           masked_lm_predictions=2 if case == "mlm" else None)
     if case == "squad_v2":
-        inputs["p_mask"] = (1 - mask).astype(np.float32)
+        inputs["p_mask"] = (1 - inputs["input_mask"]).astype(np.float32)
         inputs["p_mask"][:, 1:3] = 1
-    if case == "mlm":
-        inputs["masked_lm_positions"] = rng.integers(0, 6, size=(batch, 2)).astype(np.int32)
     return inputs
 
 
@@ -226,12 +223,12 @@ def _expected(case, model, inputs):
 
 
 @pytest.fixture(scope="module")
-def reloaded(exported, tmp_path_factory):
+def reloaded(config, exported, tmp_path_factory):
     """Every signature of every case, called in a fresh process; and what to expect."""
     rng = np.random.default_rng(0)
     calls, expected = {}, {}
     for case, (model, path) in exported.items():
-        inputs = _random_inputs(case, rng)
+        inputs = _random_inputs(case, config, rng)
         calls[(case, "serving_default")] = (path, "serving_default", inputs)
         expected[(case, "serving_default")] = _expected(case, model, inputs)
         calls[(case, "serve_examples")] = (path, "serve_examples",
@@ -455,19 +452,17 @@ def test_script_exports_a_checkpoint(tmp_path):
 def test_wordpiece_export_serves_text(tmp_path):
     """A WordPiece vocabulary (the Chinese models') travels as the asset and serve_text
     tokenizes with it exactly as the Python tokenizer; SQuAD exports refuse it."""
-    from albert_tf import AlbertConfig
     from albert_tf.export import ExportError, build_model, export_savedmodel
     from albert_tf.text import pack_inputs
     from albert_tf.tokenization import FullTokenizer
     from tests.helpers.paths import REAL_TEXT
     from tests.helpers.text_cases import make_wordpiece_vocab
+    from tests.helpers.tiny import tiny_config
 
     chinese = ["中文的句子，还有标点。", "我们在北京大学学习。"]
     vocab = make_wordpiece_vocab(tmp_path / "vocab.txt", REAL_TEXT[:40] + chinese)
     python = FullTokenizer(vocab_file=vocab, do_lower_case=True)
-    config = AlbertConfig(vocab_size=python.vocab_size, embedding_size=8, hidden_size=16,
-                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=64)
+    config = tiny_config(vocab_size=python.vocab_size, num_hidden_layers=1)
     model = build_model("classifier", config, seed=5, num_labels=3)
     path = export_savedmodel(model, tmp_path / "wordpiece", kind="classifier",
                              vocab_file=vocab, max_seq_length=MAX_SEQ, is_pair=True)
@@ -539,13 +534,11 @@ def test_multiple_choice_text_packs_as_the_race_records():
 def test_multiple_choice_export_serves_the_race_packing(tmp_path):
     """serve_text of a RACE export gives the logits of the RACE records (and not those of
     longest-first packing); export_info records max_qa_length."""
-    from albert_tf import AlbertConfig
     from albert_tf.export import build_model, export_savedmodel
+    from tests.helpers.tiny import tiny_config
 
     # A wide initializer: logits that tell one packing from another.
-    config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16,
-                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=64, initializer_range=1.0)
+    config = tiny_config(num_hidden_layers=1, initializer_range=1.0)
     model = build_model("multiple_choice", config, seed=3, num_choices=4)
     path = export_savedmodel(model, tmp_path / "race", kind="multiple_choice",
                              spm_model_file=SPM, max_seq_length=MAX_SEQ,

@@ -25,11 +25,10 @@ def blocks(language):
 def release_dir(tmp_path, monkeypatch):
     """A stand-in for Google's albert_base/ release: the same files, a tiny model with
     the English 30k vocabulary size."""
-    from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
+    from albert_tf import AlbertPretrainer, save_tf1_checkpoint
+    from tests.helpers.tiny import tiny_config
 
-    config = AlbertConfig(vocab_size=30000, embedding_size=8, hidden_size=16,
-                          num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=512)
+    config = tiny_config(max_position_embeddings=512)
     release = tmp_path / "albert_base"
     release.mkdir()
     config.to_json_file(release / "albert_config.json")
@@ -57,16 +56,15 @@ ZH_NEGATIVE = ["这部电影太无聊了。", "剧情混乱，浪费时间。", 
 def chinese_release(root):
     """A stand-in for Google's albert_base_zh/ (WordPiece vocab_chinese.txt) and a
     Chinese task in SST-2's layout."""
-    from albert_tf import AlbertConfig, AlbertPretrainer, save_tf1_checkpoint
+    from albert_tf import AlbertPretrainer, save_tf1_checkpoint
+    from tests.helpers.tiny import tiny_config
 
     chars = sorted({c for text in ZH_POSITIVE + ZH_NEGATIVE for c in text})
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *("##" + c for c in chars)]
     release = root / "albert_base_zh"
     release.mkdir()
     (release / "vocab_chinese.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
-    config = AlbertConfig(vocab_size=len(tokens), embedding_size=8, hidden_size=16,
-                          num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                          max_position_embeddings=64)
+    config = tiny_config(vocab_size=len(tokens), num_hidden_layers=1)
     config.to_json_file(release / "albert_config.json")
     save_tf1_checkpoint(AlbertPretrainer(config, seed=0), str(release / "model.ckpt-best"))
     task = root / "zh_data" / "SST-2"

@@ -45,10 +45,16 @@ def _result(value, *inputs):
     return value
 
 
+def segment_budget(max_seq_length: int, num_segments: int = 2) -> int:
+    """How many pieces the segments may hold together: `max_seq_length` less `[CLS]` and
+    a `[SEP]` after each segment (`max_seq_length - 3` for a pair)."""
+    return max_seq_length - 1 - num_segments
+
+
 def single_length(length, max_seq_length):
     """Length of one text packed as `[CLS] A [SEP]`: its first `max_seq_length - 2`."""
     _, minimum, _ = _ops(length)
-    return _result(minimum(length, max(max_seq_length - 2, 0)), length)
+    return _result(minimum(length, max(segment_budget(max_seq_length, 1), 0)), length)
 
 
 def pair_lengths(length_a, length_b, budget):
@@ -82,7 +88,7 @@ def query_context_lengths(query_length, context_length, max_seq_length, max_quer
     window size that `doc_stride` windows are cut to."""
     _, minimum, maximum = _ops(query_length, context_length)
     query = minimum(query_length, max_query_length)
-    context = minimum(context_length, maximum(max_seq_length - 3 - query, 0))
+    context = minimum(context_length, maximum(segment_budget(max_seq_length) - query, 0))
     return _result(query, query_length, context_length), \
         _result(context, query_length, context_length)
 
@@ -93,7 +99,7 @@ def choice_lengths(context_length, choice_length, max_seq_length, max_qa_length)
     `max_seq_length - 3`. Returns (article length, option length)."""
     _, minimum, maximum = _ops(context_length, choice_length)
     choice = minimum(choice_length, max_qa_length)
-    context = minimum(context_length, maximum(max_seq_length - 3 - choice, 0))
+    context = minimum(context_length, maximum(segment_budget(max_seq_length) - choice, 0))
     return _result(context, context_length, choice_length), \
         _result(choice, context_length, choice_length)
 
@@ -104,7 +110,7 @@ def kept_lengths(lengths: Sequence, max_seq_length: int) -> list:
     _check_segments(lengths)
     if len(lengths) == 1:
         return [single_length(lengths[0], max_seq_length)]
-    return list(pair_lengths(lengths[0], lengths[1], max_seq_length - 3))
+    return list(pair_lengths(lengths[0], lengths[1], segment_budget(max_seq_length)))
 
 
 def packed_length(lengths: Sequence, max_seq_length: int):

@@ -155,3 +155,11 @@ def test_pack_ragged_packs_without_cutting_or_padding():
         assert type_ids[i].numpy().tolist() == want["input_type_ids"].tolist()
     single, _ = packing.pack_ragged([a], cls_id=CLS, sep_id=SEP)
     assert single.to_list() == [[2, 5, 6, 7, 3], [2, 3]]
+
+
+def test_segment_budget_is_what_the_special_tokens_leave():
+    for max_len in (3, 16, 512):
+        assert packing.segment_budget(max_len, 1) == max_len - 2  # [CLS] A [SEP]
+        assert packing.segment_budget(max_len) == max_len - 3     # [CLS] A [SEP] B [SEP]
+        assert packing.packed_length([10**6], max_len) == max_len
+        assert packing.packed_length([10**6, 10**6], max_len) == max_len

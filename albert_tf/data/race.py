@@ -212,7 +212,7 @@ class RaceProcessor:
 def _check_lengths(max_seq_length: int, max_qa_length: int) -> None:
     if max_qa_length < 1:
         raise ValueError(f"max_qa_length must be positive, got {max_qa_length}")
-    if max_seq_length - 3 < max_qa_length:
+    if packing.segment_budget(max_seq_length) < max_qa_length:
         raise ValueError(f"max_seq_length ({max_seq_length}) must leave room for "
                          f"[CLS], 2 x [SEP] and max_qa_length ({max_qa_length}) tokens")
 

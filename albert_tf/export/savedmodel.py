@@ -14,7 +14,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import fileio, fused
+from albert_tf import fileio, fused, packing
 from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
@@ -254,7 +254,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     settings = TextSettings(
         max_seq_length=max_seq_length, is_pair=is_pair, max_query_length=max_query_length,
         # The records refuse a longer one; here the option then fills the whole input.
-        max_qa_length=min(max_qa_length, max_seq_length - 3),
+        max_qa_length=min(max_qa_length, packing.segment_budget(max_seq_length)),
         num_choices=getattr(model, "num_choices", None))
     tokenizer = _build_tokenizer(entry, spm_model_file, vocab_file, do_lower_case)
     module = ServingModule(model, entry, tokenizer, settings)

@@ -88,7 +88,8 @@ def sop_instances_from_documents(documents: tf.RaggedTensor, seed, *, max_seq_le
 def _sop_instances(documents, random_documents, seed, *, max_seq_length, cls_id, sep_id,
                    short_seq_prob, random_next_sentence):
     documents, random_documents = _with_other_documents(documents, random_documents)
-    drawer = _PairDrawer(documents, random_documents, seed, max_num_tokens=max_seq_length - 3,
+    drawer = _PairDrawer(documents, random_documents, seed,
+                         max_num_tokens=packing.segment_budget(max_seq_length),
                          short_seq_prob=short_seq_prob,
                          random_next_sentence=random_next_sentence)
     # B may come from the other document: one pool of ids, the documents' first (the

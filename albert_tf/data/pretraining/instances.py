@@ -62,7 +62,7 @@ class InstanceMaker:
 
     def __init__(self, tokenizer: tokenization.FullTokenizer, config: PretrainingDataConfig):
         self.config = config
-        self.max_num_tokens = config.max_seq_length - 3  # [CLS], [SEP], [SEP]
+        self.max_num_tokens = packing.segment_budget(config.max_seq_length)
         self.cls = np.array([tokenizer.special_id(tokenization.CLS)], np.int32)
         self.sep = np.array([tokenizer.special_id(tokenization.SEP)], np.int32)
         self.masker = Masker(

@@ -82,8 +82,8 @@ class AlbertEncoder(AlbertModel):
         sequence_output = encoder_outputs[-1]  # [B, S, H]
         pooled_output = self.pooler(sequence_output[:, 0, :])  # [B, H]
         return {
-            "sequence_output": sequence_output,
-            "pooled_output": pooled_output,
+            names.SEQUENCE_OUTPUT: sequence_output,
+            names.POOLED_OUTPUT: pooled_output,
             "encoder_outputs": encoder_outputs,
             "embedding_output": embedding_output,
         }

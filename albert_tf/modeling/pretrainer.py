@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from albert_tf import names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling.base import AlbertModel, tf1_scope
@@ -36,8 +37,8 @@ class AlbertPretrainer(AlbertModel):
                 "AlbertPretrainer needs the input 'masked_lm_positions' [B, P]; "
                 f"got keys {sorted(inputs)}")
         outputs = dict(self.encoder(inputs, training=training))
-        outputs["mlm_logits"] = self.masked_lm(
-            outputs["sequence_output"], inputs["masked_lm_positions"],
+        outputs[names.MLM_LOGITS] = self.masked_lm(
+            outputs[names.SEQUENCE_OUTPUT], inputs[names.MASKED_LM_POSITIONS],
             self.encoder.word_embeddings)
-        outputs["sop_logits"] = self.sentence_order(outputs["pooled_output"])
+        outputs[names.SOP_LOGITS] = self.sentence_order(outputs[names.POOLED_OUTPUT])
         return outputs

@@ -19,6 +19,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from albert_tf import names
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
@@ -110,8 +111,8 @@ class AlbertTaskModel(AlbertModel):
 def _choice_outputs(logits) -> dict:
     """`logits`, their softmax `probabilities` and the argmax `predictions` (int32)."""
     probabilities = tf.nn.softmax(logits, axis=-1)
-    return {"logits": logits, "probabilities": probabilities,
-            "predictions": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+    return {names.LOGITS: logits, names.PROBABILITIES: probabilities,
+            names.PREDICTIONS: tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
 
 
 class AlbertClassifier(AlbertTaskModel):
@@ -147,11 +148,11 @@ class AlbertClassifier(AlbertTaskModel):
 
     def call(self, inputs, training=None):
         # Only the pooled output is read: the last block computes [CLS] alone.
-        pooled = self._encode(inputs, training, first_token_only=True)["pooled_output"]
+        pooled = self._encode(inputs, training, first_token_only=True)[names.POOLED_OUTPUT]
         logits = tf.cast(self._score_pooled(pooled, training), tf.float32)  # [B, num_labels]
         if self.is_regression:
             logits = tf.squeeze(logits, -1)  # [B]
-            return {"logits": logits, "predictions": logits}
+            return {names.LOGITS: logits, names.PREDICTIONS: logits}
         return _choice_outputs(logits)
 
     def get_config(self):
@@ -183,9 +184,10 @@ class AlbertMultipleChoice(AlbertTaskModel):
 
     def _flatten(self, inputs) -> tuple[dict, tf.Tensor]:
         """The inputs as [B * C, S], and [B, C]."""
-        if not isinstance(inputs, dict) or "input_word_ids" not in inputs:
-            raise KeyError("AlbertMultipleChoice takes a dict with 'input_word_ids' "
-                           "[B, num_choices, S] (and 'input_mask', 'input_type_ids')")
+        if not isinstance(inputs, dict) or names.INPUT_WORD_IDS not in inputs:
+            raise KeyError(f"AlbertMultipleChoice takes a dict with '{names.INPUT_WORD_IDS}' "
+                           f"[B, num_choices, S] (and '{names.INPUT_MASK}', "
+                           f"'{names.INPUT_TYPE_IDS}')")
         flat, batch_and_choices = {}, None
         for name in INPUT_NAMES:
             if inputs.get(name) is None:
@@ -200,14 +202,14 @@ class AlbertMultipleChoice(AlbertTaskModel):
                 raise ValueError(
                     f"'{name}' has {choices} choices (shape {value.shape}); this model "
                     f"was built for num_choices={self.num_choices}")
-            if name == "input_word_ids":
+            if name == names.INPUT_WORD_IDS:
                 batch_and_choices = tf.shape(value)[:2]
             flat[name] = tf.reshape(value, [-1, tf.shape(value)[2]])
         return flat, batch_and_choices
 
     def call(self, inputs, training=None):
         flat, batch_and_choices = self._flatten(inputs)
-        pooled = self._encode(flat, training, first_token_only=True)["pooled_output"]
+        pooled = self._encode(flat, training, first_token_only=True)[names.POOLED_OUTPUT]
         scores = self._score_pooled(pooled, training)  # [B * C, 1]
         logits = tf.cast(tf.reshape(scores, batch_and_choices), tf.float32)  # [B, C]
         return _choice_outputs(logits)
@@ -239,11 +241,11 @@ class AlbertSquadV1(AlbertTaskModel):
         self.built = True
 
     def call(self, inputs, training=None):
-        sequence = self._encode(inputs, training)["sequence_output"]  # [B, S, H]
+        sequence = self._encode(inputs, training)[names.SEQUENCE_OUTPUT]  # [B, S, H]
         logits = tf.einsum("BSH,NH->BSN", sequence,
                            tf.cast(self.output_weights, sequence.dtype))
         logits = tf.cast(logits + tf.cast(self.output_bias, sequence.dtype), tf.float32)
-        return {"start_logits": logits[:, :, 0], "end_logits": logits[:, :, 1]}
+        return {names.START_LOGITS: logits[:, :, 0], names.END_LOGITS: logits[:, :, 1]}
 
 
 def _apply_p_mask(logits, p_mask):
@@ -333,7 +335,7 @@ class AlbertSquadV2(AlbertTaskModel):
             keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
             raise KeyError("AlbertSquadV2 needs the input 'p_mask' [B, S] (1 where no "
                            f"answer may be: question, [SEP], padding); got {keys}")
-        sequence = self._encode(inputs, training)["sequence_output"]  # [B, S, H]
+        sequence = self._encode(inputs, training)[names.SEQUENCE_OUTPUT]  # [B, S, H]
         p_mask = tf.cast(inputs["p_mask"], tf.float32)  # [B, S]
         start_logits = tf.cast(self.start_dense(sequence)[..., 0], tf.float32)
         start_masked = _apply_p_mask(start_logits, p_mask)

@@ -46,7 +46,7 @@ def random_inputs(config_or_vocab: AlbertConfig | int, batch: int = 2, length: i
     """Random model inputs (`names.MODEL_INPUTS`, int32), the same for the same seed.
 
     Shape [batch, length], or [batch, num_choices, length]. Word ids are drawn first
-    from [FIRST_WORD_ID, vocab), so the ids of a given seed and shape do not depend on
+    from [FIRST_WORD_ID, vocab), so the words of a given seed and shape do not depend on
     the options. Rows are full unless `lengths` gives each row's (flat, row order) or
     `min_length` draws them from [min_length, length]; a row ends in padding (mask 0,
     ids 0, type 0). `second_segment_from`: type id 1 from that position on.
@@ -61,7 +61,7 @@ def random_inputs(config_or_vocab: AlbertConfig | int, batch: int = 2, length: i
     ids = rng.integers(FIRST_WORD_ID, vocab, (*rows, length))
     if lengths is not None:
         lengths = np.asarray(lengths).reshape(rows)
-        shortest = int(lengths.min())
+        shortest = min(int(lengths.min()), length)
     elif min_length is not None:
         lengths = rng.integers(min_length, length + 1, size=rows)
         shortest = min_length

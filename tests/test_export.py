@@ -4,7 +4,6 @@ Keras model; versioning; strict checkpoint loading before anything is written.""
 import json
 import os
 import pathlib
-import pickle
 import subprocess
 import sys
 
@@ -12,6 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
+
+from albert_tf.names import MODEL_TO_RECORD
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SPM = str(REPO / "tests" / "fixtures" / "spm" / "albert_en_30k_reconstructed.model")
@@ -37,20 +38,59 @@ CASES = {
 }
 
 RELOAD = r"""
-import pickle, sys
+import base64, json, sys
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (the ops serve_text needs)
-calls = pickle.load(open(sys.argv[1], "rb"))
+work = sys.argv[1]
+with open(f"{work}/calls.json") as f:
+    calls = json.load(f)
+arrays = np.load(f"{work}/inputs.npz", allow_pickle=False)
 loaded, results = {}, {}
-for key, (path, signature, inputs) in calls.items():
+for index, (path, signature, numeric, strings) in enumerate(calls):
     if path not in loaded:
         loaded[path] = tf.saved_model.load(path)
-    fn = loaded[path].signatures[signature]
-    outputs = fn(**{k: tf.constant(v) for k, v in inputs.items()})
-    results[key] = {k: v.numpy() for k, v in outputs.items()}
-pickle.dump(results, open(sys.argv[2], "wb"))
+    inputs = {k: tf.constant(arrays[f"{index}/{k}"]) for k in numeric}
+    for k, (shape, values) in strings.items():
+        texts = np.array([base64.b64decode(v) for v in values], dtype=object)
+        inputs[k] = tf.constant(texts.reshape(shape))
+    outputs = loaded[path].signatures[signature](**inputs)
+    results.update({f"{index}/{k}": v.numpy() for k, v in outputs.items()})
+np.savez(f"{work}/results.npz", **results)
 """
+
+
+def call_in_a_fresh_process(calls: dict, work: pathlib.Path) -> dict:
+    """{key: (SavedModel path, signature, inputs)} -> {key: outputs}, every SavedModel
+    loaded in a new process (as a server would). Numbers travel as .npz, strings as
+    base64 in JSON (exact bytes, invalid UTF-8 included): no pickle."""
+    import base64
+
+    keys = list(calls)
+    manifest, numeric = [], {}
+    for index, key in enumerate(keys):
+        path, signature, inputs = calls[key]
+        strings = {}
+        for name, value in inputs.items():
+            value = np.asarray(value)
+            if value.dtype == object:
+                raw = [v.encode() if isinstance(v, str) else v for v in value.ravel()]
+                strings[name] = [list(value.shape),
+                                 [base64.b64encode(v).decode() for v in raw]]
+            else:
+                numeric[f"{index}/{name}"] = value
+        manifest.append([str(path), signature,
+                         [n for n in inputs if n not in strings], strings])
+    (work / "calls.json").write_text(json.dumps(manifest))
+    np.savez(work / "inputs.npz", **numeric)
+    subprocess.run([sys.executable, "-c", RELOAD, str(work)], check=True, cwd=work,
+                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    results = {k: {} for k in keys}
+    with np.load(work / "results.npz", allow_pickle=False) as saved:
+        for name in saved.files:
+            index, output = name.split("/", 1)
+            results[keys[int(index)]][output] = saved[name]
+    return results
 
 
 def read_warmup_requests(path):
@@ -168,9 +208,6 @@ def _random_inputs(case, config, rng, batch=3, length=9):
 def _examples(case, inputs):
     """Serialized tf.Examples, each row unpadded (RACE: all choices padded to the
     example's longest, flattened: examples of different lengths in one batch)."""
-    names = {"input_word_ids": "input_ids", "input_mask": "input_mask",
-             "input_type_ids": "segment_ids", "p_mask": "p_mask",
-             "masked_lm_positions": "masked_lm_positions"}
     out = []
     for i in range(len(inputs["input_word_ids"])):
         if case == "multiple_choice":
@@ -180,8 +217,9 @@ def _examples(case, inputs):
         feature = {}
         for name, value in inputs.items():
             row = value[i] if name == "masked_lm_positions" else value[i][..., keep]
-            feature[names[name]] = tf.train.Feature(int64_list=tf.train.Int64List(
-                value=np.asarray(row).astype(np.int64).reshape(-1)))
+            values = np.asarray(row).astype(np.int64).reshape(-1)
+            feature[MODEL_TO_RECORD.get(name, name)] = tf.train.Feature(
+                int64_list=tf.train.Int64List(value=values))
         out.append(tf.train.Example(features=tf.train.Features(feature=feature))
                    .SerializeToString())
     return np.array(out, dtype=object)
@@ -252,14 +290,7 @@ def reloaded(config, exported, tmp_path_factory):
     calls[("squad_v2", "empty")] = (exported["squad_v2"][1], "serve_text", {
         "question": np.array([b"", b""], dtype=object),
         "context": np.array([b"", b""], dtype=object)})
-    work = tmp_path_factory.mktemp("reload")
-    with open(work / "calls.pkl", "wb") as f:
-        pickle.dump(calls, f)
-    subprocess.run([sys.executable, "-c", RELOAD, str(work / "calls.pkl"),
-                    str(work / "results.pkl")], check=True, cwd=work,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    with open(work / "results.pkl", "rb") as f:
-        return pickle.load(f), expected
+    return call_in_a_fresh_process(calls, tmp_path_factory.mktemp("reload")), expected
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -474,11 +505,7 @@ def test_wordpiece_export_serves_text(tmp_path):
     texts_b = chinese[1:] + ["snowman ☃ unknown"] + TEXTS_B[:2]
     calls = {"text": (path, "serve_text", {"text_a": np.array(texts_a, dtype=object),
                                            "text_b": np.array(texts_b, dtype=object)})}
-    (tmp_path / "calls.pkl").write_bytes(pickle.dumps(calls))
-    subprocess.run([sys.executable, "-c", RELOAD, str(tmp_path / "calls.pkl"),
-                    str(tmp_path / "results.pkl")], check=True, cwd=tmp_path,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    got = pickle.loads((tmp_path / "results.pkl").read_bytes())["text"]
+    got = call_in_a_fresh_process(calls, tmp_path)["text"]
 
     segments = [tf.ragged.constant([python.encode(t) for t in texts], tf.int32)
                 for texts in (texts_a, texts_b)]
@@ -549,11 +576,7 @@ def test_multiple_choice_export_serves_the_race_packing(tmp_path):
     calls = {"text": (path, "serve_text", {
         "text_a": np.array([RACE_ARTICLE], dtype=object),
         "text_b": np.array([RACE_OPTIONS], dtype=object)})}
-    (tmp_path / "calls.pkl").write_bytes(pickle.dumps(calls))
-    subprocess.run([sys.executable, "-c", RELOAD, str(tmp_path / "calls.pkl"),
-                    str(tmp_path / "results.pkl")], check=True, cwd=tmp_path,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    got = pickle.loads((tmp_path / "results.pkl").read_bytes())["text"]["logits"]
+    got = call_in_a_fresh_process(calls, tmp_path)["text"]["logits"]
 
     want = model({k: tf.constant(v) for k, v in _race_records().items()},
                  training=False)["logits"].numpy()

@@ -395,7 +395,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from albert_tf import AlbertConfig, AlbertPretrainer, losses
+    from albert_tf import AlbertConfig, AlbertPretrainer, losses, names
     from albert_tf.training.optimizers import create_optimizer, tf1_optimizer_variables
 
     fixture = sys.argv[1]
@@ -405,9 +405,8 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     features = dict(np.load(os.path.join(fixture, "inputs.npz")))
 
     def inputs(f):
-        return {"input_word_ids": f["input_ids"], "input_mask": f["input_mask"],
-                "input_type_ids": f["segment_ids"],
-                "masked_lm_positions": f["masked_lm_positions"]}
+        wanted = (*names.MODEL_INPUTS, names.MASKED_LM_POSITIONS)
+        return {k: v for k, v in names.to_model_inputs(f).items() if k in wanted}
 
     def state(model, optimizer):
         return [v.numpy() for v in model.weights] + [

@@ -24,7 +24,7 @@ setup(
         "tensorflow-serving-api>=2.21,<2.22",
         "numpy>=1.26",
     ],
-    extras_require={"test": ["pytest>=8"]},
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5"]},
     entry_points={
         "console_scripts": ["albert-param-count=albert_tf.param_count:run"],
     },

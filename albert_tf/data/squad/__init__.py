@@ -26,38 +26,38 @@ Every public name is importable from here (`from albert_tf.data import squad`).
 from albert_tf.data.cache import META_SUFFIX
 from albert_tf.data.squad.alignment import ParagraphAlignment, align_paragraph
 from albert_tf.data.squad.cache import (
-                                        FEATURE_FORMAT_VERSION,
-                                        SquadFeatureFile,
-                                        load_or_build_features,
+    FEATURE_FORMAT_VERSION,
+    SquadFeatureFile,
+    load_or_build_features,
 )
 from albert_tf.data.squad.examples import (
-                                        ORIGINAL_TRAIN_SHUFFLE_SEED,
-                                        SquadError,
-                                        SquadExample,
-                                        read_squad_examples,
-                                        shuffle_examples,
+    ORIGINAL_TRAIN_SHUFFLE_SEED,
+    SquadError,
+    SquadExample,
+    read_squad_examples,
+    shuffle_examples,
 )
 from albert_tf.data.squad.features import (
-                                        FIRST_UNIQUE_ID,
-                                        SquadFeature,
-                                        convert_examples_to_features,
-                                        doc_spans,
-                                        iter_features,
-                                        max_context_span,
-                                        span_text,
-                                        validate_settings,
-                                        window_p_mask,
+    FIRST_UNIQUE_ID,
+    SquadFeature,
+    convert_examples_to_features,
+    doc_spans,
+    iter_features,
+    max_context_span,
+    span_text,
+    validate_settings,
+    window_p_mask,
 )
 from albert_tf.data.squad.records import (
-                                        PADDING_VALUES,
-                                        RECORD_LAYOUT,
-                                        SEQUENCE_FEATURES,
-                                        feature_to_record,
-                                        read_feature_records,
-                                        record_feature_names,
-                                        record_spec,
-                                        squad_dataset,
-                                        write_features,
+    PADDING_VALUES,
+    RECORD_LAYOUT,
+    SEQUENCE_FEATURES,
+    feature_to_record,
+    read_feature_records,
+    record_feature_names,
+    record_spec,
+    squad_dataset,
+    write_features,
 )
 
 __all__ = [

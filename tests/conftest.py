@@ -37,6 +37,18 @@ def spm_graph():
 
 
 @pytest.fixture(scope="session")
+def tokenizer(spm_tokenizer):
+    """`spm_tokenizer` under the name the data tests use (a module may define its own)."""
+    return spm_tokenizer
+
+
+@pytest.fixture(scope="session")
+def text_tokenizer(spm_graph):
+    """`spm_graph` under the name the data tests use."""
+    return spm_graph
+
+
+@pytest.fixture(scope="session")
 def tiny_config():
     """The config of the original's fixture checkpoint (6 layers, 2 groups, vocab 211);
     a test's own small models come from `tests.helpers.tiny.tiny_config(...)`."""

@@ -27,16 +27,6 @@ from tests.helpers.tiny import tiny_config
 
 
 @pytest.fixture(scope="module")
-def tokenizer(spm_tokenizer):
-    return spm_tokenizer
-
-
-@pytest.fixture(scope="module")
-def text_tokenizer(spm_graph):
-    return spm_graph
-
-
-@pytest.fixture(scope="module")
 def two_sentence_corpus(tmp_path_factory):
     """Documents of two consecutive real sentences each."""
     sentences = real_sentences()

@@ -3,20 +3,9 @@ split and tokenized in the graph as the original reads it, WordPiece included.""
 
 
 import numpy as np
-import pytest
 
 from albert_tf import tokenization
 from albert_tf.data import dynamic_masking as dm
-
-
-@pytest.fixture(scope="module")
-def tokenizer(spm_tokenizer):
-    return spm_tokenizer
-
-
-@pytest.fixture(scope="module")
-def text_tokenizer(spm_graph):
-    return spm_graph
 
 
 def test_wordpiece_vocabularies(tmp_path):

@@ -23,11 +23,6 @@ from tests.helpers.dynamic_masking import (
 
 
 @pytest.fixture(scope="module")
-def tokenizer(spm_tokenizer):
-    return spm_tokenizer
-
-
-@pytest.fixture(scope="module")
 def masker(tokenizer):
     return dm.DynamicMasker.from_tokenizer(tokenizer)
 

@@ -5,7 +5,6 @@ sentence-order (and next-sentence) pairs drawn as the original's
 import math
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from albert_tf.data import dynamic_masking as dm
@@ -15,11 +14,6 @@ from tests.helpers.dynamic_masking import (
     Z,
     assert_proportion,
 )
-
-
-@pytest.fixture(scope="module")
-def tokenizer(spm_tokenizer):
-    return spm_tokenizer
 
 
 def nested(documents):

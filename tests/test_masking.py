@@ -12,11 +12,6 @@ CLS, SEP, MASK = 2, 3, 4
 
 
 @pytest.fixture(scope="module")
-def tokenizer(spm_tokenizer):
-    return spm_tokenizer
-
-
-@pytest.fixture(scope="module")
 def alice_segments(tokenizer):
     """The fixture's lines as id arrays (the sentences the tests mask)."""
     lines = ALICE.read_text(encoding="utf-8").splitlines()

@@ -27,11 +27,6 @@ CLS, SEP = 2, 3
 
 
 @pytest.fixture(scope="module")
-def tokenizer(spm_tokenizer):
-    return spm_tokenizer
-
-
-@pytest.fixture(scope="module")
 def spm_spec():
     return spm_spec_of()
 

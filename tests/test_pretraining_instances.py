@@ -12,11 +12,6 @@ from tests.helpers.masking_checks import SIGMAS, within
 from tests.helpers.pretraining_data import config
 
 
-@pytest.fixture(scope="module")
-def tokenizer(spm_tokenizer):
-    return spm_tokenizer
-
-
 def test_truncation_counts_match_one_at_a_time_truncation():
     expected = np.zeros([13, 13, 26, 2], np.int64)
     for len_a in range(1, 14):

@@ -23,6 +23,7 @@ setup(
         "tensorboard>=2.20",
         "tensorflow-serving-api>=2.21,<2.22",
         "numpy>=1.26",
+        "safetensors>=0.4",  # Hugging Face weights, through its NumPy API
     ],
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5"]},
     entry_points={

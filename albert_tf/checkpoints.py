@@ -17,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import fileio
+from albert_tf import brightmart, fileio
 
 # Optimizer and bookkeeping state in training checkpoints: never model weights.
 _TRAINING_STATE_LEAVES = frozenset({
@@ -25,6 +25,14 @@ _TRAINING_STATE_LEAVES = frozenset({
     "Adam", "Adam_1", "Momentum", "beta1_power", "beta2_power",  # tf.train optimizers
     "global_step", "_CHECKPOINTABLE_OBJECT_GRAPH",
 })
+
+
+LAYOUT_DESCRIPTIONS = {
+    "google": "Google's TF1 names",
+    "brightmart": "brightmart/albert_zh TF1 names, read as the equivalent Google "
+                  "layout with embedding_size = hidden_size",
+    "huggingface": "Hugging Face safetensors",
+}
 
 
 class CheckpointError(ValueError):
@@ -78,19 +86,30 @@ def resolve_checkpoint(path: str | os.PathLike) -> str:
     return prefix
 
 
-def _open_reader(prefix: str):
+def open_reader(prefix: str):
+    """A reader of the TF1 checkpoint at `prefix` (as `tf.train.load_checkpoint`), under
+    Google's names: a brightmart/albert_zh checkpoint is shown as its exact Google-layout
+    equivalent (`albert_tf.brightmart`). Its `layout` says which was read."""
     try:
-        return tf.train.load_checkpoint(prefix)
+        reader = tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
         message = getattr(e, "message", None) or str(e)
         raise CheckpointError(
             f"cannot read checkpoint {prefix} (corrupt or not a TF checkpoint): "
             f"{message.strip().splitlines()[0]}") from None
+    if brightmart.is_brightmart(reader.get_variable_to_shape_map()):
+        return brightmart.BrightmartReader(reader)
+    return reader
+
+
+def layout_of(reader) -> str:
+    """"google", "brightmart" or "huggingface": the layout a reader shows."""
+    return getattr(reader, "layout", "google")
 
 
 def list_checkpoint_variables(path) -> dict[str, list[int]]:
-    """Every name in the checkpoint at `path` with its shape."""
-    reader = _open_reader(resolve_checkpoint(path))
+    """Every name in the TF1 checkpoint at `path` with its shape, as stored."""
+    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
     return dict(reader.get_variable_to_shape_map())
 
 
@@ -143,10 +162,14 @@ class LoadReport:
     # `global_step`) assigned, and those the checkpoint lacks.
     optimizer_loaded: list[str] = dataclasses.field(default_factory=list)
     optimizer_missing: list[str] = dataclasses.field(default_factory=list)
+    # Whose names the checkpoint has: "google" (TF1, Google's), "brightmart" (TF1,
+    # albert_zh's, read as its Google-layout equivalent) or "huggingface" (safetensors).
+    # `unused` lists the checkpoint's own names.
+    layout: str = "google"
 
     def __str__(self) -> str:
         lines = [
-            f"checkpoint {self.checkpoint}"
+            f"checkpoint {self.checkpoint} ({LAYOUT_DESCRIPTIONS[self.layout]})"
             + (f" (scope {self.prefix!r} stripped)" if self.prefix else ""),
             f"  loaded {len(self.loaded)} variables",
             f"  missing {len(self.missing)} (kept their initial values)"
@@ -228,14 +251,14 @@ def _match_optimizer_variables(variables, prefix: str, shapes) -> _Match:
 
 
 def _check_fit(checkpoint: str, model, variables, candidates, weights: _Match,
-               slots: _Match, strict: bool) -> None:
+               slots: _Match, strict: bool, hint: str = "") -> None:
     """Raises before anything is assigned: mismatches, no overlap, or (strict) gaps."""
     mismatched = weights.mismatched + slots.mismatched
     if mismatched:
         raise CheckpointError(
             f"checkpoint {checkpoint} does not fit {model.name}: "
             f"{len(mismatched)} variables differ (a checkpoint of another model size, "
-            "or the wrong config?)\n" + "\n".join(mismatched))
+            "or the wrong config?)\n" + "\n".join(mismatched) + hint)
     if not weights.sources:
         raise CheckpointError(
             f"checkpoint {checkpoint} holds none of the {len(variables)} variables of "
@@ -282,7 +305,9 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
 
     Args:
       model: a Keras model or layer of this package (weights created).
-      path: see `resolve_checkpoint`.
+      path: see `resolve_checkpoint`. Google's names or brightmart/albert_zh's (read as
+        the equivalent Google layout: the model must be built from
+        `brightmart.google_config`, as `from_release` does).
       strict: raise if any model variable is missing from the checkpoint.
       prefix: a leading scope of the checkpoint names to strip (e.g. "module/" for
         TF-Hub module variables). None detects it.
@@ -296,7 +321,27 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
     `CheckpointError` that lists every mismatched variable with both shapes.
     """
     checkpoint = resolve_checkpoint(path)
-    reader = _open_reader(checkpoint)
+    return load_weights(model, open_reader(checkpoint), checkpoint, strict=strict,
+                        prefix=prefix, optimizer=optimizer)
+
+
+def _layout_hint(reader) -> str:
+    """What to do when a checkpoint of another layout does not fit."""
+    if layout_of(reader) == "brightmart":
+        return ("\nThis is a brightmart/albert_zh checkpoint: its Google-layout "
+                "equivalent has embedding_size = hidden_size. Build the model from "
+                "albert_tf.brightmart.google_config(config), or load the release "
+                "directory with from_release / --init_checkpoint=<directory>.")
+    return ""
+
+
+def load_weights(model, reader, checkpoint: str, *, strict: bool = False,
+                 prefix: str | None = None, optimizer=None) -> LoadReport:
+    """`load_tf1_checkpoint` from an open `reader`: anything with
+    `get_variable_to_shape_map`, `get_variable_to_dtype_map` and `get_tensor` by TF1
+    name (`tf.train.load_checkpoint`'s, or a layout's that shows its weights under
+    Google's names; `source_names(name)` then gives the stored names, for the report).
+    `checkpoint` names it in messages."""
     shapes = reader.get_variable_to_shape_map()
     variables = _model_variables(model)
     if not variables:
@@ -312,19 +357,23 @@ def load_tf1_checkpoint(model, path, *, strict: bool = False,
                                      reader.get_variable_to_dtype_map())
     optimizer_variables = {} if optimizer is None else _optimizer_variables(optimizer, model)
     slots = _match_optimizer_variables(optimizer_variables, prefix, shapes)
-    _check_fit(checkpoint, model, variables, candidates, weights, slots, strict)
+    _check_fit(checkpoint, model, variables, candidates, weights, slots, strict,
+               hint=_layout_hint(reader))
 
     _read_and_assign(reader, checkpoint, [
         (variables[n], s) for n, s in weights.sources.items()] + [
         (optimizer_variables[n], s) for n, s in slots.sources.items()])
 
-    used = set(weights.sources.values())
+    source_names = getattr(reader, "source_names", lambda name: (name,))
+    used = {s for n in weights.sources.values() for s in source_names(n)}
     slot_sources = set(slots.sources.values())
     report = LoadReport(
         checkpoint=checkpoint, prefix=prefix, loaded=list(weights.sources),
-        missing=weights.missing, unused=[n for n in candidates if n not in used],
+        missing=weights.missing,
+        unused=sorted({s for n in candidates for s in source_names(n)} - used),
         skipped=[n for n in skipped if n not in slot_sources],
-        optimizer_loaded=sorted(slots.sources), optimizer_missing=slots.missing)
+        optimizer_loaded=sorted(slots.sources), optimizer_missing=slots.missing,
+        layout=layout_of(reader))
     _log_report(report, model.name)
     return report
 

@@ -14,8 +14,12 @@ import os
 from importlib import resources
 from typing import Any
 
-# `gelu` is the tanh approximation, as in the original `modeling.gelu`.
-ACTIVATIONS = ("gelu", "relu", "tanh", "linear")
+# `gelu` is the tanh approximation, as in the original `modeling.gelu`; `gelu_exact` is
+# the erf form (what `transformers` calls "gelu", and its "gelu_new" is our "gelu").
+ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+# brightmart/albert_zh configs say where the LayerNorms sit: "postln" (BERT's, every
+# released checkpoint) or "preln" (only its albert_xxlarge_zh config; no weights exist).
+LN_TYPES = ("postln",)
 
 
 class ConfigError(ValueError):
@@ -101,6 +105,14 @@ class AlbertConfig:
                 "holds the weights of at least one layer")
         if not isinstance(self.extra, dict):
             raise ConfigError(f"AlbertConfig.extra must be a dict, got {self.extra!r}")
+        ln_type = self.extra.get("ln_type", "postln")
+        if ln_type not in LN_TYPES:
+            raise ConfigError(
+                f"albert config field 'ln_type'{where} is {ln_type!r}; expected "
+                "'postln' (LayerNorm after each residual, as BERT and every released "
+                "albert_zh checkpoint). brightmart's 'preln' appears only in its "
+                "albert_xxlarge_zh config, for which no weights were released, and is "
+                "not supported")
 
     # ---------------------------------------------------------------- derived
     @property
@@ -139,8 +151,52 @@ class AlbertConfig:
         return cls(**known, extra=extra, source=source)
 
     @classmethod
+    def from_hf_dict(cls, values: dict[str, Any], source: str = "") -> AlbertConfig:
+        """Builds a config from a Hugging Face `config.json` (`model_type: "albert"`).
+
+        Its field names are ours; `hidden_act` is translated ("gelu_new" and the other
+        tanh forms are our "gelu", its erf "gelu" is our "gelu_exact"), its defaults
+        fill what it leaves out, and what our model cannot compute exactly (another
+        `layer_norm_eps`, relative position embeddings) is refused. The remaining
+        `transformers` fields (token ids, labels, `architectures`) are not kept.
+        """
+        where = f" in {source}" if source else ""
+        if values.get("model_type") != "albert":
+            raise ConfigError(
+                f"Hugging Face config{where} has model_type "
+                f"{values.get('model_type')!r}; expected 'albert'")
+        act = values.get("hidden_act", "gelu_new")
+        if act not in _HF_TO_ACTIVATION:
+            raise ConfigError(
+                f"Hugging Face config field 'hidden_act'{where} is {act!r}; supported: "
+                f"{', '.join(sorted(_HF_TO_ACTIVATION))}")
+        eps = values.get("layer_norm_eps", HF_LAYER_NORM_EPS)
+        if not isinstance(eps, (int, float)) or abs(eps - HF_LAYER_NORM_EPS) > 1e-15:
+            raise ConfigError(
+                f"Hugging Face config field 'layer_norm_eps'{where} is {eps!r}; ALBERT's "
+                f"LayerNorms use {HF_LAYER_NORM_EPS} and no other value is supported")
+        position = values.get("position_embedding_type", "absolute")
+        if position != "absolute":
+            raise ConfigError(
+                f"Hugging Face config field 'position_embedding_type'{where} is "
+                f"{position!r}; only 'absolute' (ALBERT's) is supported")
+        known = {**_HF_DEFAULTS, **{f: values[f] for f in _MODEL_FIELDS if f in values}}
+        known["hidden_act"] = _HF_TO_ACTIVATION[act]
+        return cls(**known, source=source)
+
+    def to_hf_dict(self) -> dict[str, Any]:
+        """The fields of a Hugging Face `config.json` for this model (without
+        `architectures` and token ids, which depend on the head and the tokenizer)."""
+        values = {f: getattr(self, f) for f in _MODEL_FIELDS if f != "down_scale_factor"}
+        values["hidden_act"] = _ACTIVATION_TO_HF[self.hidden_act.lower()]
+        values.update(model_type="albert", layer_norm_eps=HF_LAYER_NORM_EPS,
+                      tie_word_embeddings=True)
+        return values
+
+    @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> AlbertConfig:
-        """Reads an `albert_config.json` (local path or any `tf.io.gfile` URL)."""
+        """Reads an `albert_config.json` (local path or any `tf.io.gfile` URL), or a
+        Hugging Face `config.json` (recognized by its `model_type`)."""
         path = os.fspath(path)
         text = _read_text(path)
         try:
@@ -149,6 +205,8 @@ class AlbertConfig:
             raise ConfigError(
                 f"{path} is not valid JSON: {e.msg} at line {e.lineno}, "
                 f"column {e.colno}") from None
+        if isinstance(values, dict) and "model_type" in values:
+            return cls.from_hf_dict(values, source=path)
         return cls.from_dict(values, source=path)
 
     @classmethod
@@ -195,6 +253,17 @@ class AlbertConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
 
+
+# Hugging Face `config.json`: its `hidden_act` names (ACT2FN of transformers) for our
+# activations, the LayerNorm epsilon of every ALBERT, and the defaults of its
+# `AlbertConfig` where they differ from ours (transformers/models/albert).
+_HF_TO_ACTIVATION = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast": "gelu",
+                     "gelu": "gelu_exact", "relu": "relu", "tanh": "tanh",
+                     "linear": "linear"}
+_ACTIVATION_TO_HF = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
+                     "tanh": "tanh", "linear": "linear"}
+HF_LAYER_NORM_EPS = 1e-12
+_HF_DEFAULTS = {"vocab_size": 30000, "hidden_act": "gelu_new"}
 
 _MODEL_FIELDS = tuple(
     f.name for f in dataclasses.fields(AlbertConfig) if f.name not in ("extra", "source"))

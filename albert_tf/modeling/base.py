@@ -17,7 +17,12 @@ def tf1_scope(name: str):
 
 class AlbertModel(keras.Model):
     """A Keras model built from an `AlbertConfig` (and a seed): serializable with
-    `get_config` / `from_config`, and loadable from a Google release directory."""
+    `get_config` / `from_config`, and loadable from a release directory (Google's,
+    brightmart's albert_zh or a Hugging Face one)."""
+
+    # The `transformers` class with the same weights (`huggingface.save_hf_checkpoint`
+    # writes it); None where there is none.
+    hf_architecture: str | None = None
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         super().__init__(**kwargs)

@@ -19,6 +19,12 @@ def gelu(x):
     return fused.gelu(x)
 
 
+def gelu_exact(x):
+    """GELU in its exact erf form, x * Phi(x): `hidden_act: "gelu_exact"` (what a
+    `transformers` config calls "gelu")."""
+    return tf.nn.gelu(x, approximate=False)
+
+
 def get_activation(name: str):
     """Maps a config `hidden_act` to a function (None for linear), as the original."""
     act = name.lower()
@@ -26,6 +32,8 @@ def get_activation(name: str):
         return None
     if act == "gelu":
         return gelu
+    if act == "gelu_exact":
+        return gelu_exact
     if act == "relu":
         return tf.nn.relu
     if act == "tanh":

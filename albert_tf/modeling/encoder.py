@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from albert_tf import names
+from albert_tf import huggingface, names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling.base import AlbertModel, tf1_scope
@@ -53,6 +53,8 @@ class AlbertEncoder(AlbertModel):
     original TF1 names (`bert/embeddings/word_embeddings`, ...), so a TF1 checkpoint
     can be loaded right away with `albert_tf.load_tf1_checkpoint`.
     """
+
+    hf_architecture = huggingface.BASE
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_encoder")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from albert_tf import names
+from albert_tf import huggingface, names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling.base import AlbertModel, tf1_scope
@@ -17,6 +17,8 @@ class AlbertPretrainer(AlbertModel):
     Outputs: the encoder's dict plus `mlm_logits` [B, P, vocab_size] and
     `sop_logits` [B, 2]. Losses: `albert_tf.losses`.
     """
+
+    hf_architecture = huggingface.PRETRAINING
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from albert_tf import names
+from albert_tf import huggingface, names
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
@@ -131,6 +131,8 @@ class AlbertClassifier(AlbertTaskModel):
     `losses.regression_loss(predictions, label_ids)`.
     """
 
+    hf_architecture = huggingface.SEQUENCE_CLASSIFICATION
+
     def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
                  dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
         _check_count("num_labels", num_labels)
@@ -170,6 +172,8 @@ class AlbertMultipleChoice(AlbertTaskModel):
     Outputs (float32): `logits` [B, num_choices], `probabilities`, `predictions` (int32
     [B]). Loss: `losses.classification_loss(logits, label_ids)`.
     """
+
+    hf_architecture = huggingface.MULTIPLE_CHOICE
 
     def __init__(self, config: AlbertConfig, num_choices: int = 4, seed: int | None = None,
                  dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
@@ -228,6 +232,8 @@ class AlbertSquadV1(AlbertTaskModel):
     masked (the original masks neither `p_mask` nor padding; its prediction step keeps
     only spans inside the paragraph). Loss: `losses.squad_v1_loss`.
     """
+
+    hf_architecture = huggingface.QUESTION_ANSWERING
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_squad_v1")

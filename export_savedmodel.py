@@ -11,7 +11,10 @@ with the signatures `serving_default`, `serve_examples` and `serve_text`. The ch
 must hold every variable of the model (a mismatch stops before anything is written).
 `--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
 the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such as
-`albert_base_v2` works here as there. The work is `albert_tf.export`.
+`albert_base_v2` works here as there. `--checkpoint` may also be brightmart's
+albert_zh checkpoint, a Hugging Face directory or a release directory of any layout,
+whose config and tokenizer files are used where those flags are not given. The work is
+`albert_tf.export`.
 """
 
 from absl import app, flags
@@ -25,7 +28,9 @@ FLAGS = flags.FLAGS
 flags.DEFINE_enum("kind", None, list(KINDS), "The model to export.")
 common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
 flags.DEFINE_string("checkpoint", None,
-                    "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best).")
+                    "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
+                    "brightmart's albert_model.ckpt), a Hugging Face directory, or a "
+                    "release directory.")
 flags.DEFINE_integer("max_seq_length", 512, "Longest packed input of serve_text.")
 flags.DEFINE_integer("max_query_length", 64, "Longest SQuAD question (serve_text).")
 flags.DEFINE_integer("max_qa_length", DEFAULT_MAX_QA_LENGTH,
@@ -45,7 +50,11 @@ def main(argv):
     from albert_tf.export import export_savedmodel, load_model_from_checkpoint
 
     try:
-        config = common.load_config(FLAGS.albert_config_file)
+        # A release directory brings its config and tokenizer files.
+        files = common.complete_model_files({
+            "init_checkpoint": FLAGS.checkpoint, "albert_config_file": FLAGS.albert_config_file,
+            "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file})
+        config = common.load_config(files["albert_config_file"])
         num_labels = FLAGS.num_labels
         if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
             from albert_tf.data.glue import get_task
@@ -56,8 +65,8 @@ def main(argv):
                                            num_labels=num_labels,
                                            num_choices=FLAGS.num_choices)
         path = export_savedmodel(
-            model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=FLAGS.spm_model_file,
-            vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+            model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=files["spm_model_file"],
+            vocab_file=files["vocab_file"], do_lower_case=FLAGS.do_lower_case,
             max_seq_length=FLAGS.max_seq_length,
             labels=FLAGS.labels.split(",") if FLAGS.labels else None,
             version=FLAGS.version, task_name=FLAGS.task_name,
@@ -68,6 +77,6 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    for name in ("kind", "albert_config_file", "checkpoint", "export_dir"):
+    for name in ("kind", "checkpoint", "export_dir"):
         flags.mark_flag_as_required(name)
     app.run(main)

@@ -1,4 +1,5 @@
-"""albert_tf: ALBERT for TensorFlow 2 / Keras 3, loading Google's TF1 checkpoints by name."""
+"""albert_tf: ALBERT for TensorFlow 2 / Keras 3: Google's, brightmart's (albert_zh) and
+Hugging Face checkpoints read by name, fine-tuning, pretraining and serving."""
 
 import os as _os
 
@@ -20,6 +21,7 @@ from albert_tf.checkpoints import (  # noqa: E402
     save_tf1_checkpoint,
 )
 from albert_tf.config import AlbertConfig, ConfigError, available_configs  # noqa: E402
+from albert_tf.huggingface import load_hf_checkpoint, save_hf_checkpoint  # noqa: E402
 from albert_tf.modeling import (  # noqa: E402
     AlbertClassifier,
     AlbertEncoder,
@@ -28,7 +30,11 @@ from albert_tf.modeling import (  # noqa: E402
     AlbertSquadV1,
     AlbertSquadV2,
 )
-from albert_tf.release import find_release_files  # noqa: E402
+from albert_tf.release import (  # noqa: E402
+    describe_checkpoint,
+    find_release_files,
+    load_checkpoint,
+)
 
 __version__ = "0.1.0"
 
@@ -44,8 +50,12 @@ __all__ = [
     "ConfigError",
     "LoadReport",
     "available_configs",
+    "describe_checkpoint",
     "find_release_files",
+    "load_checkpoint",
+    "load_hf_checkpoint",
     "load_tf1_checkpoint",
     "losses",
+    "save_hf_checkpoint",
     "save_tf1_checkpoint",
 ]

@@ -1,31 +1,73 @@
-"""Google's release directories: find their files (`AlbertModel.from_release` loads one).
+"""Release directories of every layout: find their files, load their weights.
 
-A release as Google ships it, e.g. `albert_base/` from `albert_base_v2.tar.gz`:
-  albert_config.json  30k-clean.model  30k-clean.vocab  model.ckpt-best.{index,data-*,meta}
-The Chinese models carry a WordPiece `vocab_chinese.txt` instead of a SentencePiece
-model; a TF-Hub module keeps `assets/` and `variables/variables.*`. Nothing here
-downloads: the directory must already be on disk (or on a `tf.io.gfile` file system).
+`AlbertModel.from_release(directory)` and the scripts' `--init_checkpoint` read three
+layouts, told apart by their files (nothing here downloads; a directory must be on
+disk or on a `tf.io.gfile` file system):
+
+- Google's (`albert_base/` of `albert_base_v2.tar.gz`): `albert_config.json`,
+  `30k-clean.model`, `model.ckpt-best.*` (the Chinese models: `vocab_chinese.txt`;
+  a TF-Hub module: `assets/` and `variables/variables.*`).
+- brightmart/albert_zh's (`albert_tiny_zh/`): `albert_config_<size>.json`,
+  `albert_model.ckpt.*`, `vocab.txt`; recognized by its variable names, and read as the
+  equivalent Google layout (`albert_tf.brightmart`). Its `checkpoint` file may name a
+  path on its authors' machine: then the one `*.index` of the directory is used.
+- Hugging Face (`save_pretrained`): `config.json` with `model_type: "albert"`,
+  `model.safetensors`, `spiece.model` or `vocab.txt`, `tokenizer_config.json`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import tensorflow as tf
 
-from albert_tf.checkpoints import CheckpointError, resolve_checkpoint
+from albert_tf import brightmart, fileio, huggingface
+from albert_tf.checkpoints import (
+    CheckpointError,
+    LoadReport,
+    load_tf1_checkpoint,
+    open_reader,
+    resolve_checkpoint,
+)
+from albert_tf.config import AlbertConfig
 
 
 @dataclasses.dataclass
 class ReleaseFiles:
-    """The files of a release directory (`spm_model_file` / `vocab_file` may be None)."""
+    """The files of a release (`config_file`, `spm_model_file`, `vocab_file` may be
+    None where the directory has none). `layout` is "google", "brightmart" or
+    "huggingface"; `checkpoint` a TF1 prefix or a safetensors file (or shard index);
+    `do_lower_case` what `tokenizer_config.json` says, None where nothing does."""
 
     directory: str
-    config_file: str
+    config_file: str | None
     checkpoint: str
     spm_model_file: str | None
     vocab_file: str | None
+    layout: str = "google"
+    do_lower_case: bool | None = None
+
+    def load_config(self) -> AlbertConfig:
+        """The config of the model these weights load into (brightmart's converted to
+        its Google-layout equivalent)."""
+        if self.config_file is None:
+            raise CheckpointError(f"no albert config found in {self.directory}")
+        config = AlbertConfig.from_json_file(self.config_file)
+        if self.layout == "brightmart":
+            config = brightmart.google_config(config)
+        return config
+
+    def tokenizer(self):
+        """The release's Python tokenizer (`FullTokenizer`)."""
+        from albert_tf.tokenization import FullTokenizer
+
+        if not (self.spm_model_file or self.vocab_file):
+            raise CheckpointError(f"no spiece/30k-clean .model or vocab*.txt in {self.directory}")
+        lower = True if self.do_lower_case is None else self.do_lower_case
+        return FullTokenizer(vocab_file=None if self.spm_model_file else self.vocab_file,
+                             do_lower_case=lower, spm_model_file=self.spm_model_file)
 
 
 def _glob_one(directory: str, patterns: tuple[str, ...]) -> str | None:
@@ -36,21 +78,115 @@ def _glob_one(directory: str, patterns: tuple[str, ...]) -> str | None:
     return None
 
 
+_SPM_PATTERNS = ("*.model", "assets/*.model")
+_VOCAB_PATTERNS = ("vocab*.txt", "assets/vocab*.txt", "*.vocab", "assets/*.vocab")
+_TF1_CONFIG_PATTERNS = ("albert_config.json", "assets/albert_config.json",
+                        "albert_config*.json", "*config*.json")
+
+
+def _is_hf_directory(directory: str) -> bool:
+    if any(fileio.exists(os.path.join(directory, name)) for name in (
+            huggingface.SAFETENSORS, huggingface.SAFETENSORS_INDEX)):
+        return True
+    config = os.path.join(directory, huggingface.CONFIG)
+    if not fileio.exists(config):
+        return False
+    try:
+        return "model_type" in json.loads(fileio.read_bytes(config))
+    except ValueError:
+        return False
+
+
+def _hf_files(directory: str, checkpoint: str | None = None) -> ReleaseFiles:
+    if checkpoint is None:
+        found = [os.path.join(directory, n) for n in (
+            huggingface.SAFETENSORS_INDEX, huggingface.SAFETENSORS)]
+        found = [f for f in found if fileio.exists(f)]
+        if not found:
+            huggingface.refuse_other_weights(directory)  # a pickle: says how to convert
+            raise CheckpointError(
+                f"Hugging Face directory {directory} has no {huggingface.SAFETENSORS}")
+        checkpoint = found[0]
+    config = os.path.join(directory, huggingface.CONFIG)
+    do_lower_case = None
+    tokenizer_config = os.path.join(directory, huggingface.TOKENIZER_CONFIG)
+    if fileio.exists(tokenizer_config):
+        value = json.loads(fileio.read_bytes(tokenizer_config)).get("do_lower_case")
+        do_lower_case = None if value is None else bool(value)
+    spm = os.path.join(directory, "spiece.model")
+    return ReleaseFiles(
+        directory=directory, layout="huggingface", checkpoint=checkpoint,
+        config_file=config if fileio.exists(config) else None,
+        spm_model_file=spm if fileio.exists(spm) else _glob_one(directory, ("*.model",)),
+        vocab_file=_glob_one(directory, ("vocab.txt", "vocab*.txt")),
+        do_lower_case=do_lower_case)
+
+
+def _tf1_files(directory: str, checkpoint: str) -> ReleaseFiles:
+    names = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
+    layout = "brightmart" if brightmart.is_brightmart(names) else "google"
+    return ReleaseFiles(
+        directory=directory, layout=layout, checkpoint=checkpoint,
+        config_file=_glob_one(directory, _TF1_CONFIG_PATTERNS),
+        spm_model_file=_glob_one(directory, _SPM_PATTERNS),
+        vocab_file=_glob_one(directory, _VOCAB_PATTERNS))
+
+
+def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
+    """The layout and files of what `path` names: a release directory of any layout, a
+    TF1 checkpoint prefix or file, or a `model.safetensors` (or shard index). Config
+    and tokenizer files are those found beside the weights (None where there are
+    none)."""
+    path = os.fspath(path).rstrip("/") or "/"
+    if tf.io.gfile.isdir(path):
+        if _is_hf_directory(path):
+            return _hf_files(path)
+        huggingface.refuse_other_weights(path)
+        return _tf1_files(path, resolve_checkpoint(path))
+    base = os.path.basename(path)
+    if base.endswith(".safetensors") or base == huggingface.SAFETENSORS_INDEX:
+        if not fileio.exists(path):
+            raise CheckpointError(f"no Hugging Face weights at {path}: file does not exist")
+        return _hf_files(os.path.dirname(path) or ".", checkpoint=path)
+    if base in huggingface.PICKLES or base in huggingface.OTHER_WEIGHTS:
+        huggingface.refuse_other_weights(os.path.dirname(path) or ".")
+    checkpoint = resolve_checkpoint(path)
+    return _tf1_files(os.path.dirname(checkpoint) or ".", checkpoint)
+
+
 def find_release_files(directory: str | os.PathLike) -> ReleaseFiles:
-    """Locates config, checkpoint and tokenizer files in a release directory."""
+    """Locates config, checkpoint and tokenizer files in a release directory of any
+    layout; the config must be there."""
     directory = os.fspath(directory)
     if not tf.io.gfile.isdir(directory):
         raise CheckpointError(f"release directory {directory} does not exist")
-    config_file = _glob_one(directory, ("albert_config.json", "assets/albert_config.json",
-                                        "*config*.json"))
-    if config_file is None:
-        raise CheckpointError(
-            f"release directory {directory} has no albert_config.json")
-    return ReleaseFiles(
-        directory=directory,
-        config_file=config_file,
-        checkpoint=resolve_checkpoint(directory),
-        spm_model_file=_glob_one(directory, ("*.model", "assets/*.model")),
-        vocab_file=_glob_one(directory, ("vocab*.txt", "assets/vocab*.txt", "*.vocab",
-                                         "assets/*.vocab")),
-    )
+    files = describe_checkpoint(directory)
+    if files.config_file is None:
+        expected = ("config.json" if files.layout == "huggingface"
+                    else "albert_config.json (or albert_config_<size>.json)")
+        raise CheckpointError(f"release directory {directory} has no {expected}")
+    return files
+
+
+def load_checkpoint(model, path, *, strict: bool = False) -> LoadReport:
+    """Loads weights of any layout into `model` (see the module's docstring): `path` is
+    what `describe_checkpoint` takes, or its `ReleaseFiles`. The report's `layout` says
+    which was read, `missing` and `unused` what did not match."""
+    files = path if isinstance(path, ReleaseFiles) else describe_checkpoint(path)
+    if files.layout == "huggingface":
+        return huggingface.load_hf_checkpoint(model, files.checkpoint, strict=strict)
+    return load_tf1_checkpoint(model, files.checkpoint, strict=strict)
+
+
+def weight_shapes(files: ReleaseFiles, architecture: str | None = None) -> dict[str, list[int]]:
+    """The weights of `files` by TF1 name (Google's layout) with their shapes; for a
+    Hugging Face directory as read for `architecture` (default: its config's)."""
+    if files.layout == "huggingface":
+        if architecture is None and files.config_file:
+            raw = json.loads(fileio.read_bytes(files.config_file))
+            architecture = (raw.get("architectures") or [None])[0]
+        reader = huggingface.HuggingFaceReader(files.checkpoint, files.load_config(),
+                                               architecture)
+    else:
+        reader = open_reader(files.checkpoint)
+    return reader.get_variable_to_shape_map()

@@ -25,6 +25,11 @@ FORBIDDEN = {
     "albert_tf.modeling": ("albert_tf.training", "albert_tf.apps", "albert_tf.export"),
     "albert_tf.export": ("albert_tf.training", "albert_tf.apps"),
     "albert_tf.release": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling"),
+    # The layouts know names and configs, not the models, the loop or the data.
+    "albert_tf.brightmart": ("albert_tf.checkpoints", "albert_tf.training", "albert_tf.apps",
+                             "albert_tf.modeling", "albert_tf.data", "albert_tf.export"),
+    "albert_tf.huggingface": ("albert_tf.release", "albert_tf.training", "albert_tf.apps",
+                              "albert_tf.modeling", "albert_tf.data", "albert_tf.export"),
 }
 
 

@@ -132,8 +132,6 @@ def validate(settings) -> Task:
     for flag in ("spm_model_file", "vocab_file"):
         if settings[flag]:
             common.check_file(settings[flag], flag)
-    if settings["init_checkpoint"]:
-        checkpoints.resolve_checkpoint(settings["init_checkpoint"])
     trained = settings["output_dir"] and tf.io.gfile.isdir(settings["output_dir"]) and (
         tf.train.latest_checkpoint(settings["output_dir"]) or tf.io.gfile.exists(
             os.path.join(settings["output_dir"], BEST_CHECKPOINT + ".index")))
@@ -155,6 +153,7 @@ def validate(settings) -> Task:
 def run(settings: dict) -> dict:
     """Trains, evaluates (keeping the best checkpoint) and predicts; returns the best
     eval results."""
+    settings = common.complete_model_files(settings)
     task = validate(settings)
     context = common.setup(**settings)
     strategy, config = context.strategy, context.config
@@ -190,19 +189,21 @@ def run(settings: dict) -> dict:
     best = {}
     if settings["do_eval"]:
         best = evaluate_checkpoints(task, trainer, settings, paths["dev"], context.output_dir)
-    if settings["do_predict"] or settings["export_dir"]:
+    exporting = settings["export_dir"] or settings["export_hf_dir"]
+    if settings["do_predict"] or exporting:
         # Prediction and export both use the best model: load it once.
         load_best_or_latest(trainer, context.output_dir)
     if settings["do_predict"]:
         predict_test(task, trainer, settings, paths["test"], context.output_dir)
-    if settings["export_dir"]:
+    if exporting:
         if task.is_race:
             common.export_if_asked(settings, strategy, trainer.model, "multiple_choice",
                                    labels=list(race.RACE_LABELS),
                                    max_qa_length=settings["max_qa_length"])
         else:
             common.export_if_asked(settings, strategy, trainer.model, "classifier",
-                                   task_name=task.name)
+                                   task_name=task.name,
+                                   labels=list(task.glue_task.labels) or None)
     return best
 
 

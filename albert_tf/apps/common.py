@@ -17,8 +17,7 @@ import keras
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import fileio
-from albert_tf.checkpoints import load_tf1_checkpoint
+from albert_tf import brightmart, fileio, release
 from albert_tf.config import AlbertConfig
 from albert_tf.training import distribute
 from albert_tf.training.optimizers import create_optimizer
@@ -71,8 +70,11 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
     optimizer): the model files of `define_model_file_flags`, then the run's."""
     define_model_file_flags()
     flags.DEFINE_string("init_checkpoint", None,
-                        "A TF1 checkpoint to start from (e.g. Google's "
-                        "model.ckpt-best), unless output_dir already has a checkpoint.")
+                        "Weights to start from, unless output_dir already has a "
+                        "checkpoint: a TF1 checkpoint (Google's model.ckpt-best, "
+                        "brightmart's albert_model.ckpt), a Hugging Face directory or "
+                        "model.safetensors, or a release directory of any of them (its "
+                        "config and tokenizer files are then used when not given).")
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
     flags.DEFINE_bool("do_train", False, "Train.")
     flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.")
@@ -95,6 +97,10 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
     flags.DEFINE_string("export_dir", None,
                         "Also export a SavedModel for TF Serving to <export_dir>/<version>/ "
                         "at the end (see export_savedmodel.py).")
+    flags.DEFINE_string("export_hf_dir", None,
+                        "Also write the trained model as a Hugging Face directory "
+                        "(config.json, model.safetensors, tokenizer files) that "
+                        "transformers loads; it must not exist yet.")
 
 
 class FlagNames(collections.abc.Sequence):
@@ -150,20 +156,56 @@ def check_file(path, flag: str) -> str:
     return path
 
 
-def load_config(albert_config_file) -> AlbertConfig:
+def load_config(albert_config_file, checkpoint_layout: str = "google") -> AlbertConfig:
     """`--albert_config_file`: a shipped config name (`albert_base_v2`, ...) or the path
-    of an albert_config.json; the error for neither lists the shipped names."""
+    of an albert_config.json (or a Hugging Face config.json); the error for neither
+    lists the shipped names. For brightmart weights (`checkpoint_layout`), the
+    Google-layout equivalent of the config."""
     if not albert_config_file:
         raise UsageError("--albert_config_file is required")
-    return AlbertConfig.from_name_or_file(albert_config_file)
+    config = AlbertConfig.from_name_or_file(albert_config_file)
+    if checkpoint_layout == "brightmart":
+        config = brightmart.google_config(config)
+    return config
+
+
+def complete_model_files(settings: dict) -> dict:
+    """The settings with what `--init_checkpoint` brings: the layout of its weights
+    (`checkpoint_layout`), and the config and tokenizer files found beside them where
+    the flags give none (a release directory of any layout). A copy; checked before
+    any work starts."""
+    if not settings.get("init_checkpoint"):
+        return settings
+    files = release.describe_checkpoint(settings["init_checkpoint"])
+    settings = dict(settings, checkpoint_layout=files.layout)
+    if not settings.get("albert_config_file"):
+        if files.config_file is None:
+            raise UsageError(
+                f"--albert_config_file is required: there is no config beside "
+                f"--init_checkpoint={settings['init_checkpoint']}")
+        settings["albert_config_file"] = files.config_file
+        logging.info("config: %s", files.config_file)
+    if "spm_model_file" in settings and not (
+            settings.get("spm_model_file") or settings.get("vocab_file")):
+        if files.spm_model_file:
+            settings["spm_model_file"] = files.spm_model_file
+        elif files.vocab_file:
+            settings["vocab_file"] = files.vocab_file
+        logging.info("tokenizer: %s", settings["spm_model_file"] or settings["vocab_file"])
+    said = files.do_lower_case
+    if said is not None and "do_lower_case" in settings and settings["do_lower_case"] != said:
+        logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
+                        settings["do_lower_case"], files.directory, said)
+    return settings
 
 
 def setup(*, albert_config_file, output_dir, distribution_strategy="one_device", tpu=None,
-          precision="float32", seed=12345, max_seq_length=None, **_) -> RunContext:
+          precision="float32", seed=12345, max_seq_length=None,
+          checkpoint_layout="google", **_) -> RunContext:
     """Config, strategy, precision and seeds; errors before any work starts."""
     if not output_dir:
         raise UsageError("--output_dir is required")
-    config = load_config(albert_config_file)
+    config = load_config(albert_config_file, checkpoint_layout)
     if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
         raise UsageError(
             f"--max_seq_length={max_seq_length} is longer than the model's "
@@ -189,14 +231,15 @@ def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimize
 
 
 def initialize_from(model, init_checkpoint, output_dir) -> None:
-    """Loads `init_checkpoint` (TF1, by name) unless `output_dir` holds a checkpoint to
-    resume from (which then wins, as in the original)."""
+    """Loads `init_checkpoint` (any layout, by name: `release.load_checkpoint`) unless
+    `output_dir` holds a checkpoint to resume from (which then wins, as in the
+    original)."""
     if not init_checkpoint:
         return
     if tf.train.latest_checkpoint(output_dir):
         logging.info("not loading %s: resuming from %s", init_checkpoint, output_dir)
         return
-    report = load_tf1_checkpoint(model, init_checkpoint)
+    report = release.load_checkpoint(model, init_checkpoint)
     logging.info("initialized from %s:\n%s", init_checkpoint, report)
 
 
@@ -217,12 +260,26 @@ def write_results(path: str, results: dict, title: str = "Eval results",
         writer.flush()
 
 
-def export_if_asked(settings: dict, strategy, model, kind: str, **options) -> str | None:
-    """With `--export_dir`, exports `model` as `kind` (see `albert_tf.export`) with the
-    run's tokenizer and `max_seq_length`; the chief alone writes. Returns the version
-    directory written."""
-    if not settings.get("export_dir") or not distribute.is_chief(strategy):
+def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
+                    **options) -> str | None:
+    """With `--export_hf_dir`, writes `model` as a Hugging Face directory (`labels` name
+    a classifier's outputs); with `--export_dir`, exports it as `kind` (see
+    `albert_tf.export`) with the run's tokenizer and `max_seq_length`. The chief alone
+    writes. Returns the SavedModel version directory written."""
+    if not distribute.is_chief(strategy):
         return None
+    if settings.get("export_hf_dir"):
+        from albert_tf.huggingface import save_hf_checkpoint
+
+        save_hf_checkpoint(model, settings["export_hf_dir"],
+                           spm_model_file=settings["spm_model_file"],
+                           vocab_file=settings["vocab_file"],
+                           do_lower_case=settings["do_lower_case"], labels=labels)
+        logging.info("wrote the Hugging Face directory %s", settings["export_hf_dir"])
+    if not settings.get("export_dir"):
+        return None
+    if labels is not None:
+        options["labels"] = labels
     from albert_tf.export import export_savedmodel
 
     path = export_savedmodel(

@@ -86,6 +86,7 @@ def objective(version_2: bool) -> MeanObjective:
 def run(settings: dict) -> dict:
     """Trains and/or predicts; returns the official scores of the predictions when the
     predict file has answers."""
+    settings = common.complete_model_files(settings)
     validate(settings)
     context = common.setup(**settings)
     strategy = context.strategy

@@ -14,13 +14,13 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import fileio, fused, packing
-from albert_tf.checkpoints import load_tf1_checkpoint
+from albert_tf import brightmart, fileio, fused, packing
 from albert_tf.config import AlbertConfig
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
 from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings
+from albert_tf.release import describe_checkpoint, load_checkpoint
 
 SIGNATURES = ("serving_default", "serve_examples", "serve_text")
 DEFAULT_MAX_QUERY_LENGTH = 64  # the original run_squad's --max_query_length
@@ -57,16 +57,21 @@ def build_model(kind: str, config: AlbertConfig, *, num_labels: int | None = Non
 def load_model_from_checkpoint(kind: str, albert_config_file, checkpoint, *,
                                num_labels: int | None = None, num_choices: int = 4,
                                **kwargs):
-    """Builds the model of `kind` and loads the TF1 (name-based) `checkpoint` strictly:
-    any model variable missing from it, or of another shape, raises `CheckpointError`
-    (nothing is written). `albert_config_file` is an `AlbertConfig`, the path of an
-    albert_config.json or a shipped config name (`albert_base_v2`). The load report is
-    kept as `model.load_report`."""
+    """Builds the model of `kind` and loads `checkpoint` (any layout that
+    `release.load_checkpoint` reads) strictly: any model variable missing from it, or
+    of another shape, raises `CheckpointError` (nothing is written).
+    `albert_config_file` is an `AlbertConfig`, the path of an albert_config.json (or
+    config.json) or a shipped config name (`albert_base_v2`); for brightmart weights it
+    is converted to their Google-layout equivalent. The load report is kept as
+    `model.load_report`."""
     config = albert_config_file if isinstance(albert_config_file, AlbertConfig) \
         else AlbertConfig.from_name_or_file(albert_config_file)
+    files = describe_checkpoint(checkpoint)
+    if files.layout == "brightmart":
+        config = brightmart.google_config(config)
     model = build_model(kind, config, num_labels=num_labels, num_choices=num_choices,
                         **kwargs)
-    model.load_report = load_tf1_checkpoint(model, checkpoint, strict=True)
+    model.load_report = load_checkpoint(model, files, strict=True)
     return model
 
 

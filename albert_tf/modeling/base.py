@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import keras
 
-from albert_tf.checkpoints import load_tf1_checkpoint
 from albert_tf.config import AlbertConfig
-from albert_tf.release import find_release_files
+from albert_tf.release import find_release_files, load_checkpoint
 
 
 def tf1_scope(name: str):
@@ -41,12 +40,14 @@ class AlbertModel(keras.Model):
 
     @classmethod
     def from_release(cls, directory, *, strict: bool = True, **kwargs):
-        """Builds the model from a release's `albert_config.json` and loads its
-        checkpoint. With `strict` (default) every weight must come from the checkpoint.
-        The load report is kept as `model.load_report`, the files as
-        `model.release_files`."""
+        """Builds the model from a release directory's config and loads its weights: a
+        Google release, a brightmart/albert_zh one (built as its Google-layout
+        equivalent, `albert_tf.brightmart`) or a Hugging Face directory
+        (`albert_tf.release` tells them apart). With `strict` (default) every weight
+        must come from the checkpoint. The load report (its `layout` says which was
+        read) is kept as `model.load_report`, the files as `model.release_files`."""
         files = find_release_files(directory)
-        model = cls(AlbertConfig.from_json_file(files.config_file), **kwargs)
-        model.load_report = load_tf1_checkpoint(model, files.checkpoint, strict=strict)
+        model = cls(files.load_config(), **kwargs)
+        model.load_report = load_checkpoint(model, files, strict=strict)
         model.release_files = files
         return model

@@ -67,6 +67,11 @@ class AlbertTaskModel(AlbertModel):
     encoder's (which uses `seed`), as `AlbertPretrainer` does.
     """
 
+    # Whether the head reads the pooled output: a checkpoint without the pooler (as
+    # transformers' question-answering and token-classification models save) loads
+    # into a model that does not.
+    reads_pooled_output = True
+
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         super().__init__(config, seed, **kwargs)
         self.encoder = AlbertEncoder(config, seed=seed, dtype=self.dtype_policy)
@@ -79,7 +84,8 @@ class AlbertTaskModel(AlbertModel):
         (a pretraining release has none) unless `strict`. Task arguments (e.g.
         `num_labels`) go in `kwargs`."""
         model = super().from_release(directory, strict=strict, **kwargs)
-        missing = [n for n in model.load_report.missing if n.startswith("bert/")]
+        missing = [n for n in model.load_report.missing if n.startswith("bert/") and (
+            model.reads_pooled_output or not n.startswith("bert/pooler/"))]
         if missing:
             raise CheckpointError(
                 f"checkpoint {model.load_report.checkpoint} lacks {len(missing)} encoder "
@@ -235,6 +241,8 @@ class AlbertSquadV1(AlbertTaskModel):
 
     hf_architecture = huggingface.QUESTION_ANSWERING
 
+    reads_pooled_output = False
+
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_squad_v1")
         super().__init__(config, seed, **kwargs)
@@ -287,6 +295,8 @@ class AlbertSquadV2(AlbertTaskModel):
     i * end_n_top + j: end j of start i), `cls_logits` [B], and `start_log_probs`.
     Dropout follows `training` only, whichever path is taken. Outputs are float32.
     """
+
+    reads_pooled_output = False
 
     def __init__(self, config: AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,
                  seed: int | None = None, dropout_rate: float = HEAD_DROPOUT_RATE,

@@ -1,0 +1,142 @@
+"""Converts ALBERT weights between layouts: `python -m albert_tf.convert`.
+
+    python -m albert_tf.convert --input=albert_tiny_zh --output=albert_tiny_zh_hf
+    python -m albert_tf.convert --input=albert_chinese_tiny_hf --output=tf1 --to=google
+
+reads a release directory or checkpoint of any layout (Google's TF1, brightmart's
+albert_zh, a Hugging Face directory; `albert_tf.release`) and writes either a Hugging
+Face directory that `transformers` loads (`--to=huggingface`, the default) or a Google
+release directory (`--to=google`: `albert_config.json`, `model.ckpt.*`, the tokenizer
+file) that the original TF1 code and every tool for Google's checkpoints read. The model
+(pretraining heads, encoder alone, or a fine-tuned head) is recognized from the weights;
+`--model` says it where they cannot (a one-output head is a regression classifier or a
+multiple-choice scorer). Nothing is written unless every weight was read.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+from absl import app, flags, logging
+
+from albert_tf import fileio, huggingface, release
+from albert_tf.checkpoints import CheckpointError, save_tf1_checkpoint
+from albert_tf.modeling import (
+    AlbertClassifier,
+    AlbertEncoder,
+    AlbertMultipleChoice,
+    AlbertPretrainer,
+    AlbertSquadV1,
+)
+
+MODELS = {"pretrainer": AlbertPretrainer, "encoder": AlbertEncoder,
+          "classifier": AlbertClassifier, "multiple_choice": AlbertMultipleChoice,
+          "squad_v1": AlbertSquadV1}
+TARGETS = ("huggingface", "google")
+_BY_ARCHITECTURE = {cls.hf_architecture: name for name, cls in MODELS.items()}
+
+
+def detect_model(files: release.ReleaseFiles) -> str:
+    """The `MODELS` entry that the weights of `files` fill."""
+    if files.layout == "huggingface":
+        architectures = huggingface.read_hf_config(files.config_file)[1].get("architectures")
+        name = _BY_ARCHITECTURE.get((architectures or [None])[0])
+        if name is None:
+            raise CheckpointError(
+                f"{files.config_file} names the architectures {architectures}; give "
+                f"--model ({', '.join(MODELS)})")
+        return name
+    shapes = release.weight_shapes(files)
+    if "cls/predictions/output_bias" in shapes:
+        return "pretrainer"
+    if "cls/squad/output_weights" in shapes:
+        return "squad_v1"
+    if "output_weights" in shapes:
+        if shapes["output_weights"][0] == 1:
+            raise CheckpointError(
+                f"{files.checkpoint} has a one-output head: give --model=classifier "
+                "(regression) or --model=multiple_choice")
+        return "classifier"
+    return "encoder"
+
+
+def load(path, *, model: str = "auto", albert_config_file=None):
+    """The model held by `path` (any layout), loaded strictly, and its files."""
+    files = release.describe_checkpoint(path)
+    if albert_config_file:
+        files.config_file = os.fspath(albert_config_file)
+    name = detect_model(files) if model == "auto" else model
+    if name not in MODELS:
+        raise ValueError(f"--model={name}: expected auto or one of {', '.join(MODELS)}")
+    kwargs = {}
+    if name == "classifier":
+        shapes = release.weight_shapes(files, huggingface.SEQUENCE_CLASSIFICATION)
+        if "output_weights" not in shapes:
+            raise CheckpointError(f"{files.checkpoint} has no classifier head")
+        kwargs["num_labels"] = int(shapes["output_weights"][0])
+    result = MODELS[name](files.load_config(), **kwargs)
+    result.load_report = release.load_checkpoint(result, files, strict=True)
+    return result, files
+
+
+def save_google(model, directory, *, spm_model_file=None, vocab_file=None) -> str:
+    """A Google release directory: albert_config.json, model.ckpt.*, tokenizer file."""
+    directory = os.fspath(directory).rstrip("/")
+    with fileio.atomic_directory(directory) as tmp:
+        model.config.to_json_file(os.path.join(tmp, "albert_config.json"))
+        save_tf1_checkpoint(model, os.path.join(tmp, "model.ckpt"), update_state_file=True)
+        for source in (spm_model_file, vocab_file):
+            if source:
+                tf.io.gfile.copy(source, os.path.join(tmp, os.path.basename(source)))
+    return directory
+
+
+def convert(input_path, output_dir, *, to: str = "huggingface", model: str = "auto",
+            albert_config_file=None, do_lower_case: bool | None = None) -> str:
+    """Reads `input_path` (any layout) and writes `output_dir` in the layout `to`."""
+    if to not in TARGETS:
+        raise ValueError(f"--to={to}: expected one of {', '.join(TARGETS)}")
+    if fileio.exists(output_dir):
+        raise FileExistsError(f"{output_dir} exists; not overwritten")
+    result, files = load(input_path, model=model, albert_config_file=albert_config_file)
+    logging.info("%s", result.load_report)
+    spm, vocab = files.spm_model_file, None if files.spm_model_file else files.vocab_file
+    if to == "google":
+        return save_google(result, output_dir, spm_model_file=spm, vocab_file=vocab)
+    lower = do_lower_case if do_lower_case is not None else (
+        True if files.do_lower_case is None else files.do_lower_case)
+    return huggingface.save_hf_checkpoint(result, output_dir, spm_model_file=spm,
+                                          vocab_file=vocab, do_lower_case=lower)
+
+
+FLAGS = flags.FLAGS
+
+
+def define_flags() -> None:
+    flags.DEFINE_string("input", None, "A release directory or checkpoint of any layout.")
+    flags.DEFINE_string("output", None, "The directory to write (must not exist).")
+    flags.DEFINE_enum("to", "huggingface", list(TARGETS), "The layout to write.")
+    flags.DEFINE_enum("model", "auto", ["auto", *MODELS], "The model the weights hold.")
+    flags.DEFINE_string("albert_config_file", None,
+                        "The config, where none lies beside --input.")
+    flags.DEFINE_bool("do_lower_case", None, "Recorded in tokenizer_config.json "
+                      "(default: the input's, else true).")
+
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    try:
+        path = convert(FLAGS.input, FLAGS.output, to=FLAGS.to, model=FLAGS.model,
+                       albert_config_file=FLAGS.albert_config_file,
+                       do_lower_case=FLAGS.do_lower_case)
+    except (ValueError, OSError) as e:  # CheckpointError, ConfigError, FileExistsError
+        raise SystemExit(f"error: {e}") from None
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    define_flags()
+    flags.mark_flags_as_required(["input", "output"])
+    app.run(main)

@@ -57,6 +57,7 @@ def chinese_release(root):
     """A stand-in for Google's albert_base_zh/ (WordPiece vocab_chinese.txt) and a
     Chinese task in SST-2's layout."""
     from albert_tf import AlbertPretrainer, save_tf1_checkpoint
+    from tests.helpers.layouts import write_brightmart_checkpoint
     from tests.helpers.tiny import tiny_config
 
     chars = sorted({c for text in ZH_POSITIVE + ZH_NEGATIVE for c in text})
@@ -67,6 +68,13 @@ def chinese_release(root):
     config = tiny_config(vocab_size=len(tokens), num_hidden_layers=1)
     config.to_json_file(release / "albert_config.json")
     save_tf1_checkpoint(AlbertPretrainer(config, seed=0), str(release / "model.ckpt-best"))
+    # brightmart's albert_tiny_zh/ as released: its own names and embedding math.
+    brightmart = root / "albert_tiny_zh"
+    brightmart.mkdir()
+    (brightmart / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    zh_config = tiny_config(vocab_size=len(tokens), extra={"ln_type": "postln"})
+    zh_config.to_json_file(brightmart / "albert_config_tiny.json")
+    write_brightmart_checkpoint(str(brightmart / "albert_model.ckpt"), zh_config)
     task = root / "zh_data" / "SST-2"
     task.mkdir(parents=True)
     rows = [f"{t}\t1" for t in ZH_POSITIVE] + [f"{t}\t0" for t in ZH_NEGATIVE]
@@ -134,6 +142,13 @@ def test_examples_run_in_order(release_dir, capsys):
     assert (out / "zh_out" / "model.ckpt-best.index").exists()
     assert [p.name for p in (out / "exported" / "zh" / "1" / "assets").iterdir()] == \
         ["vocab_chinese.txt"]
+    # Other layouts: brightmart's release read and written as Hugging Face, converted,
+    # fine-tuned from the Hugging Face directory and written as one again.
+    assert "brightmart True" in printed and "\nhuggingface\n" in printed
+    assert (out / "albert_tiny_zh_hf" / "vocab.txt").exists()
+    assert sorted(p.name for p in (out / "zh_hf_finetuned").iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+    assert (out / "zh_hf_out" / "eval_results.txt").exists()
     run_multi_worker_commands(out)
 
 

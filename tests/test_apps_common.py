@@ -15,7 +15,7 @@ MODEL_FLAGS = {
     "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir"}
+    "seed", "export_dir", "export_hf_dir"}
 # The flags each script passed to its `run` when the lists were written by hand.
 APP_FLAGS = {
     "classifier": {
@@ -92,3 +92,39 @@ def test_an_unknown_config_name_lists_the_shipped_ones(tmp_path, script, args):
     assert ("error: albert config file albert_bsae_v2 does not exist, and it is not the "
             f"name of a shipped config either ({', '.join(available_configs())})"
             ) in result.stderr
+
+
+# ------------------------------------------------------- --init_checkpoint of any layout
+def test_init_checkpoint_directory_brings_its_files(tmp_path):
+    from albert_tf.apps import common
+    from tests.helpers.layouts import brightmart_release, hf_release
+
+    hf = hf_release(tmp_path / "hf")
+    settings = common.complete_model_files({
+        "init_checkpoint": str(hf), "albert_config_file": None, "spm_model_file": None,
+        "vocab_file": None, "do_lower_case": True})
+    assert (settings["checkpoint_layout"], settings["albert_config_file"],
+            settings["spm_model_file"], settings["vocab_file"]) == (
+        "huggingface", str(hf / "config.json"), str(hf / "spiece.model"), None)
+    zh = brightmart_release(tmp_path / "zh")
+    given = {"init_checkpoint": str(zh / "albert_model.ckpt"), "albert_config_file":
+             "albert_base_zh", "spm_model_file": None, "vocab_file": "my_vocab.txt"}
+    settings = common.complete_model_files(given)
+    # The flags given win; the layout decides how the config is read.
+    assert settings == {**given, "checkpoint_layout": "brightmart"}
+    config = common.load_config(settings["albert_config_file"], settings["checkpoint_layout"])
+    assert config.embedding_size == config.hidden_size == 768
+    settings = common.complete_model_files({**given, "albert_config_file": None,
+                                            "vocab_file": None})
+    assert settings["albert_config_file"] == str(zh / "albert_config_tiny.json")
+    assert settings["vocab_file"] == str(zh / "vocab.txt")
+
+
+def test_init_checkpoint_without_config_beside_it(tmp_path):
+    from albert_tf.apps import common
+    from tests.test_checkpoints import copy_checkpoint
+
+    prefix = copy_checkpoint(tmp_path / "bare")
+    with pytest.raises(common.UsageError, match="--albert_config_file is required: there "
+                       f"is no config beside --init_checkpoint={prefix}"):
+        common.complete_model_files({"init_checkpoint": prefix, "albert_config_file": None})

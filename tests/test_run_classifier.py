@@ -169,3 +169,31 @@ def test_checkpoint_of_another_size_lists_every_mismatch(tmp_path, config_file):
     assert "does not fit" in result.stderr and "variables differ" in result.stderr
     assert not list((tmp_path / "out").glob("ckpt-*"))
     shutil.rmtree(tmp_path / "out", ignore_errors=True)
+
+
+def test_brightmart_release_as_init_checkpoint(tmp_path):
+    """brightmart's albert_zh directory alone: its config (converted to E = H), its
+    vocab.txt and weights are found and read; the result is written for transformers."""
+    import json
+
+    from tests.helpers.layouts import brightmart_release
+
+    release = brightmart_release(tmp_path / "albert_tiny_zh")
+    chars = (release / "vocab.txt").read_text(encoding="utf-8").split()[5:]
+    data = tmp_path / "zh" / "SST-2"
+    data.mkdir(parents=True)
+    rows = ["".join(chars[i:i + 6]) + f"\t{i % 2}" for i in range(0, 48, 3)]
+    (data / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(rows) + "\n",
+                                    encoding="utf-8")
+    out = tmp_path / "out"
+    result = run("--task_name=SST-2", f"--data_dir={data.parent}", f"--init_checkpoint={release}",
+                 f"--output_dir={out}", "--do_train", "--max_seq_length=16",
+                 "--train_batch_size=4", "--train_step=2", "--save_checkpoints_steps=2",
+                 f"--export_hf_dir={tmp_path / 'hf'}")
+    assert "brightmart/albert_zh TF1 names" in result.stderr
+    assert "loaded 23 variables" in result.stderr  # the encoder; the MLM and SOP heads unused
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert (config["architectures"], config["embedding_size"], config["hidden_size"],
+            config["id2label"]) == (["AlbertForSequenceClassification"], 32, 32,
+                                    {"0": "0", "1": "1"})
+    assert (tmp_path / "hf" / "vocab.txt").read_bytes() == (release / "vocab.txt").read_bytes()

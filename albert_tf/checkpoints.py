@@ -86,17 +86,22 @@ def resolve_checkpoint(path: str | os.PathLike) -> str:
     return prefix
 
 
-def open_reader(prefix: str):
-    """A reader of the TF1 checkpoint at `prefix` (as `tf.train.load_checkpoint`), under
-    Google's names: a brightmart/albert_zh checkpoint is shown as its exact Google-layout
-    equivalent (`albert_tf.brightmart`). Its `layout` says which was read."""
+def tf1_reader(prefix: str):
+    """`tf.train.load_checkpoint(prefix)`, its errors as one `CheckpointError` line."""
     try:
-        reader = tf.train.load_checkpoint(prefix)
+        return tf.train.load_checkpoint(prefix)
     except (tf.errors.OpError, ValueError) as e:
         message = getattr(e, "message", None) or str(e)
         raise CheckpointError(
             f"cannot read checkpoint {prefix} (corrupt or not a TF checkpoint): "
             f"{message.strip().splitlines()[0]}") from None
+
+
+def open_reader(prefix: str):
+    """A reader of the TF1 checkpoint at `prefix` (as `tf.train.load_checkpoint`), under
+    Google's names: a brightmart/albert_zh checkpoint is shown as its exact Google-layout
+    equivalent (`albert_tf.brightmart`). Its `layout` says which was read."""
+    reader = tf1_reader(prefix)
     if brightmart.is_brightmart(reader.get_variable_to_shape_map()):
         return brightmart.BrightmartReader(reader)
     return reader

@@ -30,6 +30,7 @@ from albert_tf.checkpoints import (
     load_tf1_checkpoint,
     open_reader,
     resolve_checkpoint,
+    tf1_reader,
 )
 from albert_tf.config import AlbertConfig
 
@@ -122,11 +123,33 @@ def _hf_files(directory: str, checkpoint: str | None = None) -> ReleaseFiles:
         do_lower_case=do_lower_case)
 
 
+# Every ALBERT checkpoint of Google's layout has its transformer here (under a leading
+# scope such as TF-Hub's `module/`).
+_GOOGLE_MARK = "bert/encoder/transformer/group_"
+
+
+def tf1_layout(checkpoint: str, names) -> str:
+    """"google" or "brightmart" for the TF1 checkpoint names; raises for any other."""
+    if brightmart.is_brightmart(names):
+        return "brightmart"
+    if any(_GOOGLE_MARK in n for n in names):
+        return "google"
+    hint = ""
+    if any("bert/encoder/layer_0/" in n for n in names):
+        hint = " It looks like a BERT checkpoint (one set of weights per layer)."
+    elif "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+        hint = (" It is an object-based checkpoint (a training run's ckpt-N, kept for "
+                "resuming): use the run's model.ckpt-* or model.ckpt-best instead.")
+    raise CheckpointError(
+        f"{checkpoint} is not an ALBERT checkpoint of a known layout: expected Google's "
+        f"names ({_GOOGLE_MARK}0/...) or brightmart/albert_zh's "
+        f"(bert/encoder/layer_shared/...); its names look like {sorted(names)[:3]}.{hint}")
+
+
 def _tf1_files(directory: str, checkpoint: str) -> ReleaseFiles:
-    names = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
-    layout = "brightmart" if brightmart.is_brightmart(names) else "google"
+    names = tf1_reader(checkpoint).get_variable_to_shape_map()
     return ReleaseFiles(
-        directory=directory, layout=layout, checkpoint=checkpoint,
+        directory=directory, layout=tf1_layout(checkpoint, names), checkpoint=checkpoint,
         config_file=_glob_one(directory, _TF1_CONFIG_PATTERNS),
         spm_model_file=_glob_one(directory, _SPM_PATTERNS),
         vocab_file=_glob_one(directory, _VOCAB_PATTERNS))

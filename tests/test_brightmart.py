@@ -147,3 +147,13 @@ def test_task_model_loads_the_encoder(release):
         n for n in tf.train.load_checkpoint(str(BRIGHTMART / "model.ckpt"))
         .get_variable_to_shape_map() if n.startswith("cls/"))
     assert find_release_files(release).layout == "brightmart"
+
+
+def test_export_reads_the_release_directory(release):
+    """export_savedmodel.py's loader: brightmart's own config file and checkpoint."""
+    from albert_tf.export import load_model_from_checkpoint
+
+    model = load_model_from_checkpoint("mlm", str(release / "albert_config_tiny.json"),
+                                       str(release))
+    assert model.load_report.layout == "brightmart" and model.load_report.missing == []
+    assert model.config.embedding_size == 32

@@ -296,3 +296,18 @@ def test_random_inputs_through_a_written_and_read_model(tmp_path, pretrainer):
                            masked_lm_predictions=2)
     for name in ("sequence_output", names.MLM_LOGITS, names.SOP_LOGITS):
         np.testing.assert_array_equal(again(inputs)[name], pretrainer(inputs)[name])
+
+
+def test_tf1_checkpoint_of_no_known_layout(tmp_path):
+    import tensorflow as tf
+
+    prefix = str(tmp_path / "bert_model.ckpt")
+    names = ["bert/encoder/layer_0/attention/self/query/kernel", "bert/pooler/dense/bias"]
+    tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=["", ""],
+                      tensors=[tf.zeros([4, 4]), tf.zeros([4])])
+    with pytest.raises(CheckpointError) as error:
+        describe_checkpoint(prefix)
+    message = str(error.value)
+    assert message.startswith(f"{prefix} is not an ALBERT checkpoint of a known layout")
+    assert "bert/encoder/transformer/group_0/" in message and "layer_shared" in message
+    assert "BERT checkpoint" in message

@@ -53,7 +53,8 @@ def main(argv):
         # A release directory brings its config and tokenizer files.
         files = common.complete_model_files({
             "init_checkpoint": FLAGS.checkpoint, "albert_config_file": FLAGS.albert_config_file,
-            "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file})
+            "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
+            "do_lower_case": FLAGS.do_lower_case})
         config = common.load_config(files["albert_config_file"])
         num_labels = FLAGS.num_labels
         if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
@@ -66,7 +67,7 @@ def main(argv):
                                            num_choices=FLAGS.num_choices)
         path = export_savedmodel(
             model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=files["spm_model_file"],
-            vocab_file=files["vocab_file"], do_lower_case=FLAGS.do_lower_case,
+            vocab_file=files["vocab_file"], do_lower_case=files["do_lower_case"],
             max_seq_length=FLAGS.max_seq_length,
             labels=FLAGS.labels.split(",") if FLAGS.labels else None,
             version=FLAGS.version, task_name=FLAGS.task_name,

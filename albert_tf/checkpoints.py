@@ -345,8 +345,9 @@ def load_weights(model, reader, checkpoint: str, *, strict: bool = False,
     """`load_tf1_checkpoint` from an open `reader`: anything with
     `get_variable_to_shape_map`, `get_variable_to_dtype_map` and `get_tensor` by TF1
     name (`tf.train.load_checkpoint`'s, or a layout's that shows its weights under
-    Google's names; `source_names(name)` then gives the stored names, for the report).
-    `checkpoint` names it in messages."""
+    Google's names; its `source_names(name)` then gives the stored names and
+    `unmapped_names()` those no TF1 name reads, for the report). `checkpoint` names it
+    in messages."""
     shapes = reader.get_variable_to_shape_map()
     variables = _model_variables(model)
     if not variables:
@@ -371,11 +372,12 @@ def load_weights(model, reader, checkpoint: str, *, strict: bool = False,
 
     source_names = getattr(reader, "source_names", lambda name: (name,))
     used = {s for n in weights.sources.values() for s in source_names(n)}
+    stored = {s for n in candidates for s in source_names(n)}
+    stored.update(getattr(reader, "unmapped_names", list)())  # no TF1 name reads them
     slot_sources = set(slots.sources.values())
     report = LoadReport(
         checkpoint=checkpoint, prefix=prefix, loaded=list(weights.sources),
-        missing=weights.missing,
-        unused=sorted({s for n in candidates for s in source_names(n)} - used),
+        missing=weights.missing, unused=sorted(stored - used),
         skipped=[n for n in skipped if n not in slot_sources],
         optimizer_loaded=sorted(slots.sources), optimizer_missing=slots.missing,
         layout=layout_of(reader))

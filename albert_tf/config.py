@@ -263,7 +263,7 @@ _HF_TO_ACTIVATION = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast
 _ACTIVATION_TO_HF = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
                      "tanh": "tanh", "linear": "linear"}
 HF_LAYER_NORM_EPS = 1e-12
-_HF_DEFAULTS = {"vocab_size": 30000, "hidden_act": "gelu_new"}
+_HF_DEFAULTS = {"vocab_size": 30000}  # and hidden_act "gelu_new", read above
 
 _MODEL_FIELDS = tuple(
     f.name for f in dataclasses.fields(AlbertConfig) if f.name not in ("extra", "source"))

@@ -272,7 +272,7 @@ class HuggingFaceReader:
     def source_names(self, name: str) -> tuple[str, ...]:
         return (self._table[name].name,)
 
-    def unmapped_keys(self) -> list[str]:
+    def unmapped_names(self) -> list[str]:
         """Keys of the file that no TF1 name reads (reported as unused)."""
         return list(self._unmapped)
 
@@ -317,9 +317,7 @@ def load_hf_checkpoint(model, path, *, strict: bool = False,
             architecture = (architectures or [None])[0]
     reader = HuggingFaceReader(path, model.config, architecture)
     reader.check_tied()
-    report = load_weights(model, reader, path, strict=strict, prefix="")
-    report.unused = sorted(set(report.unused) | set(reader.unmapped_keys()))
-    return report
+    return load_weights(model, reader, path, strict=strict, prefix="")
 
 
 # ----------------------------------------------------------------------------- writing

@@ -99,13 +99,18 @@ def test_init_checkpoint_directory_brings_its_files(tmp_path):
     from albert_tf.apps import common
     from tests.helpers.layouts import brightmart_release, hf_release
 
-    hf = hf_release(tmp_path / "hf")
+    hf = hf_release(tmp_path / "hf", tokenizer="wordpiece")  # do_lower_case false
     settings = common.complete_model_files({
         "init_checkpoint": str(hf), "albert_config_file": None, "spm_model_file": None,
-        "vocab_file": None, "do_lower_case": True})
+        "vocab_file": None, "do_lower_case": None})
     assert (settings["checkpoint_layout"], settings["albert_config_file"],
-            settings["spm_model_file"], settings["vocab_file"]) == (
-        "huggingface", str(hf / "config.json"), str(hf / "spiece.model"), None)
+            settings["spm_model_file"], settings["vocab_file"],
+            settings["do_lower_case"]) == (
+        "huggingface", str(hf / "config.json"), None, str(hf / "vocab.txt"), False)
+    # Given, the flag wins; without --init_checkpoint, the original's default.
+    assert common.complete_model_files({**settings, "do_lower_case": True})[
+        "do_lower_case"] is True
+    assert common.complete_model_files({"do_lower_case": None}) == {"do_lower_case": True}
     zh = brightmart_release(tmp_path / "zh")
     given = {"init_checkpoint": str(zh / "albert_model.ckpt"), "albert_config_file":
              "albert_base_zh", "spm_model_file": None, "vocab_file": "my_vocab.txt"}

@@ -61,7 +61,9 @@ def define_model_file_flags():
                         "albert_base_v2).")
     flags.DEFINE_string("spm_model_file", None, "SentencePiece model (30k-clean.model).")
     flags.DEFINE_string("vocab_file", None, "WordPiece vocabulary (Chinese models).")
-    flags.DEFINE_bool("do_lower_case", True, "Lowercase the input text.")
+    flags.DEFINE_bool("do_lower_case", None,
+                      "Lowercase the input text (default: what the tokenizer_config.json "
+                      "of the --init_checkpoint directory says, else true).")
 
 
 def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw"):
@@ -172,12 +174,15 @@ def load_config(albert_config_file, checkpoint_layout: str = "google") -> Albert
 def complete_model_files(settings: dict) -> dict:
     """The settings with what `--init_checkpoint` brings: the layout of its weights
     (`checkpoint_layout`), and the config and tokenizer files found beside them where
-    the flags give none (a release directory of any layout). A copy; checked before
-    any work starts."""
+    the flags give none (a release directory of any layout), `do_lower_case` too. A
+    copy; checked before any work starts."""
+    settings = dict(settings)
     if not settings.get("init_checkpoint"):
+        if "do_lower_case" in settings and settings["do_lower_case"] is None:
+            settings["do_lower_case"] = True
         return settings
     files = release.describe_checkpoint(settings["init_checkpoint"])
-    settings = dict(settings, checkpoint_layout=files.layout)
+    settings["checkpoint_layout"] = files.layout
     if not settings.get("albert_config_file"):
         if files.config_file is None:
             raise UsageError(
@@ -193,9 +198,12 @@ def complete_model_files(settings: dict) -> dict:
             settings["vocab_file"] = files.vocab_file
         logging.info("tokenizer: %s", settings["spm_model_file"] or settings["vocab_file"])
     said = files.do_lower_case
-    if said is not None and "do_lower_case" in settings and settings["do_lower_case"] != said:
-        logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
-                        settings["do_lower_case"], files.directory, said)
+    if "do_lower_case" in settings:
+        if settings["do_lower_case"] is None:
+            settings["do_lower_case"] = True if said is None else said
+        elif said is not None and settings["do_lower_case"] != said:
+            logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
+                            settings["do_lower_case"], files.directory, said)
     return settings
 
 

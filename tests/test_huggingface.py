@@ -311,3 +311,20 @@ def test_tf1_checkpoint_of_no_known_layout(tmp_path):
     assert message.startswith(f"{prefix} is not an ALBERT checkpoint of a known layout")
     assert "bert/encoder/transformer/group_0/" in message and "layer_shared" in message
     assert "BERT checkpoint" in message
+
+
+def test_bfloat16_weights_are_refused_by_name(tmp_path, hf_dir):
+    import ml_dtypes
+
+    tensors = tensors_of(hf_dir / "model.safetensors")
+    key = "albert.pooler.weight"
+    tensors[key] = tensors[key].astype(ml_dtypes.bfloat16)
+    directory = tmp_path / "bf16"
+    directory.mkdir()
+    save_file(tensors, str(directory / "model.safetensors"))
+    (directory / "config.json").write_text((HF / "config.json").read_text())
+    model = AlbertPretrainer(AlbertConfig.from_json_file(HF / "config.json"))
+    before = weights(model)
+    with pytest.raises(CheckpointError, match=f"{key} in .* is bfloat16.*float32"):
+        load_checkpoint(model, directory)
+    assert all(np.array_equal(v, before[k]) for k, v in weights(model).items())

@@ -328,3 +328,25 @@ def test_bfloat16_weights_are_refused_by_name(tmp_path, hf_dir):
     with pytest.raises(CheckpointError, match=f"{key} in .* is bfloat16.*float32"):
         load_checkpoint(model, directory)
     assert all(np.array_equal(v, before[k]) for k, v in weights(model).items())
+
+
+def test_sharded_weights_read_through_their_index(tmp_path, pretrainer):
+    """`model.safetensors.index.json` and its shards, as transformers writes large models."""
+    tensors = tensors_of(HF / "model.safetensors")
+    keys = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": keys[::2],
+              "model-00002-of-00002.safetensors": keys[1::2]}
+    directory = tmp_path / "sharded"
+    directory.mkdir()
+    weight_map = {}
+    for name, part in shards.items():
+        save_file({k: tensors[k] for k in part}, str(directory / name))
+        weight_map.update(dict.fromkeys(part, name))
+    (directory / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (directory / "config.json").write_text((HF / "config.json").read_text())
+    assert find_release_files(directory).checkpoint == str(
+        directory / "model.safetensors.index.json")
+    again = AlbertPretrainer.from_release(directory)
+    expected = weights(pretrainer)
+    assert all(np.array_equal(v, expected[k]) for k, v in weights(again).items())

@@ -24,6 +24,7 @@ setup(
         "tensorflow-serving-api>=2.21,<2.22",
         "numpy>=1.26",
         "safetensors>=0.4",  # Hugging Face weights, through its NumPy API
+        "seqeval>=1.2.2",  # NER entities and metrics (conlleval's definitions)
     ],
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5"]},
     entry_points={

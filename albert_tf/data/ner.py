@@ -1,0 +1,314 @@
+"""Token classification (NER) data: files in, features out, predictions written back.
+
+Two formats, told apart by their content:
+- CoNLL columns: one token per line, its tag in the last column (tab or space
+  separated), a blank line (or a line of whitespace only) between sentences,
+  `-DOCSTART-` lines skipped. Tags are kept as the file has them (BIO, IOB1 or BIOES);
+  a file whose token lines have one column only has no tags (a test file).
+- CLUENER2020's JSON lines: `{"text": ..., "label": {type: {entity: [[start, end]]}}}`
+  with inclusive character offsets; every character is a word, tagged B-/I-<type>.
+
+Features follow Model Garden's and Hugging Face's rule: the first piece of a word carries
+the word's tag, every other piece (and [CLS], [SEP], padding) is ignored by the loss
+(`IGNORE`). A sentence longer than the window is split, at word boundaries, into windows
+of whole words; each word is predicted in exactly one window, and the predictions go back
+per word. Written back, predictions keep the input's own format: a CoNLL file gets the
+predicted tag as a new last column on every token line (everything else kept); CLUENER
+lines get the predicted spans in `label`, as its leaderboard expects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+import numpy as np
+
+from albert_tf import fileio, names, packing
+
+# The label id of positions the loss and the metrics skip.
+IGNORE = -1
+DOCSTART = "-DOCSTART-"
+_TAG = re.compile(r"^(O|[BIES]-.+)$")
+
+
+class NerDataError(ValueError):
+    """NER data that cannot be used; the message names the file and line."""
+
+
+@dataclasses.dataclass
+class NerSentence:
+    """One sentence: its words and their tags (None in a file without tags)."""
+
+    words: list[str]
+    tags: list[str] | None
+    line: int  # where it starts in its file (1-based), for messages
+
+
+@dataclasses.dataclass
+class NerFile:
+    """The sentences of a file and what writing predictions back needs: for CoNLL the
+    file's lines (`rows[i]` is the sentence index and word index of line i, or None
+    for a line kept as it is), for CLUENER the JSON objects."""
+
+    path: str
+    format: str  # "conll" or "cluener"
+    sentences: list[NerSentence]
+    lines: list[str] = dataclasses.field(default_factory=list)
+    rows: list[tuple[int, int] | None] = dataclasses.field(default_factory=list)
+    objects: list[dict] = dataclasses.field(default_factory=list)
+
+    @property
+    def has_tags(self) -> bool:
+        return bool(self.sentences) and self.sentences[0].tags is not None
+
+
+def _check_tag(tag: str, path: str, line: int) -> str:
+    if not _TAG.match(tag):
+        raise NerDataError(
+            f"{path}, line {line}: tag {tag!r} is not O or B-/I-/E-/S-<type>")
+    return tag
+
+
+def read_conll(path: str) -> NerFile:
+    """A CoNLL column file; see the module's docstring."""
+    text = fileio.read_bytes(path).decode("utf-8")
+    result = NerFile(path=path, format="conll", sentences=[])
+    words, tags, start, columns = [], [], 0, None
+
+    def close():
+        nonlocal words, tags
+        if words:
+            result.sentences.append(NerSentence(words, tags if columns > 1 else None, start))
+        words, tags = [], []
+
+    for number, line in enumerate(text.splitlines(), 1):
+        result.lines.append(line)
+        fields = line.split()
+        if not fields or fields[0] == DOCSTART:
+            close()
+            result.rows.append(None)
+            continue
+        if columns is None:
+            columns = min(len(fields), 2)
+        elif min(len(fields), 2) != columns:
+            raise NerDataError(
+                f"{path}, line {number}: {len(fields)} column(s) where the file's first "
+                f"token line has {'a tag' if columns > 1 else 'no tag'}")
+        if not words:
+            start = number
+        result.rows.append((len(result.sentences), len(words)))
+        words.append(fields[0])
+        if columns > 1:
+            tags.append(_check_tag(fields[-1], path, number))
+    close()
+    if not result.sentences:
+        raise NerDataError(f"{path} holds no sentence")
+    return result
+
+
+def _cluener_tags(text: str, label: dict, path: str, number: int) -> list[str]:
+    tags = ["O"] * len(text)
+    if not isinstance(label, dict):
+        raise NerDataError(f"{path}, line {number}: 'label' must be an object")
+    for entity_type, entities in label.items():
+        for entity, spans in entities.items():
+            for start, end in spans:
+                if not (0 <= start <= end < len(text)) or text[start:end + 1] != entity:
+                    raise NerDataError(
+                        f"{path}, line {number}: {entity_type} {entity!r} at [{start}, "
+                        f"{end}] is not that text (inclusive offsets into 'text')")
+                if any(t != "O" for t in tags[start:end + 1]):
+                    raise NerDataError(
+                        f"{path}, line {number}: {entity_type} {entity!r} at [{start}, "
+                        f"{end}] overlaps another entity")
+                tags[start] = f"B-{entity_type}"
+                for i in range(start + 1, end + 1):
+                    tags[i] = f"I-{entity_type}"
+    return tags
+
+
+def read_cluener(path: str) -> NerFile:
+    """CLUENER2020 JSON lines; every character is a word."""
+    text = fileio.read_bytes(path).decode("utf-8")
+    result = NerFile(path=path, format="cluener", sentences=[])
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise NerDataError(f"{path}, line {number}: not JSON: {e.msg}") from None
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise NerDataError(f"{path}, line {number}: no 'text' string")
+        tags = None
+        if "label" in item:
+            tags = _cluener_tags(item["text"], item["label"], path, number)
+        if result.sentences and (tags is None) != (result.sentences[0].tags is None):
+            raise NerDataError(f"{path}, line {number}: some lines have 'label', some not")
+        result.objects.append(item)
+        result.sentences.append(NerSentence(list(item["text"]), tags, number))
+    if not result.sentences:
+        raise NerDataError(f"{path} holds no sentence")
+    return result
+
+
+def read_ner_file(path: str) -> NerFile:
+    """CLUENER JSON lines if the first non-empty line is a JSON object, else CoNLL."""
+    head = fileio.read_bytes(path)[:4096].decode("utf-8", errors="replace").lstrip()
+    return read_cluener(path) if head.startswith("{") else read_conll(path)
+
+
+def labels_of(files: list[NerFile]) -> list[str]:
+    """The tags of the files, sorted, "O" first: the label list saved with a model."""
+    found = {t for f in files for s in f.sentences for t in (s.tags or ())}
+    return ["O", *sorted(found - {"O"})]
+
+
+# ----------------------------------------------------------------------------- features
+@dataclasses.dataclass
+class NerFeature:
+    """One window: model inputs, `label_ids` (IGNORE where nothing is predicted) and
+    `words` [S] (the word index a position predicts, -1 elsewhere), of `sentence`."""
+
+    sentence: int
+    inputs: dict[str, np.ndarray]
+    label_ids: np.ndarray
+    words: np.ndarray
+
+
+def word_pieces(tokenizer, word: str) -> list[str]:
+    """A word's pieces: WordPiece's, or SentencePiece's of the preprocessed word."""
+    if getattr(tokenizer, "sp_model", None) is not None:
+        return tokenizer.tokenize(tokenizer.preprocess(word))
+    return tokenizer.tokenize(word)
+
+
+def _windows(lengths: list[int], budget: int) -> list[tuple[int, int]]:
+    """[start, end) word ranges, whole words, at most `budget` pieces each (a longer
+    word alone)."""
+    windows, start, used = [], 0, 0
+    for i, length in enumerate(lengths):
+        if used and used + length > budget:
+            windows.append((start, i))
+            start, used = i, 0
+        used += length
+    windows.append((start, len(lengths)))
+    return windows
+
+
+def sentence_features(index: int, sentence: NerSentence, tokenizer, max_seq_length: int,
+                      label_ids: dict[str, int]) -> list[NerFeature]:
+    """The windows of one sentence (see the module's docstring), padded to
+    `max_seq_length`."""
+    pieces = [tokenizer.convert_tokens_to_ids(word_pieces(tokenizer, w))
+              for w in sentence.words]
+    budget = packing.segment_budget(max_seq_length, 1)
+    cls_id, sep_id = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
+    features = []
+    for start, end in _windows([len(p) for p in pieces], budget):
+        ids, words = [], []
+        for w in range(start, end):
+            kept = pieces[w][:budget - len(ids)]
+            ids += kept
+            words += [w] + [-1] * (len(kept) - 1) if kept else []
+        inputs = packing.pack([ids], max_seq_length, cls_id=cls_id, sep_id=sep_id)
+        word_of = np.full(max_seq_length, -1, np.int32)
+        word_of[1:1 + len(words)] = words
+        labels = np.full(max_seq_length, IGNORE, np.int32)
+        if sentence.tags is not None:
+            for position in np.flatnonzero(word_of >= 0):
+                labels[position] = label_ids[sentence.tags[word_of[position]]]
+        features.append(NerFeature(index, inputs, labels, word_of))
+    return features
+
+
+def file_features(ner_file: NerFile, tokenizer, max_seq_length: int,
+                  labels: list[str]) -> list[NerFeature]:
+    """Every window of every sentence; a tag not in `labels` is an error naming it."""
+    label_ids = {label: i for i, label in enumerate(labels)}
+    for sentence in ner_file.sentences:
+        unknown = sorted(set(sentence.tags or ()) - set(label_ids))
+        if unknown:
+            raise NerDataError(
+                f"{ner_file.path}, line {sentence.line}: tags {unknown} are not among the "
+                f"model's labels {labels}")
+    return [feature for i, sentence in enumerate(ner_file.sentences)
+            for feature in sentence_features(i, sentence, tokenizer, max_seq_length,
+                                             label_ids)]
+
+
+def feature_arrays(features: list[NerFeature]) -> dict[str, np.ndarray]:
+    """The features stacked: model inputs, `label_ids`, and `words`."""
+    arrays = {name: np.stack([f.inputs[name] for f in features])
+              for name in names.MODEL_INPUTS}
+    arrays["label_ids"] = np.stack([f.label_ids for f in features])
+    arrays["words"] = np.stack([f.words for f in features])
+    return arrays
+
+
+def word_predictions(ner_file: NerFile, features: list[NerFeature], predicted: np.ndarray,
+                     labels: list[str]) -> list[list[str]]:
+    """Per sentence, one tag per word from the predicted label ids [N, S] of the
+    features; a word with no piece (e.g. a space) is "O"."""
+    tags = [["O"] * len(s.words) for s in ner_file.sentences]
+    for feature, row in zip(features, np.asarray(predicted)):
+        for position in np.flatnonzero(feature.words >= 0):
+            tags[feature.sentence][feature.words[position]] = labels[int(row[position])]
+    return tags
+
+
+# ----------------------------------------------------------------------- writing back
+def spans_of(tags: list[str]) -> list[tuple[str, int, int]]:
+    """(type, first, last) of each entity in `tags`, as seqeval's default mode reads
+    them (the definition the metrics use)."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    return [(t, start, end) for t, start, end in get_entities(list(tags))]
+
+
+def predictions_text(ner_file: NerFile, tags: list[list[str]]) -> str:
+    """The file's content with the predictions, in its own format."""
+    if ner_file.format == "conll":
+        out = []
+        for line, row in zip(ner_file.lines, ner_file.rows):
+            if row is None:
+                out.append(line)
+            else:
+                separator = "\t" if "\t" in line else " "
+                out.append(f"{line.rstrip()}{separator}{tags[row[0]][row[1]]}")
+        return "\n".join(out) + "\n"
+    lines = []
+    for item, sentence_tags in zip(ner_file.objects, tags):
+        text, label = item["text"], {}
+        for entity_type, start, end in spans_of(sentence_tags):
+            label.setdefault(entity_type, {}).setdefault(
+                text[start:end + 1], []).append([start, end])
+        lines.append(json.dumps({**item, "label": label}, ensure_ascii=False))
+    return "\n".join(lines) + "\n"
+
+
+def write_predictions(ner_file: NerFile, tags: list[list[str]], path: str) -> None:
+    """`predictions_text` written atomically to `path` (test_predictions.conll or
+    test_predictions.json, by the scripts)."""
+    fileio.write_text_atomically(path, predictions_text(ner_file, tags))
+
+
+# ----------------------------------------------------------------------------- metrics
+def ner_metrics(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, float]:
+    """Entity-level precision, recall and F1 (overall and `<type>_f1` etc. per type),
+    seqeval's default mode (conlleval's definitions), and token `accuracy`."""
+    from seqeval.metrics import accuracy_score, classification_report
+
+    if [len(s) for s in gold] != [len(s) for s in predicted]:
+        raise ValueError("gold and predicted tags differ in sentence or word counts")
+    report = classification_report(gold, predicted, output_dict=True, zero_division=0)
+    results = {"accuracy": float(accuracy_score(gold, predicted))}
+    for key, values in report.items():
+        if key in ("macro avg", "weighted avg"):
+            continue
+        prefix = "" if key == "micro avg" else f"{key}_"
+        for metric in ("precision", "recall", "f1-score"):
+            results[prefix + metric.replace("-score", "")] = float(values[metric])
+    return results

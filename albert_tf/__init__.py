@@ -29,6 +29,7 @@ from albert_tf.modeling import (  # noqa: E402
     AlbertPretrainer,
     AlbertSquadV1,
     AlbertSquadV2,
+    AlbertTokenClassifier,
 )
 from albert_tf.release import (  # noqa: E402
     describe_checkpoint,
@@ -46,6 +47,7 @@ __all__ = [
     "AlbertPretrainer",
     "AlbertSquadV1",
     "AlbertSquadV2",
+    "AlbertTokenClassifier",
     "CheckpointError",
     "ConfigError",
     "LoadReport",

@@ -10,7 +10,9 @@ release directory (`--to=google`: `albert_config.json`, `model.ckpt.*`, the toke
 file) that the original TF1 code and every tool for Google's checkpoints read. The model
 (pretraining heads, encoder alone, or a fine-tuned head) is recognized from the weights;
 `--model` says it where they cannot (a one-output head is a regression classifier or a
-multiple-choice scorer). Nothing is written unless every weight was read.
+multiple-choice scorer). Nothing is written unless every weight was read (but for the
+pooler of a model that does not read it: transformers' question-answering and
+token-classification models have none).
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ from albert_tf.modeling import (
     AlbertMultipleChoice,
     AlbertPretrainer,
     AlbertSquadV1,
+    AlbertTokenClassifier,
 )
 
 MODELS = {"pretrainer": AlbertPretrainer, "encoder": AlbertEncoder,
           "classifier": AlbertClassifier, "multiple_choice": AlbertMultipleChoice,
-          "squad_v1": AlbertSquadV1}
+          "squad_v1": AlbertSquadV1, "token_classifier": AlbertTokenClassifier}
+# The models whose `num_labels` is read from their head's weights [num_labels, H].
+_LABELLED_HEADS = {"classifier": "output_weights",
+                   "token_classifier": "cls/ner/output_weights"}
 TARGETS = ("huggingface", "google")
 _BY_ARCHITECTURE = {cls.hf_architecture: name for name, cls in MODELS.items()}
 
@@ -52,6 +58,8 @@ def detect_model(files: release.ReleaseFiles) -> str:
         return "pretrainer"
     if "cls/squad/output_weights" in shapes:
         return "squad_v1"
+    if "cls/ner/output_weights" in shapes:
+        return "token_classifier"
     if "output_weights" in shapes:
         if shapes["output_weights"][0] == 1:
             raise CheckpointError(
@@ -70,13 +78,22 @@ def load(path, *, model: str = "auto", albert_config_file=None):
     if name not in MODELS:
         raise ValueError(f"--model={name}: expected auto or one of {', '.join(MODELS)}")
     kwargs = {}
-    if name == "classifier":
-        shapes = release.weight_shapes(files, huggingface.SEQUENCE_CLASSIFICATION)
-        if "output_weights" not in shapes:
-            raise CheckpointError(f"{files.checkpoint} has no classifier head")
-        kwargs["num_labels"] = int(shapes["output_weights"][0])
+    if name in _LABELLED_HEADS:
+        head = _LABELLED_HEADS[name]
+        shapes = release.weight_shapes(files, MODELS[name].hf_architecture)
+        if head not in shapes:
+            raise CheckpointError(f"{files.checkpoint} has no {name} head ({head})")
+        kwargs["num_labels"] = int(shapes[head][0])
     result = MODELS[name](files.load_config(), **kwargs)
-    result.load_report = release.load_checkpoint(result, files, strict=True)
+    result.load_report = release.load_checkpoint(result, files)
+    # Every weight must be read, but for a pooler the model never reads (transformers'
+    # question answering and token classification models have none).
+    missing = [n for n in result.load_report.missing if not (
+        n.startswith("bert/pooler/") and not getattr(result, "reads_pooled_output", True))]
+    if missing:
+        raise CheckpointError(
+            f"{files.checkpoint} lacks {len(missing)} weights of the {name} model: "
+            f"{missing}")
     return result, files
 
 

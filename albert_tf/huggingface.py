@@ -121,8 +121,8 @@ HEAD_KEYS: dict[str, dict[str, Key]] = {
     MULTIPLE_CHOICE: _POOLED_HEAD,
     QUESTION_ANSWERING: {"cls/squad/output_weights": Key("qa_outputs.weight"),
                          "cls/squad/output_bias": Key("qa_outputs.bias")},
-    # No counterpart among our models yet: its `classifier.*` is reported unused.
-    TOKEN_CLASSIFICATION: {},
+    TOKEN_CLASSIFICATION: {"cls/ner/output_weights": Key("classifier.weight"),
+                           "cls/ner/output_bias": Key("classifier.bias")},
 }
 # What `transformers` ties to other weights (absent from its own files, or equal).
 TIED = {"predictions.decoder.weight": "bert/embeddings/word_embeddings",
@@ -377,14 +377,15 @@ def hf_config_dict(model, architecture: str, *, spm_model_file=None, vocab_file=
     values.update(_special_token_ids(spm_model_file, vocab_file))
     values["classifier_dropout_prob"] = float(getattr(model, "dropout_rate", 0.1))
     num_labels = getattr(model, "num_labels", None)
-    if architecture == SEQUENCE_CLASSIFICATION:
+    if architecture in (SEQUENCE_CLASSIFICATION, TOKEN_CLASSIFICATION):
+        # transformers sizes these heads by the number of labels.
         labels = list(labels) if labels is not None else [
             f"LABEL_{i}" for i in range(num_labels)]
         if len(labels) != num_labels:
             raise ValueError(f"{len(labels)} labels for a model of {num_labels} outputs")
         values["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
         values["label2id"] = {str(label): i for i, label in enumerate(labels)}
-        if num_labels == 1:
+        if num_labels == 1 and architecture == SEQUENCE_CLASSIFICATION:
             values["problem_type"] = "regression"
     values["dtype"] = "float32"
     return dict(sorted(values.items()))

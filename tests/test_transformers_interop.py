@@ -17,6 +17,7 @@ from albert_tf import (  # noqa: E402
     AlbertMultipleChoice,
     AlbertPretrainer,
     AlbertSquadV1,
+    AlbertTokenClassifier,
     huggingface,
     names,
 )
@@ -70,6 +71,7 @@ def test_pretrainer_written_is_loaded_by_transformers(tmp_path, source):
     (lambda c: AlbertClassifier(c, 1, seed=1), "AlbertForSequenceClassification"),
     (lambda c: AlbertMultipleChoice(c, 4, seed=1), "AlbertForMultipleChoice"),
     (lambda c: AlbertSquadV1(c, seed=1), "AlbertForQuestionAnswering"),
+    (lambda c: AlbertTokenClassifier(c, 5, seed=1), "AlbertForTokenClassification"),
     (lambda c: AlbertEncoder(c, seed=1), "AlbertModel"),
 ])
 def test_task_models_written_are_loaded_by_transformers(tmp_path, make, architecture):

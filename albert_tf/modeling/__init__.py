@@ -7,7 +7,8 @@ from albert_tf.modeling.tasks import (
     AlbertMultipleChoice,
     AlbertSquadV1,
     AlbertSquadV2,
+    AlbertTokenClassifier,
 )
 
 __all__ = ["AlbertClassifier", "AlbertEncoder", "AlbertMultipleChoice", "AlbertPretrainer",
-           "AlbertSquadV1", "AlbertSquadV2"]
+           "AlbertSquadV1", "AlbertSquadV2", "AlbertTokenClassifier"]

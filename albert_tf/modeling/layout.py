@@ -136,6 +136,14 @@ def squad_v1_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
             "cls/squad/output_bias": (2,)}
 
 
+def token_classification_variables(config: AlbertConfig,
+                                   num_labels: int) -> dict[str, tuple[int, ...]]:
+    """Our NER head (the original has none): a score per label at every position, named
+    as the SQuAD v1 head is (`cls/<task>/output_weights` [num_labels, H])."""
+    return {"cls/ner/output_weights": (num_labels, config.hidden_size),
+            "cls/ner/output_bias": (num_labels,)}
+
+
 def squad_v2_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
     """`squad_utils.create_v2_model` (run_squad_v2.py): start logits, end logits
     conditioned on a start (dense tanh, LayerNorm, dense) and the answerability class

@@ -4,6 +4,8 @@
   `num_labels == 1` is STS-B regression.
 - `AlbertMultipleChoice`: RACE (`race_utils.create_model`, run_race.py).
 - `AlbertSquadV1`: SQuAD v1.1 (`squad_utils.create_v1_model`, run_squad_v1.py).
+- `AlbertTokenClassifier`: token classification (NER); the original has none, its
+  head is Model Garden's and Hugging Face's (dropout, a dense layer per position).
 - `AlbertSquadV2`: SQuAD v2.0, ALBERT's own head (`squad_utils.create_v2_model`,
   run_squad_v2.py): start logits, end logits conditioned on a start (the gold one in
   training, the top `start_n_top` at inference) and an answerability logit.
@@ -260,6 +262,52 @@ class AlbertSquadV1(AlbertTaskModel):
                            tf.cast(self.output_weights, sequence.dtype))
         logits = tf.cast(logits + tf.cast(self.output_bias, sequence.dtype), tf.float32)
         return {names.START_LOGITS: logits[:, :, 0], names.END_LOGITS: logits[:, :, 1]}
+
+
+class AlbertTokenClassifier(AlbertTaskModel):
+    """Token classification (NER), as Model Garden's tagging and Hugging Face's
+    `AlbertForTokenClassification`: dropout, then a score per label at every position.
+
+    Variables (ours: the original has no NER head; `layout.token_classification_variables`):
+    `cls/ner/output_weights` [num_labels, H], `cls/ner/output_bias` [num_labels];
+    logits = dropout(sequence_output) @ output_weights^T + output_bias, dropout
+    (`dropout_rate`) only when training. Outputs (float32): `logits` [B, S, num_labels],
+    `probabilities`, `predictions` (int32 [B, S]). Loss:
+    `losses.token_classification_loss(logits, label_ids)` (label -1: not scored).
+    """
+
+    hf_architecture = huggingface.TOKEN_CLASSIFICATION
+    reads_pooled_output = False
+
+    def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
+                 dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
+        _check_count("num_labels", num_labels)
+        dropout_rate = _check_rate("dropout_rate", dropout_rate)
+        kwargs.setdefault("name", "albert_token_classifier")
+        super().__init__(config, seed, **kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        with tf1_scope("cls"), keras.name_scope("ner"):
+            self.output_weights = _variable(
+                "output_weights", (num_labels, config.hidden_size),
+                common.truncated_normal(HEAD_INITIALIZER_STDDEV, self._head_seeds),
+                self.dtype_policy)
+            self.output_bias = _variable("output_bias", (num_labels,), "zeros",
+                                         self.dtype_policy)
+        self.dropout = common.dropout(dropout_rate, self._head_seeds, self.dtype_policy)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence = self._encode(inputs, training)[names.SEQUENCE_OUTPUT]  # [B, S, H]
+        sequence = common.apply_dropout(self.dropout, sequence, training)
+        logits = tf.einsum("BSH,NH->BSN", sequence,
+                           tf.cast(self.output_weights, sequence.dtype))
+        logits = tf.cast(logits + tf.cast(self.output_bias, sequence.dtype), tf.float32)
+        return _choice_outputs(logits)
+
+    def get_config(self):
+        return {**super().get_config(), "num_labels": self.num_labels,
+                "dropout_rate": self.dropout_rate}
 
 
 def _apply_p_mask(logits, p_mask):

@@ -114,8 +114,7 @@ def layout_of(reader) -> str:
 
 def list_checkpoint_variables(path) -> dict[str, list[int]]:
     """Every name in the TF1 checkpoint at `path` with its shape, as stored."""
-    reader = tf.train.load_checkpoint(resolve_checkpoint(path))
-    return dict(reader.get_variable_to_shape_map())
+    return dict(tf1_reader(resolve_checkpoint(path)).get_variable_to_shape_map())
 
 
 def tf1_name(variable) -> str:

@@ -226,9 +226,10 @@ class HuggingFaceReader:
         self.architecture = architecture
         self._table = {n: k for n, k in key_table(config, architecture, base).items()
                        if k.name in keys}
+        info = self._slice_info()
         self._shapes, self._dtypes = {}, {}
         for name, key in self._table.items():
-            shape, dtype = self._slice_info(key.name)
+            shape, dtype = info[key.name]
             self._shapes[name] = shape[::-1] if key.transposed else shape
             self._dtypes[name] = dtype
         # Checked here, so that nothing is assigned from a file that does not fit.
@@ -241,10 +242,16 @@ class HuggingFaceReader:
                                 - set(TIED) - set(self._identity_mapping or ()))
         self._tied = sorted(set(TIED) & keys)
 
-    def _slice_info(self, key: str) -> tuple[list[int], tf.DType]:
-        with self._safe_open(self._files[key], framework="np") as f:
-            piece = f.get_slice(key)
-            return list(piece.get_shape()), _TF_DTYPES.get(piece.get_dtype(), tf.string)
+    def _slice_info(self) -> dict[str, tuple[list[int], tf.DType]]:
+        """Shape and dtype of every key, each file opened once (headers only)."""
+        info = {}
+        for path in sorted(set(self._files.values())):
+            with self._safe_open(path, framework="np") as f:
+                for key in f.keys():
+                    piece = f.get_slice(key)
+                    info[key] = (list(piece.get_shape()),
+                                 _TF_DTYPES.get(piece.get_dtype(), tf.string))
+        return info
 
     def _read(self, key: str) -> np.ndarray:
         with self._safe_open(self._files[key], framework="np") as f:

@@ -115,19 +115,27 @@ def squad_v1_loss(start_logits, end_logits, start_positions, end_positions, *,
     return loss if per_example else tf.reduce_mean(loss)
 
 
-def token_classification_loss(logits, label_ids, *, per_example: bool = False):
-    """Token classification (NER): the mean of -log_softmax(logits)[label] over the
-    labelled positions, those with `label_ids >= 0` (the first piece of each word; -1,
-    `data.ner.IGNORE`, elsewhere), over the batch (Model Garden's and Hugging Face's
-    loss), or per example with `per_example` ([B]; 0 for a row with no label).
+def token_classification_sums(logits, label_ids):
+    """(sum, count) per example: the sum of -log_softmax(logits)[label] over the
+    labelled positions (`label_ids >= 0`: the first piece of each word; -1,
+    `data.ner.IGNORE`, elsewhere) and their count, both float32 [B].
     logits: [B, S, num_labels]; label_ids: int [B, S]."""
     logits = tf.cast(logits, tf.float32)
     log_probs = tf.nn.log_softmax(tf.reshape(logits, [-1, tf.shape(logits)[-1]]), axis=-1)
     nll = tf.reshape(_nll_of_positions(log_probs, label_ids), tf.shape(label_ids))  # [B, S]
     weights = tf.cast(tf.cast(label_ids, tf.int32) >= 0, tf.float32)
+    return tf.reduce_sum(nll * weights, -1), tf.reduce_sum(weights, -1)
+
+
+def token_classification_loss(logits, label_ids, *, per_example: bool = False):
+    """Token classification (NER): the mean of -log_softmax(logits)[label] over the
+    labelled positions of the batch (Model Garden's and Hugging Face's loss), or per
+    example with `per_example` ([B]; 0 for a row with no label); see
+    `token_classification_sums`."""
+    sums, counts = token_classification_sums(logits, label_ids)
     if per_example:
-        return tf.reduce_sum(nll, -1) / tf.maximum(tf.reduce_sum(weights, -1), 1.0)
-    return tf.reduce_sum(nll) / tf.maximum(tf.reduce_sum(weights), 1.0)
+        return sums / tf.maximum(counts, 1.0)
+    return tf.reduce_sum(sums) / tf.maximum(tf.reduce_sum(counts), 1.0)
 
 
 # The original weighs the answerability loss by 0.5 "so that the scale is comparable".

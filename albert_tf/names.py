@@ -74,6 +74,11 @@ CONTEXT = "context"
 CONTEXT_START = "context_start"
 TOKEN_START_CHAR = "token_start_char"
 TOKEN_END_CHAR = "token_end_char"
+# Token classification (NER): the raw text, and per position whether it holds a word's
+# first piece (the one that carries the word's tag) and the tag's name.
+TEXT = "text"
+WORD_START = "word_start"
+TAGS = "tags"
 
 
 def to_model_inputs(features: Mapping) -> dict:

@@ -26,6 +26,8 @@ TEXTS_A = ["Hello world, this is a test.", "", " ".join(["a long sentence"] * 40
 QUOTED_CONTEXT = "he said ``quoted'' text, then wanted ''to see."
 TEXTS_B = ["It is 1990, or so.", "Short.", "", " ".join(["another long one"] * 30)]
 
+NER_LABELS = ["O", "B-LOC", "I-LOC", "B-PER", "I-PER"]
+
 # kind -> (export kwargs for build_model, export_savedmodel kwargs)
 CASES = {
     "classifier": ({"num_labels": 2}, {"task_name": "cola"}),  # single sentence
@@ -35,6 +37,7 @@ CASES = {
     "squad_v2": ({"start_n_top": 3, "end_n_top": 2}, {"max_query_length": MAX_QUERY}),
     "encoder": ({}, {}),
     "mlm": ({}, {}),
+    "token_classifier": ({"num_labels": 5}, {"labels": NER_LABELS}),
 }
 
 RELOAD = r"""
@@ -46,7 +49,7 @@ work = sys.argv[1]
 with open(f"{work}/calls.json") as f:
     calls = json.load(f)
 arrays = np.load(f"{work}/inputs.npz", allow_pickle=False)
-loaded, results = {}, {}
+loaded, results, strings_out = {}, {}, {}
 for index, (path, signature, numeric, strings) in enumerate(calls):
     if path not in loaded:
         loaded[path] = tf.saved_model.load(path)
@@ -55,8 +58,16 @@ for index, (path, signature, numeric, strings) in enumerate(calls):
         texts = np.array([base64.b64decode(v) for v in values], dtype=object)
         inputs[k] = tf.constant(texts.reshape(shape))
     outputs = loaded[path].signatures[signature](**inputs)
-    results.update({f"{index}/{k}": v.numpy() for k, v in outputs.items()})
+    for k, v in outputs.items():
+        v = v.numpy()
+        if v.dtype == object:  # strings (NER tags): base64 in JSON, never pickle
+            strings_out[f"{index}/{k}"] = [list(v.shape),
+                                           [base64.b64encode(x).decode() for x in v.ravel()]]
+        else:
+            results[f"{index}/{k}"] = v
 np.savez(f"{work}/results.npz", **results)
+with open(f"{work}/strings.json", "w") as f:
+    json.dump(strings_out, f)
 """
 
 
@@ -90,6 +101,10 @@ def call_in_a_fresh_process(calls: dict, work: pathlib.Path) -> dict:
         for name in saved.files:
             index, output = name.split("/", 1)
             results[keys[int(index)]][output] = saved[name]
+    for name, (shape, values) in json.loads((work / "strings.json").read_text()).items():
+        index, output = name.split("/", 1)
+        results[keys[int(index)]][output] = np.array(
+            [base64.b64decode(v) for v in values], dtype=object).reshape(shape)
     return results
 
 
@@ -225,7 +240,42 @@ def _examples(case, inputs):
     return np.array(out, dtype=object)
 
 
+def _ner_pack(texts, tokenizer=None, word_split="whitespace", max_seq_length=MAX_SEQ):
+    """The NER features' packing of one window, in Python: the words of
+    `data.ner.split_words`, each tokenized on its own (`word_pieces`), the first
+    max_seq_length - 2 pieces; with the word's offsets and first-piece flag per
+    position."""
+    from albert_tf.data.ner import split_words, word_pieces
+    from albert_tf.text import pack_inputs
+
+    t = tokenizer or _python_tokenizer()
+    rows, extras = [], []
+    for text in texts:
+        ids, starts, ends, first = [], [], [], []
+        for word, start, end in split_words(text, word_split):
+            pieces = t.convert_tokens_to_ids(word_pieces(t, word))
+            ids += pieces
+            starts += [start] * len(pieces)
+            ends += [end] * len(pieces)
+            first += [1] + [0] * (len(pieces) - 1) if pieces else []
+        budget = max_seq_length - 2
+        rows.append(ids[:budget])
+        extras.append((starts[:budget], ends[:budget], first[:budget]))
+    packed = {k: v.numpy() for k, v in pack_inputs(
+        [tf.ragged.constant(rows, tf.int32, row_splits_dtype=tf.int64)], max_seq_length,
+        cls_id=t.special_id("[CLS]"), sep_id=t.special_id("[SEP]"),
+        pad_id=t.special_id("pad")).items()}
+    length = packed["input_word_ids"].shape[1]
+    for name, index, pad in (("token_start_char", 0, -1), ("token_end_char", 1, -1),
+                             ("word_start", 2, 0)):
+        packed[name] = np.array([[pad] + list(e[index]) + [pad] * (length - 1 - len(e[index]))
+                                 for e in extras], np.int32)
+    return packed
+
+
 def _text_inputs(case):
+    if case == "token_classifier":
+        return {"text": TEXTS_A}
     if case in ("squad_v1", "squad_v2"):
         return {"question": TEXTS_A, "context": TEXTS_B}
     if case == "multiple_choice":
@@ -236,6 +286,8 @@ def _text_inputs(case):
 
 
 def _text_model_inputs(case):
+    if case == "token_classifier":
+        return _ner_pack(TEXTS_A)
     if case in ("squad_v1", "squad_v2"):
         return _squad_pack(TEXTS_A, TEXTS_B)
     if case == "multiple_choice":  # max_qa_length 128, capped at MAX_SEQ - 3
@@ -255,6 +307,8 @@ def _expected(case, model, inputs):
     model_inputs = dict(inputs)
     if case == "squad_v1":
         model_inputs.pop("p_mask", None)
+    model_inputs = {k: v for k, v in model_inputs.items()
+                    if k not in ("word_start", "token_start_char", "token_end_char")}
     outputs = model({k: tf.constant(v) for k, v in model_inputs.items()}, training=False)
     return {k: np.asarray(outputs[k]) for k in SERVING_KINDS[_kind(case)].outputs
             if k in outputs}
@@ -318,6 +372,11 @@ def test_signature_matches_keras_model(reloaded, case, signature):
             assert_offsets_locate_the_context_pieces(got)
         if case == "mlm":
             np.testing.assert_array_equal(got["input_word_ids"], packed["input_word_ids"])
+        if case == "token_classifier":
+            for name in ("input_mask", "word_start", "token_start_char", "token_end_char"):
+                np.testing.assert_array_equal(got[name], packed[name], err_msg=name)
+            np.testing.assert_array_equal(
+                got["tags"].astype(str), np.array(NER_LABELS)[got["predictions"]])
 
 
 def assert_offsets_locate_the_context_pieces(got):
@@ -603,3 +662,46 @@ def test_failed_export_leaves_nothing(exported, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         export_savedmodel(model, root, kind="encoder", max_seq_length=MAX_SEQ)
     assert sorted(os.listdir(root)) == before
+
+
+def test_token_classifier_serves_entities_of_raw_chinese_text(tmp_path):
+    """A character-level NER export with the real Chinese WordPiece vocabulary: in a
+    fresh process serve_text packs raw text as the NER features (every character a
+    word), and `serving_entities` gives the spans that the Keras model's word tags
+    give, with their text."""
+    from albert_tf.data.ner import serving_entities, spans_of
+    from albert_tf.export import build_model, export_savedmodel
+    from albert_tf.tokenization import FullTokenizer
+    from tests.helpers.tiny import tiny_config
+
+    vocab = REPO / "tests" / "fixtures" / "ner" / "vocab_chinese.txt"
+    python = FullTokenizer(vocab_file=str(vocab), do_lower_case=True)
+    model = build_model("token_classifier", tiny_config(vocab_size=python.vocab_size),
+                        seed=11, num_labels=len(NER_LABELS))
+    path = export_savedmodel(model, tmp_path / "ner", kind="token_classifier",
+                             vocab_file=str(vocab), max_seq_length=MAX_SEQ,
+                             labels=NER_LABELS, word_split="characters")
+    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    assert info["word_split"] == "characters" and info["labels"] == NER_LABELS
+    texts = ["浙商银行企业信贷部叶老桂博士则从另一个角度对五道门槛进行了解读。",
+             "  北京 2019年 Google 公司 ", "", "中" * 50]
+    calls = {"text": (path, "serve_text", {"text": np.array(texts, dtype=object)})}
+    got = call_in_a_fresh_process(calls, tmp_path)["text"]
+
+    packed = _ner_pack(texts, python, "characters")
+    for name in ("input_mask", "word_start", "token_start_char", "token_end_char"):
+        np.testing.assert_array_equal(got[name], packed[name], err_msg=name)
+    assert got["input_mask"][3].sum() == MAX_SEQ  # cut to one window
+    predictions = np.asarray(model({k: packed[k] for k in
+                                    ("input_word_ids", "input_mask", "input_type_ids")},
+                                   training=False)["predictions"])
+    found = 0
+    for i, text in enumerate(texts):
+        starts = np.flatnonzero(packed["word_start"][i])
+        tags = [NER_LABELS[p] for p in predictions[i][starts]]
+        begin, end = packed["token_start_char"][i][starts], packed["token_end_char"][i][starts]
+        want = [(t, int(begin[a]), int(end[b]), text[begin[a]:end[b]])
+                for t, a, b in spans_of(tags)]
+        assert serving_entities(text, got, i) == want
+        found += len(want)
+    assert found > 0  # a random head tags something: the comparison is not empty

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import checkpoints, losses
+from albert_tf import losses
 from albert_tf.apps import common
 from albert_tf.data import glue, race
 from albert_tf.evaluation import glue_metrics
@@ -21,7 +21,7 @@ from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
-BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
+BEST_CHECKPOINT = common.BEST_CHECKPOINT
 
 
 def define_flags():
@@ -188,11 +188,12 @@ def run(settings: dict) -> dict:
                                                 True, drop_remainder=True).skip(skip))
     best = {}
     if settings["do_eval"]:
-        best = evaluate_checkpoints(task, trainer, settings, paths["dev"], context.output_dir)
+        best = common.evaluate_checkpoints(task, trainer, settings, paths["dev"],
+                                           context.output_dir)
     exporting = settings["export_dir"] or settings["export_hf_dir"]
     if settings["do_predict"] or exporting:
         # Prediction and export both use the best model: load it once.
-        load_best_or_latest(trainer, context.output_dir)
+        common.load_best_or_latest(trainer, context.output_dir)
     if settings["do_predict"]:
         predict_test(task, trainer, settings, paths["test"], context.output_dir)
     if exporting:
@@ -204,48 +205,6 @@ def run(settings: dict) -> dict:
             common.export_if_asked(settings, strategy, trainer.model, "classifier",
                                    task_name=task.name,
                                    labels=list(task.glue_task.labels) or None)
-    return best
-
-
-def load_best_or_latest(trainer, output_dir) -> None:
-    """The kept best checkpoint (model.ckpt-best) if there is one, else the latest."""
-    best = os.path.join(output_dir, BEST_CHECKPOINT)
-    if tf.io.gfile.exists(best + ".index"):
-        checkpoints.load_tf1_checkpoint(trainer.model, best, strict=True)
-    else:
-        trainer.restore()
-
-
-def _outputs(task, strategy, model, dataset):
-    return predict(strategy, model, dataset, ["predictions"], ["label_ids"])
-
-
-def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
-    """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
-    latest; TensorBoard gets each) and keeps the best by the task's metric as
-    `model.ckpt-best` (TF1 format, readable by the original code) with
-    `best_trial.txt`."""
-    dataset = task.dataset(path, settings, settings["eval_batch_size"], False)
-    checkpoints_to_try = trainer.manager.checkpoints or [None]
-    best, best_step = None, None
-    for checkpoint in checkpoints_to_try:
-        if checkpoint is not None:
-            trainer.checkpoint.restore(checkpoint).expect_partial()
-        results = task.metrics(_outputs(task, trainer.strategy, trainer.model, dataset))
-        results["global_step"] = trainer.step
-        if distribute.is_chief(trainer.strategy):
-            common.write_results(os.path.join(output_dir, "eval_results.txt"), results,
-                                 summary_step=trainer.step)
-        logging.info("dev %s at step %d: %s", task.metric, trainer.step, results[task.metric])
-        if best is None or results[task.metric] > best[task.metric]:
-            best, best_step = results, trainer.step
-            if distribute.is_chief(trainer.strategy):
-                checkpoints.save_tf1_checkpoint(trainer.model,
-                                                os.path.join(output_dir, BEST_CHECKPOINT),
-                                                global_step=trainer.step)
-    if distribute.is_chief(trainer.strategy):
-        common.write_results(os.path.join(output_dir, "best_trial.txt"), best,
-                             title=f"Best trial (step {best_step})")
     return best
 
 

@@ -17,12 +17,14 @@ import keras
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import brightmart, fileio, release
+from albert_tf import brightmart, checkpoints, fileio, release
 from albert_tf.config import AlbertConfig
 from albert_tf.training import distribute
+from albert_tf.training.loop import predict
 from albert_tf.training.optimizers import create_optimizer
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
 
 
 class UsageError(ValueError):
@@ -34,12 +36,14 @@ def user_errors() -> tuple[type[Exception], ...]:
     from albert_tf.checkpoints import CheckpointError
     from albert_tf.config import ConfigError
     from albert_tf.data.glue import GlueDataError
+    from albert_tf.data.ner import NerDataError
     from albert_tf.data.pretraining import PretrainingDataError
     from albert_tf.data.race import RaceDataError
     from albert_tf.data.squad import SquadError
     from albert_tf.tokenization import TokenizerError
 
-    return (UsageError, CheckpointError, ConfigError, GlueDataError, PretrainingDataError,
+    return (UsageError, CheckpointError, ConfigError, GlueDataError, NerDataError,
+            PretrainingDataError,
             RaceDataError, SquadError, TokenizerError, distribute.DistributionError,
             FileNotFoundError)
 
@@ -296,3 +300,44 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
         max_seq_length=settings["max_seq_length"], **options)
     logging.info("exported the SavedModel to %s", path)
     return path
+
+
+def load_best_or_latest(trainer, output_dir) -> None:
+    """The kept best checkpoint (model.ckpt-best) if there is one, else the latest."""
+    best = os.path.join(output_dir, BEST_CHECKPOINT)
+    if tf.io.gfile.exists(best + ".index"):
+        checkpoints.load_tf1_checkpoint(trainer.model, best, strict=True)
+    else:
+        trainer.restore()
+
+
+def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
+    """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
+    latest; TensorBoard gets each) and keeps the best by the task's metric as
+    `model.ckpt-best` (TF1 format, readable by the original code) with
+    `best_trial.txt`. `task.dataset(path, settings, batch_size, training)` reads the
+    dev set in order, `task.metrics({"predictions", "label_ids"})` scores it and
+    `task.metric` names the result to maximize."""
+    dataset = task.dataset(path, settings, settings["eval_batch_size"], False)
+    checkpoints_to_try = trainer.manager.checkpoints or [None]
+    best, best_step = None, None
+    for checkpoint in checkpoints_to_try:
+        if checkpoint is not None:
+            trainer.checkpoint.restore(checkpoint).expect_partial()
+        results = task.metrics(predict(trainer.strategy, trainer.model, dataset,
+                                       ["predictions"], ["label_ids"]))
+        results["global_step"] = trainer.step
+        if distribute.is_chief(trainer.strategy):
+            write_results(os.path.join(output_dir, "eval_results.txt"), results,
+                                 summary_step=trainer.step)
+        logging.info("dev %s at step %d: %s", task.metric, trainer.step, results[task.metric])
+        if best is None or results[task.metric] > best[task.metric]:
+            best, best_step = results, trainer.step
+            if distribute.is_chief(trainer.strategy):
+                checkpoints.save_tf1_checkpoint(trainer.model,
+                                                os.path.join(output_dir, BEST_CHECKPOINT),
+                                                global_step=trainer.step)
+    if distribute.is_chief(trainer.strategy):
+        write_results(os.path.join(output_dir, "best_trial.txt"), best,
+                             title=f"Best trial (step {best_step})")
+    return best

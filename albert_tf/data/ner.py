@@ -24,6 +24,7 @@ import json
 import re
 
 import numpy as np
+from absl import logging
 
 from albert_tf import fileio, names, packing
 
@@ -31,6 +32,9 @@ from albert_tf import fileio, names, packing
 IGNORE = -1
 DOCSTART = "-DOCSTART-"
 _TAG = re.compile(r"^(O|[BIES]-.+)$")
+# How raw text becomes words when a model serves it (`split_words`): as the training
+# data's words are (CLUENER's and MSRA's files: every character a word).
+WORD_SPLITS = ("whitespace", "characters")
 
 
 class NerDataError(ValueError):
@@ -166,6 +170,57 @@ def labels_of(files: list[NerFile]) -> list[str]:
     return ["O", *sorted(found - {"O"})]
 
 
+def warn_about_unopened_entities(ner_file: NerFile) -> int:
+    """Counts the sentences with an `I-` tag that does not continue an entity of its
+    type (after `O`, at the start, or after another type) and warns, naming the first
+    line: such a tag is read as seqeval's default mode reads it, as the start of a new
+    entity (normal in IOB1 files, where `B-` only separates adjacent entities)."""
+    count, first = 0, None
+    for sentence in ner_file.sentences:
+        previous = "O"
+        for tag in sentence.tags or ():
+            if tag.startswith("I-") and previous[2:] != tag[2:]:
+                count += 1
+                first = first or sentence.line
+                break
+            previous = tag
+    if count:
+        logging.warning(
+            "%s: %d sentences have an I- tag that opens an entity (first in the sentence "
+            "at line %d); read as seqeval does, as the start of a new entity", ner_file.path,
+            count, first)
+    return count
+
+
+def word_split_of(ner_file: NerFile) -> str:
+    """"characters" when every word of the file is one character (CLUENER, MSRA's
+    character-per-line files), else "whitespace": how `split_words` cuts raw text into
+    words like those the model was trained on."""
+    single = all(len(w) == 1 for s in ner_file.sentences for w in s.words)
+    return "characters" if single else "whitespace"
+
+
+def split_words(text: str, word_split: str = "whitespace") -> list[tuple[str, int, int]]:
+    """Raw text -> (word, start, end) with code points [start, end): "whitespace" takes
+    runs of non-space characters, each CJK character a word of its own (as BERT's basic
+    tokenizer treats them); "characters" takes every non-space character. The same rule
+    as the exports' `serve_text`."""
+    from albert_tf.tokenization import _is_chinese_char
+
+    if word_split not in WORD_SPLITS:
+        raise ValueError(f"word_split must be one of {WORD_SPLITS}, got {word_split!r}")
+    words, start = [], None
+    for i, char in enumerate(text + " "):
+        cjk = _is_chinese_char(ord(char))
+        if start is not None and (char.isspace() or cjk or word_split == "characters"
+                                  or _is_chinese_char(ord(text[i - 1]))):
+            words.append((text[start:i], start, i))
+            start = None
+        if start is None and not char.isspace():
+            start = i
+    return words
+
+
 # ----------------------------------------------------------------------------- features
 @dataclasses.dataclass
 class NerFeature:
@@ -219,24 +274,37 @@ def sentence_features(index: int, sentence: NerSentence, tokenizer, max_seq_leng
         labels = np.full(max_seq_length, IGNORE, np.int32)
         if sentence.tags is not None:
             for position in np.flatnonzero(word_of >= 0):
-                labels[position] = label_ids[sentence.tags[word_of[position]]]
+                labels[position] = label_ids.get(sentence.tags[word_of[position]], IGNORE)
         features.append(NerFeature(index, inputs, labels, word_of))
     return features
 
 
 def file_features(ner_file: NerFile, tokenizer, max_seq_length: int,
                   labels: list[str]) -> list[NerFeature]:
-    """Every window of every sentence; a tag not in `labels` is an error naming it."""
+    """Every window of every sentence. A word whose tag is not in `labels` is not
+    scored (label `IGNORE`: not trained on; in evaluation its entity stays in the gold
+    tags, which the model cannot predict): a warning names each such line, then the
+    count. An error when no word of the file is left with a known tag."""
     label_ids = {label: i for i, label in enumerate(labels)}
+    unknown_lines, unknown_tags = 0, set()
     for sentence in ner_file.sentences:
         unknown = sorted(set(sentence.tags or ()) - set(label_ids))
         if unknown:
-            raise NerDataError(
-                f"{ner_file.path}, line {sentence.line}: tags {unknown} are not among the "
-                f"model's labels {labels}")
-    return [feature for i, sentence in enumerate(ner_file.sentences)
-            for feature in sentence_features(i, sentence, tokenizer, max_seq_length,
-                                             label_ids)]
+            unknown_lines += 1
+            unknown_tags.update(unknown)
+            logging.warning("%s, line %d: tags %s are not among the model's labels; "
+                            "those words are not scored", ner_file.path, sentence.line,
+                            unknown)
+    if unknown_lines:
+        logging.warning("%s: %d of %d sentences have tags outside the label list (%s)",
+                        ner_file.path, unknown_lines, len(ner_file.sentences),
+                        ", ".join(sorted(unknown_tags)))
+    features = [feature for i, sentence in enumerate(ner_file.sentences)
+                for feature in sentence_features(i, sentence, tokenizer, max_seq_length,
+                                                 label_ids)]
+    if ner_file.has_tags and not any((f.label_ids >= 0).any() for f in features):
+        raise NerDataError(f"{ner_file.path}: no word has a tag among the labels {labels}")
+    return features
 
 
 def feature_arrays(features: list[NerFeature]) -> dict[str, np.ndarray]:
@@ -253,7 +321,7 @@ def word_predictions(ner_file: NerFile, features: list[NerFeature], predicted: n
     """Per sentence, one tag per word from the predicted label ids [N, S] of the
     features; a word with no piece (e.g. a space) is "O"."""
     tags = [["O"] * len(s.words) for s in ner_file.sentences]
-    for feature, row in zip(features, np.asarray(predicted)):
+    for feature, row in zip(features, predicted):  # rows may differ in length
         for position in np.flatnonzero(feature.words >= 0):
             tags[feature.sentence][feature.words[position]] = labels[int(row[position])]
     return tags
@@ -312,3 +380,20 @@ def ner_metrics(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, 
         for metric in ("precision", "recall", "f1-score"):
             results[prefix + metric.replace("-score", "")] = float(values[metric])
     return results
+
+
+# ------------------------------------------------------------------------ serving
+def serving_entities(text: str, outputs: dict, row: int = 0) -> list[tuple[str, int, int, str]]:
+    """The entities of `text` from a token-classification export's `serve_text` outputs
+    (row `row` of the batch; numpy or tensors): the tags at the positions that start a
+    word (`word_start`), read as seqeval reads them, each entity as (type, start, end,
+    text) with code points [start, end) of `text`."""
+    def row_of(name):
+        return np.asarray(outputs[name])[row]
+
+    starts = np.flatnonzero(row_of(names.WORD_START))
+    tags = [t.decode("utf-8") if isinstance(t, bytes) else str(t)
+            for t in row_of(names.TAGS)[starts]]
+    first, last = row_of(names.TOKEN_START_CHAR)[starts], row_of(names.TOKEN_END_CHAR)[starts]
+    return [(entity_type, int(first[a]), int(last[b]), text[first[a]:last[b]])
+            for entity_type, a, b in spans_of(tags)]

@@ -10,7 +10,8 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `per_choice`: sequences [B, num_choices, S] instead of [B, S];
 - `text_specs` / `pack_text`: the string inputs of `serve_text` and how they become
   model inputs (`albert_tf.export.serving_text`);
-- `labels`: what `assets.extra/labels.txt` names, if anything;
+- `labels`: what `assets.extra/labels.txt` names, if anything; `label_output`: the
+  output of `serve_text` that names each prediction with its label (NER's `tags`);
 - `model_info` / `text_info`: what the kind adds to `export_info.json`, read from the
   model and from the `TextSettings`.
 
@@ -69,6 +70,7 @@ class ServingKind:
     text_info: tuple[str, ...] = ()         # TextSettings fields in export_info.json
     text_offsets: bool = False              # serve_text needs piece offsets (SentencePiece)
     min_length: Callable[[object], int] = lambda model: 1  # shortest input the model takes
+    label_output: str | None = None         # serve_text: the predictions' label names
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -121,6 +123,12 @@ SERVING_KINDS: dict[str, ServingKind] = {kind.name: kind for kind in (
         text_offsets=True,
         # The beam takes the top start_n_top / end_n_top positions.
         min_length=lambda model: max(model.start_n_top, model.end_n_top)),
+    ServingKind(
+        "token_classifier", modeling.AlbertTokenClassifier, _CLASSIFIER_OUTPUTS,
+        serving_text.word_specs, serving_text.pack_words,
+        model_arguments=("num_labels",),
+        labels=LabelRule("num_labels", lambda i: f"LABEL_{i}"),
+        model_info=("num_labels",), text_info=("word_split",), label_output=names.TAGS),
     ServingKind(
         "encoder", modeling.AlbertEncoder, (names.POOLED_OUTPUT, names.SEQUENCE_OUTPUT),
         serving_text.sentence_specs, serving_text.pack_sentences),

@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from albert_tf import brightmart, fileio, fused, packing
 from albert_tf.config import AlbertConfig
+from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
 from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
 from albert_tf.export.serving import ServingModule, warmup_inputs
@@ -100,7 +101,7 @@ def _is_int(value, minimum: int) -> bool:
 
 
 def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
-                     max_seq_length, max_qa_length) -> None:
+                     max_seq_length, max_qa_length, word_split) -> None:
     if not isinstance(model, entry.model_class):
         raise ExportError(f"kind {entry.name!r} needs a {entry.model_class.__name__}, got "
                           f"{type(model).__name__}")
@@ -113,6 +114,9 @@ def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
                           f"max_position_embeddings {model.config.max_position_embeddings}")
     if not _is_int(max_qa_length, 1):
         raise ExportError(f"max_qa_length must be a positive integer, got {max_qa_length!r}")
+    if word_split not in WORD_SPLITS:
+        raise ExportError(f"word_split must be one of {', '.join(WORD_SPLITS)}, got "
+                          f"{word_split!r}")
 
 
 def _resolve_labels(entry: ServingKind, model, labels) -> list[str] | None:
@@ -237,6 +241,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                       task_name: str | None = None, is_pair: bool | None = None,
                       max_query_length: int = DEFAULT_MAX_QUERY_LENGTH,
                       max_qa_length: int = DEFAULT_MAX_QA_LENGTH,
+                      word_split: str = "whitespace",
                       warmup_requests: bool = True) -> str:
     """Writes `model` (of `kind`) as the SavedModel `<export_dir>/<version>/` and returns
     that directory. See `albert_tf.export` for the signatures.
@@ -244,7 +249,9 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     `task_name` (a GLUE task) gives the labels and whether `serve_text` takes a pair;
     `is_pair` overrides (default: a pair, unless the task is single-sentence).
     `max_query_length` (SQuAD) and `max_qa_length` (multiple choice: the option's last
-    pieces, capped at `max_seq_length - 3`) pack `serve_text` as the kind's records.
+    pieces, capped at `max_seq_length - 3`) pack `serve_text` as the kind's records;
+    `word_split` (token_classifier: "whitespace" or "characters", see
+    `data.ner.split_words`) cuts its raw text into words as the training data's were.
     `version` defaults to 1 + the largest existing integer version; an existing version
     directory raises `ExportError` before anything is written.
     With `warmup_requests` (and `albert_tf.serving_warmup` with the
@@ -253,16 +260,17 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     """
     entry = serving_kind(kind)
     _check_arguments(entry, model, spm_model_file=spm_model_file, vocab_file=vocab_file,
-                     max_seq_length=max_seq_length, max_qa_length=max_qa_length)
+                     max_seq_length=max_seq_length, max_qa_length=max_qa_length,
+                     word_split=word_split)
     labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
     final_dir = _version_dir(export_dir, version)
     settings = TextSettings(
         max_seq_length=max_seq_length, is_pair=is_pair, max_query_length=max_query_length,
         # The records refuse a longer one; here the option then fills the whole input.
         max_qa_length=min(max_qa_length, packing.segment_budget(max_seq_length)),
-        num_choices=getattr(model, "num_choices", None))
+        num_choices=getattr(model, "num_choices", None), word_split=word_split)
     tokenizer = _build_tokenizer(entry, spm_model_file, vocab_file, do_lower_case)
-    module = ServingModule(model, entry, tokenizer, settings)
+    module = ServingModule(model, entry, tokenizer, settings, labels=labels)
     signatures = _trace_signatures(module)
 
     with fileio.atomic_directory(final_dir) as temp_dir:

@@ -33,8 +33,10 @@ def _pad_rows(sparse, default_value, dtype=tf.int32):
 class ServingModule(tf.Module):
     """The model, its tokenizer (None: no `serve_text`) and the signature functions."""
 
-    def __init__(self, model, kind: ServingKind, tokenizer, settings: TextSettings):
+    def __init__(self, model, kind: ServingKind, tokenizer, settings: TextSettings,
+                 labels=None):
         super().__init__(name="albert_serving")
+        self.labels = None if labels is None else list(labels)
         self.model = model
         self.tokenizer = tokenizer
         self.serving_kind = kind
@@ -117,6 +119,9 @@ class ServingModule(tf.Module):
         packed = self.serving_kind.pack_text(self.tokenizer, self.settings, named)
         outputs = self.run(packed.inputs)
         outputs.update(packed.returned)
+        if self.serving_kind.label_output and self.labels is not None:
+            outputs[self.serving_kind.label_output] = tf.gather(
+                tf.constant(self.labels), outputs[names.PREDICTIONS])
         return outputs
 
 

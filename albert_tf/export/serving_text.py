@@ -31,6 +31,7 @@ class TextSettings:
     max_query_length: int = 64       # SQuAD: the question's first pieces
     max_qa_length: int = 128         # multiple choice: the option's last pieces
     num_choices: int | None = None   # multiple choice: text_b is [B, num_choices]
+    word_split: str = "whitespace"   # token classification: `data.ner.WORD_SPLITS`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,3 +144,89 @@ def pack_squad(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
         values = tf.gather(table, index_in_row, batch_dims=1)  # [B, S]
         returned[name] = tf.where(in_context, values, -1)
     return PackedText(inputs, returned)
+
+
+# ------------------------------------------------------- token classification (NER)
+def word_specs(settings: TextSettings) -> list[tf.TensorSpec]:
+    """`text` [B]: raw text, split into words in the graph (`settings.word_split`)."""
+    return [_string_spec(names.TEXT)]
+
+
+def split_words(texts, word_split: str):
+    """The graph's `data.ner.split_words`: [B] strings -> words [B, (W)] with the
+    code points [start, end) of each in its text (int32 [B, (W)]). "whitespace": runs
+    of non-space characters, each CJK character a word of its own; "characters":
+    every non-space character a word."""
+    from albert_tf.text import _valid_utf8, character_classes
+
+    c = character_classes()
+    chars = tf.strings.unicode_split(_valid_utf8(texts), "UTF-8")  # [B, (C)]
+    flat = chars.flat_values
+    positions = tf.ragged.range(chars.row_lengths()).flat_values  # [F]
+    row_first = tf.equal(positions, 0)
+    space = tf.strings.regex_full_match(flat, c["space"])
+
+    def previous(flags, first_value):  # the flag of the character before, in its row
+        shifted = tf.concat([[first_value], flags[:-1]], axis=0)[:tf.size(flags)]
+        return tf.where(row_first, first_value, shifted)
+
+    if word_split == "characters":
+        starts_word = tf.logical_not(space)
+    else:
+        cjk = tf.strings.regex_full_match(flat, c["cjk"])
+        starts_word = tf.logical_not(space) & (
+            previous(space, True) | cjk | previous(cjk, False))
+    word_of = tf.cumsum(tf.cast(starts_word, tf.int64)) - 1  # [F], over the batch
+    count = tf.reduce_sum(tf.cast(starts_word, tf.int64))
+    keep = tf.logical_not(space)
+    kept_words = tf.boolean_mask(word_of, keep)
+    kept_positions = tf.boolean_mask(positions, keep)
+    words = tf.strings.unsorted_segment_join(tf.boolean_mask(flat, keep), kept_words, count)
+    starts = tf.math.unsorted_segment_min(kept_positions, kept_words, count)
+    ends = tf.math.unsorted_segment_max(kept_positions, kept_words, count) + 1
+    per_row = tf.math.unsorted_segment_sum(tf.cast(starts_word, tf.int64),
+                                           chars.value_rowids(), chars.nrows())
+
+    def rows(values):
+        return tf.RaggedTensor.from_row_lengths(values, per_row)
+    return rows(words), rows(tf.cast(starts, tf.int32)), rows(tf.cast(ends, tf.int32))
+
+
+def pack_words(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
+    """`[CLS] pieces [SEP]` as the NER features (`data.ner.sentence_features`): each
+    word tokenized on its own, the first `max_seq_length - 2` pieces kept (one window).
+    Returns, besides the outputs, `input_mask`, `word_start` [B, S] (int32 1 at the
+    first piece of each word: the position whose prediction is the word's tag) and
+    `token_start_char` / `token_end_char` [B, S] (the code points [start, end) of the
+    piece's word in `text`, -1 at [CLS], [SEP] and padding)."""
+    words, starts, ends = split_words(texts[names.TEXT], settings.word_split)
+    pieces = tokenizer.tokenize(words.flat_values)  # [W, (P)], W words of the batch
+    per_word = pieces.row_lengths()
+    per_row = tf.math.unsorted_segment_sum(per_word, words.value_rowids(), words.nrows())
+
+    def by_row(flat_values):  # one value per piece of the batch -> [B, (T)]
+        return tf.RaggedTensor.from_row_lengths(flat_values, per_row)
+
+    def per_piece(values):  # [B, (W)] -> [B, (T)]: each piece gets its word's value
+        return by_row(tf.repeat(values.flat_values, per_word))
+
+    ids = by_row(pieces.flat_values)
+    first = tf.cast(tf.ragged.range(per_word).flat_values == 0, tf.int32)
+    inputs = _pack(tokenizer, settings, [ids])
+    length = tf.shape(inputs[names.INPUT_WORD_IDS])[1]
+    kept = packing.single_length(ids.row_lengths(), settings.max_seq_length)
+
+    def positions(values):  # [B, (T)] -> [B, S]: after [CLS], -1 off the kept pieces
+        values = packing.take_first(values, kept).to_tensor(default_value=-1)
+        values = tf.pad(values, [[0, 0], [1, 0]], constant_values=-1)[:, :length]
+        return tf.pad(values, [[0, 0], [0, length - tf.shape(values)[1]]],
+                      constant_values=-1)
+
+    returned = {
+        names.INPUT_MASK: inputs[names.INPUT_MASK],
+        names.WORD_START: tf.maximum(positions(by_row(first)), 0),
+        names.TOKEN_START_CHAR: positions(per_piece(starts)),
+        names.TOKEN_END_CHAR: positions(per_piece(ends)),
+    }
+    return PackedText(inputs, returned)
+

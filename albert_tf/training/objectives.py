@@ -92,3 +92,25 @@ class PretrainingObjective(Objective):
         weights = tf.cast(features[names.MASKED_LM_WEIGHTS], tf.float32)
         return {"masked_lm_loss": tf.reduce_sum(weights),
                 "sentence_order_loss": _batch_size(features)}
+
+
+class TokenObjective(Objective):
+    """Token classification (`losses.token_classification_loss`): the mean of the
+    per-position loss over the labelled positions of the global batch, its sums taken
+    apart so that replicas and micro-batches add up before the division. A global batch
+    with no labelled position has loss 0 (its count is taken as at least 1, as there)."""
+
+    term_names = ("loss",)
+
+    def numerators(self, outputs, features):
+        sums, _ = losses.token_classification_sums(outputs[names.LOGITS],
+                                                   features[names.LABEL_IDS])
+        return {"loss": tf.reduce_sum(sums)}
+
+    def denominators(self, features):
+        labelled = tf.cast(features[names.LABEL_IDS], tf.int32) >= 0
+        return {"loss": tf.reduce_sum(tf.cast(labelled, tf.float32))}
+
+    def global_denominators(self, parts, all_reduce=None):
+        total = super().global_denominators(parts, all_reduce)
+        return {k: tf.maximum(v, 1.0) for k, v in total.items()}

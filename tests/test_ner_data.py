@@ -134,10 +134,50 @@ def test_first_piece_carries_the_tag_and_windows_split_at_words(tmp_path, wordpi
         s.tags for s in data.sentences]
 
 
-def test_unknown_tag_names_the_sentence(tmp_path, wordpiece):
-    data = ner.read_conll(write(tmp_path, "dev.conll", "EU\tB-ORG\nrejects\tB-NEW\n"))
-    with pytest.raises(ner.NerDataError, match=r"line 1: tags \['B-NEW'\]"):
-        ner.file_features(data, wordpiece, 16, ["O", "B-ORG"])
+def test_unknown_tags_are_not_scored_and_named(tmp_path, wordpiece, caplog):
+    """A tag outside the label list: a warning names the file's line and the count; the
+    word is not scored (IGNORE). A file with no known tag left is an error."""
+    data = ner.read_conll(write(tmp_path, "dev.conll",
+                                "EU\tB-ORG\nrejects\tB-NEW\n\ncall\tO\n"))
+    with caplog.at_level("WARNING"):
+        features = ner.file_features(data, wordpiece, 16, ["O", "B-ORG"])
+    assert "dev.conll, line 1: tags ['B-NEW']" in caplog.text
+    assert "1 of 2 sentences have tags outside the label list (B-NEW)" in caplog.text
+    assert features[0].label_ids[1:3].tolist() == [1, ner.IGNORE]
+    with pytest.raises(ner.NerDataError, match="no word has a tag among the labels"):
+        ner.file_features(data, wordpiece, 16, ["B-X"])
+
+
+def test_an_i_tag_that_opens_an_entity_is_read_as_seqeval_reads_it(tmp_path, caplog):
+    data = ner.read_conll(write(tmp_path, "iob1.conll",
+                                "a\tO\nb\tI-PER\n\nc\tB-LOC\nd\tI-LOC\n\n"
+                                "e\tB-LOC\nf\tI-PER\n"))
+    with caplog.at_level("WARNING"):
+        assert ner.warn_about_unopened_entities(data) == 2
+    assert "iob1.conll: 2 sentences have an I- tag that opens an entity (first in the " \
+        "sentence at line 1)" in caplog.text
+    assert ner.spans_of(data.sentences[0].tags) == [("PER", 1, 1)]  # seqeval's reading
+    assert ner.spans_of(data.sentences[2].tags) == [("LOC", 0, 0), ("PER", 1, 1)]
+
+
+@pytest.mark.parametrize("text, word_split, words", [
+    ("EU rejects  German\tcall", "whitespace",
+     [("EU", 0, 2), ("rejects", 3, 10), ("German", 12, 18), ("call", 19, 23)]),
+    ("在北京 Google公司2019年", "whitespace",
+     [("在", 0, 1), ("北", 1, 2), ("京", 2, 3), ("Google", 4, 10), ("公", 10, 11),
+      ("司", 11, 12), ("2019", 12, 16), ("年", 16, 17)]),
+    ("北京 ab", "characters", [("北", 0, 1), ("京", 1, 2), ("a", 3, 4), ("b", 4, 5)]),
+    ("   ", "whitespace", []),
+])
+def test_split_words_of_raw_text(text, word_split, words):
+    assert ner.split_words(text, word_split) == words
+
+
+def test_word_split_follows_the_training_words(tmp_path):
+    assert ner.word_split_of(ner.read_cluener(write(
+        tmp_path, "c.json", "\n".join(json.dumps(x, ensure_ascii=False) for x in CLUENER)))) \
+        == "characters"
+    assert ner.word_split_of(ner.read_conll(write(tmp_path, "w.conll", CONLL))) == "whitespace"
 
 
 def normalized(item):

@@ -1,27 +1,10 @@
-"""Pretrains ALBERT (masked LM + sentence order) with the original script's flags.
+"""Pretrains ALBERT (masked LM + sentence order) from records or raw text.
 
-    python run_pretraining.py --input_file='records/*.tfrecord' \\
-        --albert_config_file=configs/albert_base_v2.json --output_dir=out \\
-        --do_train --do_eval --train_batch_size=4096 --num_train_steps=125000 \\
-        --optimizer=lamb --learning_rate=0.00176 --max_seq_length=512
-
-Or, with dynamic masking from raw text: `--input_text='corpus/*.txt'
---spm_model_file=30k-clean.model`. The work is `albert_tf.apps.pretraining.run`.
+The program is `albert_tf/scripts/run_pretraining.py`, installed as `albert-run-pretraining`;
+`python run_pretraining.py --help` lists its flags.
 """
 
-from absl import app, flags
-
-from albert_tf.apps import common, pretraining
-
-pretraining.define_flags()
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    common.run_script(pretraining.run, pretraining.FLAG_NAMES)
-
+from albert_tf.scripts.run_pretraining import run
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("output_dir")
-    app.run(main)
+    run()

@@ -1,30 +1,10 @@
-"""Fine-tunes ALBERT on SQuAD v1.1, or v2.0 with --version_2_with_negative, with the
-original scripts' flags; writes predictions.json, nbest_predictions.json (and
-null_odds.json) and the official EM / F1.
+"""Fine-tunes ALBERT on SQuAD v1.1 / v2.0 and predicts with the official scores.
 
-    python run_squad.py --train_file=train-v1.1.json --predict_file=dev-v1.1.json \\
-        --spm_model_file=albert_base/30k-clean.model \\
-        --albert_config_file=albert_base/albert_config.json \\
-        --init_checkpoint=albert_base/model.ckpt-best --output_dir=out \\
-        --do_train --do_predict --max_seq_length=384 --doc_stride=128 \\
-        --train_batch_size=48 --learning_rate=5e-5 --num_train_epochs=2
-
-The work is `albert_tf.apps.squad.run`.
+The program is `albert_tf/scripts/run_squad.py`, installed as `albert-run-squad`;
+`python run_squad.py --help` lists its flags.
 """
 
-from absl import app, flags
-
-from albert_tf.apps import common, squad
-
-squad.define_flags()
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    common.run_script(squad.run, squad.FLAG_NAMES)
-
+from albert_tf.scripts.run_squad import run
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("output_dir")
-    app.run(main)
+    run()

@@ -28,6 +28,15 @@ setup(
     ],
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5"]},
     entry_points={
-        "console_scripts": ["albert-param-count=albert_tf.param_count:run"],
+        # Each the same absl program as the script of the same name in the repository.
+        "console_scripts": [
+            "albert-run-classifier=albert_tf.scripts.run_classifier:run",
+            "albert-run-ner=albert_tf.scripts.run_ner:run",
+            "albert-run-squad=albert_tf.scripts.run_squad:run",
+            "albert-run-pretraining=albert_tf.scripts.run_pretraining:run",
+            "albert-create-pretraining-data=albert_tf.scripts.create_pretraining_data:run",
+            "albert-export=albert_tf.scripts.export_savedmodel:run",
+            "albert-param-count=albert_tf.param_count:run",
+        ],
     },
 )

@@ -341,3 +341,17 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
         write_results(os.path.join(output_dir, "best_trial.txt"), best,
                              title=f"Best trial (step {best_step})")
     return best
+
+
+def program(main, doc: str, required=("output_dir",)) -> None:
+    """Runs an absl script's `main` with `required` flags, whether started as
+    `python <script>.py` or as its installed command: `--help` shows `doc` (absl
+    prints the __main__ module's docstring, which an installed command lacks)."""
+    import sys
+
+    from absl import app
+
+    sys.modules["__main__"].__doc__ = doc
+    for name in required:
+        flags.mark_flag_as_required(name)
+    app.run(main)

@@ -1,0 +1,96 @@
+"""Exports a fine-tuned (or pretrained) ALBERT TF1 checkpoint as a SavedModel for serving.
+
+    python export_savedmodel.py --kind=classifier --task_name=MRPC \\
+        --albert_config_file=albert_base/albert_config.json \\
+        --checkpoint=mrpc_out/model.ckpt-best \\
+        --spm_model_file=albert_base/30k-clean.model --max_seq_length=128 \\
+        --export_dir=serving/mrpc
+
+writes `serving/mrpc/<version>/` (1 + the largest existing version unless --version)
+with the signatures `serving_default`, `serve_examples` and `serve_text`. The checkpoint
+must hold every variable of the model (a mismatch stops before anything is written).
+`--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
+the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such as
+`albert_base_v2` works here as there. `--checkpoint` may also be brightmart's
+albert_zh checkpoint, a Hugging Face directory or a release directory of any layout,
+whose config and tokenizer files are used where those flags are not given. The work is
+`albert_tf.export`.
+"""
+
+from absl import app, flags
+
+from albert_tf.apps import common
+from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
+from albert_tf.export import KINDS
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_enum("kind", None, list(KINDS), "The model to export.")
+common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
+flags.DEFINE_string("checkpoint", None,
+                    "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
+                    "brightmart's albert_model.ckpt), a Hugging Face directory, or a "
+                    "release directory.")
+flags.DEFINE_integer("max_seq_length", 512, "Longest packed input of serve_text.")
+flags.DEFINE_integer("max_query_length", 64, "Longest SQuAD question (serve_text).")
+flags.DEFINE_integer("max_qa_length", DEFAULT_MAX_QA_LENGTH,
+                     "Multiple choice (serve_text): the last pieces of question + option "
+                     "kept, as run_classifier.py's RACE records.")
+flags.DEFINE_string("task_name", None, "A GLUE task: gives the labels and num_labels.")
+flags.DEFINE_integer("num_labels", None, "Classifier outputs (1: regression).")
+flags.DEFINE_integer("num_choices", 4, "Choices of a multiple-choice model (RACE: 4).")
+flags.DEFINE_string("labels", None,
+                    "Comma-separated labels (default: the task's); a token_classifier "
+                    "without --num_labels has one output per label (run_ner.py's "
+                    "labels.txt).")
+flags.DEFINE_enum("word_split", "whitespace", ["whitespace", "characters"],
+                  "token_classifier: how serve_text cuts raw text into words, as the "
+                  "training data's (run_ner.py: characters for CLUENER and other "
+                  "one-character-per-word files).")
+flags.DEFINE_string("export_dir", None, "Where the version directories go.")
+flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    from albert_tf.export import export_savedmodel, load_model_from_checkpoint
+
+    try:
+        # A release directory brings its config and tokenizer files.
+        files = common.complete_model_files({
+            "init_checkpoint": FLAGS.checkpoint, "albert_config_file": FLAGS.albert_config_file,
+            "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
+            "do_lower_case": FLAGS.do_lower_case})
+        config = common.load_config(files["albert_config_file"])
+        num_labels = FLAGS.num_labels
+        if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
+            from albert_tf.data.glue import get_task
+
+            num_labels = get_task(FLAGS.task_name).num_labels
+        if FLAGS.kind == "token_classifier" and num_labels is None and FLAGS.labels:
+            num_labels = len(FLAGS.labels.split(","))
+        # Strict: a checkpoint that lacks any variable stops before anything is written.
+        model = load_model_from_checkpoint(FLAGS.kind, config, FLAGS.checkpoint,
+                                           num_labels=num_labels,
+                                           num_choices=FLAGS.num_choices)
+        path = export_savedmodel(
+            model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=files["spm_model_file"],
+            vocab_file=files["vocab_file"], do_lower_case=files["do_lower_case"],
+            max_seq_length=FLAGS.max_seq_length,
+            labels=FLAGS.labels.split(",") if FLAGS.labels else None,
+            version=FLAGS.version, task_name=FLAGS.task_name,
+            max_query_length=FLAGS.max_query_length, max_qa_length=FLAGS.max_qa_length,
+            word_split=FLAGS.word_split)
+    except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
+        raise SystemExit(f"error: {e}") from None
+    print(f"exported {path}")
+
+
+def run():
+    """The program (`python export_savedmodel.py` and the installed `albert-export`)."""
+    common.program(main, __doc__, required=("kind", "checkpoint", "export_dir"))
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,36 @@
+"""Fine-tunes ALBERT for token classification (NER) on CoNLL column files or CLUENER's
+JSON lines, with the flags of the other run_* scripts.
+
+    python run_ner.py --task_name=cluener --data_dir=cluener_public \\
+        --vocab_file=albert_base_zh/vocab_chinese.txt \\
+        --init_checkpoint=albert_base_zh --output_dir=out \\
+        --do_train --do_eval --do_predict --max_seq_length=128 --train_batch_size=32 \\
+        --learning_rate=5e-5 --num_train_epochs=3
+
+`--train_file` / `--dev_file` / `--test_file` name the files directly (CoNLL: one token
+per line, tag in the last column; CLUENER: `{"text", "label"}` lines). The labels are
+the training file's tags (or `--labels`), saved as `labels.txt` in `--output_dir`;
+`--do_eval` writes seqeval's entity-level scores to `eval_results.txt`, `--do_predict`
+the test file back with the predicted tags. The work is `albert_tf.apps.ner.run`.
+"""
+
+from absl import app
+
+from albert_tf.apps import common, ner
+
+ner.define_flags()
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    common.run_script(ner.run, ner.FLAG_NAMES)
+
+
+def run():
+    """The program (`python run_ner.py` and the installed `albert-run-ner`)."""
+    common.program(main, __doc__, required=("output_dir",))
+
+
+if __name__ == "__main__":
+    run()

@@ -345,13 +345,18 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
 
 def program(main, doc: str, required=("output_dir",)) -> None:
     """Runs an absl script's `main` with `required` flags, whether started as
-    `python <script>.py` or as its installed command: `--help` shows `doc` (absl
-    prints the __main__ module's docstring, which an installed command lacks)."""
+    `python <script>.py` or as its installed command: `--help` shows `doc` and the
+    program's flags (absl shows the __main__ module's docstring and the flags it
+    defines; here the modules of albert_tf define them)."""
     import sys
 
     from absl import app
 
     sys.modules["__main__"].__doc__ = doc
+    for module, defined in flags.FLAGS.flags_by_module_dict().items():
+        if module.startswith("albert_tf."):
+            for flag in defined:
+                flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     for name in required:
         flags.mark_flag_as_required(name)
     app.run(main)

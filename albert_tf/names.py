@@ -77,6 +77,8 @@ TOKEN_END_CHAR = "token_end_char"
 # Token classification (NER): the raw text, and per position whether it holds a word's
 # first piece (the one that carries the word's tag) and the tag's name.
 TEXT = "text"
+# Multiple choice: the choices of each question, [B, N] ("" where a row has fewer).
+CHOICES = "choices"
 WORD_START = "word_start"
 TAGS = "tags"
 

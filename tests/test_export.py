@@ -186,15 +186,21 @@ def _squad_pack(questions, contexts):
             "p_mask": np.array([pad(r[2], 1) for r in rows], np.float32)}
 
 
-def _choice_pack(articles, options, max_qa_length, max_seq_length=MAX_SEQ):
-    """The RACE records' packing, in Python: each option's last max_qa_length pieces,
-    the article's first pieces that still fit; [B, C, longest]."""
+def _choice_pack(articles, questions, options, max_qa_length, max_seq_length=MAX_SEQ):
+    """The multiple-choice records' packing, in Python: each ending's (question with
+    option) last max_qa_length pieces, the article's first pieces that still fit; an
+    empty option is an absent choice (zeros); [B, C, longest]."""
+    from albert_tf.data.race import make_ending
+
     t = _python_tokenizer()
     cls, sep = t.special_id("[CLS]"), t.special_id("[SEP]")
     rows = []
-    for article, row in zip(articles, options):
+    for article, question, row in zip(articles, questions, options):
         for option in row:
-            b = t.encode(option)[-max_qa_length:]
+            if option == "":
+                rows.append(([], []))
+                continue
+            b = t.encode(make_ending(question, option))[-max_qa_length:]
             a = t.encode(article)[:max_seq_length - 3 - len(b)]
             rows.append(([cls] + a + [sep] + b + [sep], [0] * (len(a) + 2) + [1] * (len(b) + 1)))
     length = max(len(ids) for ids, _ in rows)
@@ -279,7 +285,9 @@ def _text_inputs(case):
     if case in ("squad_v1", "squad_v2"):
         return {"question": TEXTS_A, "context": TEXTS_B}
     if case == "multiple_choice":
-        return {"text_a": TEXTS_A, "text_b": [[b, a] for a, b in zip(TEXTS_A, TEXTS_B)]}
+        # TEXTS_A[1] and TEXTS_B[2] are "": absent choices.
+        return {"context": TEXTS_A, "question": ["Which _ is it?", "", "what", "who?"],
+                "choices": [[b, a] for a, b in zip(TEXTS_A, TEXTS_B)]}
     if case == "classifier":
         return {"text_a": TEXTS_A}
     return {"text_a": TEXTS_A, "text_b": TEXTS_B}
@@ -292,7 +300,8 @@ def _text_model_inputs(case):
         return _squad_pack(TEXTS_A, TEXTS_B)
     if case == "multiple_choice":  # max_qa_length 128, capped at MAX_SEQ - 3
         texts = _text_inputs(case)
-        return _choice_pack(texts["text_a"], texts["text_b"], MAX_SEQ - 3)
+        return _choice_pack(texts["context"], texts["question"], texts["choices"],
+                            MAX_SEQ - 3)
     inputs = _pack([TEXTS_A] if case == "classifier" else [TEXTS_A, TEXTS_B])
     if case == "mlm":
         length = inputs["input_word_ids"].shape[1]
@@ -580,29 +589,42 @@ def test_wordpiece_export_serves_text(tmp_path):
     assert not (tmp_path / "squad").exists()
 
 
-# A RACE question whose first option is longer than max_qa_length.
+# A RACE question whose first ending is longer than max_qa_length, and a C3-like one
+# with three choices (the fourth absent) and a blank to fill.
 RACE_ARTICLE = "the article is about a cat that sat on the mat and then went to sleep. " * 3
-RACE_OPTIONS = ["which animal sat on the mat before it went to sleep in the sun? the cat",
-                "a dog", "", "the cat sat on the mat"]
+RACE_QUESTIONS = ["which animal sat on the mat before it went to sleep in the sun?",
+                  "the _ went to sleep"]
+RACE_OPTIONS = [["the cat", "a dog", "nobody", "the cat sat on the mat"],
+                ["cat", "dog", "mat", ""]]
 RACE_MAX_QA = 6
 
 
 def _race_records():
-    """What data.race.convert_single_example writes for the question: [1, 4, MAX_SEQ]."""
+    """What data.race.convert_single_example writes for the questions: [2, 4, MAX_SEQ]."""
     from albert_tf.data import race
 
     python = _python_tokenizer()
-    assert len(python.encode(RACE_OPTIONS[0])) > RACE_MAX_QA  # the option is cut
-    features = race.convert_single_example(
-        race.RaceExample("q", RACE_ARTICLE, RACE_OPTIONS, 0), MAX_SEQ, RACE_MAX_QA, python)
-    return {"input_word_ids": np.array([features.input_ids], np.int32),
-            "input_mask": np.array([features.input_mask], np.int32),
-            "input_type_ids": np.array([features.segment_ids], np.int32)}
+    rows = []
+    for question, options in zip(RACE_QUESTIONS, RACE_OPTIONS):
+        endings = [race.make_ending(question, o) for o in options if o]
+        rows.append(race.convert_single_example(
+            race.RaceExample("q", RACE_ARTICLE, endings, 0), MAX_SEQ, RACE_MAX_QA, python))
+    assert len(python.encode(race.make_ending(RACE_QUESTIONS[0], RACE_OPTIONS[0][0]))) \
+        > RACE_MAX_QA  # the ending is cut
+    return {"input_word_ids": np.array([f.input_ids for f in rows], np.int32),
+            "input_mask": np.array([f.input_mask for f in rows], np.int32),
+            "input_type_ids": np.array([f.segment_ids for f in rows], np.int32)}
 
 
-def test_multiple_choice_text_packs_as_the_race_records():
-    """The multiple-choice kind packs text in the graph into the ids of the RACE records:
-    the option's last max_qa_length pieces, the article's first pieces that still fit."""
+def _race_text():
+    return {"context": [RACE_ARTICLE] * 2, "question": RACE_QUESTIONS,
+            "choices": RACE_OPTIONS}
+
+
+def test_multiple_choice_text_packs_as_the_records():
+    """The multiple-choice kind packs text in the graph into the ids of the records: the
+    ending's last max_qa_length pieces, the article's first pieces that still fit, the
+    option in the question's blank, absent choices all zeros."""
     from albert_tf.export import SERVING_KINDS
     from albert_tf.export.serving_text import TextSettings
     from albert_tf.text import AlbertTextTokenizer
@@ -610,16 +632,18 @@ def test_multiple_choice_text_packs_as_the_race_records():
     settings = TextSettings(max_seq_length=MAX_SEQ, max_qa_length=RACE_MAX_QA, num_choices=4)
     packed = SERVING_KINDS["multiple_choice"].pack_text(
         AlbertTextTokenizer(spm_model_file=SPM), settings,
-        {"text_a": tf.constant([RACE_ARTICLE]), "text_b": tf.constant([RACE_OPTIONS])}).inputs
+        {k: tf.constant(v) for k, v in _race_text().items()}).inputs
     for name, want in _race_records().items():
-        got = packed[name].numpy()  # [1, 4, longest packed choice]
+        got = packed[name].numpy()  # [2, 4, longest packed choice]
         np.testing.assert_array_equal(got, want[..., :got.shape[-1]], err_msg=name)
         assert not want[..., got.shape[-1]:].any(), name  # the rest is the records' padding
+    assert not packed["input_mask"].numpy()[1, 3].any()  # the absent choice
 
 
-def test_multiple_choice_export_serves_the_race_packing(tmp_path):
-    """serve_text of a RACE export gives the logits of the RACE records (and not those of
-    longest-first packing); export_info records max_qa_length."""
+def test_multiple_choice_export_serves_the_records_packing(tmp_path):
+    """serve_text of a multiple-choice export gives the logits of the records (and not
+    those of longest-first packing); an absent choice is never predicted; fewer choices
+    than the export's are padded, more are refused; export_info records max_qa_length."""
     from albert_tf.export import build_model, export_savedmodel
     from tests.helpers.tiny import tiny_config
 
@@ -632,19 +656,29 @@ def test_multiple_choice_export_serves_the_race_packing(tmp_path):
     info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
     assert info["max_qa_length"] == RACE_MAX_QA and info["num_choices"] == 4
 
-    calls = {"text": (path, "serve_text", {
-        "text_a": np.array([RACE_ARTICLE], dtype=object),
-        "text_b": np.array([RACE_OPTIONS], dtype=object)})}
-    got = call_in_a_fresh_process(calls, tmp_path)["text"]["logits"]
+    text = {k: np.array(v, dtype=object) for k, v in _race_text().items()}
+    three = {**text, "choices": text["choices"][:, :3]}
+    calls = {"text": (path, "serve_text", text), "three": (path, "serve_text", three)}
+    results = call_in_a_fresh_process(calls, tmp_path)
+    got = results["text"]
 
     want = model({k: tf.constant(v) for k, v in _race_records().items()},
                  training=False)["logits"].numpy()
-    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(got["logits"], want, atol=1e-5, rtol=1e-5)
+    assert got["probabilities"][1, 3] == 0 and want[1, 3] < -1e8
+    np.testing.assert_allclose(results["three"]["logits"][:, :3], want[:, :3], atol=1e-5)
+    assert (results["three"]["logits"][:, 3] < -1e8).all()
+    from albert_tf.data.race import make_ending
+
+    endings = [make_ending(RACE_QUESTIONS[0], o) for o in RACE_OPTIONS[0]]
     longest_first = {k: v.reshape(1, 4, -1)
-                     for k, v in _pack([[RACE_ARTICLE] * 4, RACE_OPTIONS]).items()}
+                     for k, v in _pack([[RACE_ARTICLE] * 4, endings]).items()}
     other = model({k: tf.constant(v) for k, v in longest_first.items()},
                   training=False)["logits"].numpy()
-    assert np.abs(other - want).max() > 1e-3
+    assert np.abs(other - want[:1]).max() > 1e-3
+    five = {**text, "choices": np.concatenate([text["choices"], text["choices"][:, :1]], 1)}
+    with pytest.raises(subprocess.CalledProcessError):
+        call_in_a_fresh_process({"five": (path, "serve_text", five)}, tmp_path)
 
 
 def test_failed_export_leaves_nothing(exported, monkeypatch):

@@ -56,8 +56,8 @@ class RaceExample:
 
     example_id: str
     context: str
-    endings: list[str]   # NUM_CHOICES texts
-    label: int           # 0-3 for A-D
+    endings: list[str]   # NUM_CHOICES texts (other multiple-choice data: 1 to its maximum)
+    label: int           # 0-3 for A-D (the right ending's index; -1: not known)
 
 
 def race_dir(data_dir, split: str) -> str:
@@ -218,17 +218,19 @@ def _check_lengths(max_seq_length: int, max_qa_length: int) -> None:
 
 
 def convert_single_example(example: RaceExample, max_seq_length: int, max_qa_length: int,
-                           tokenizer) -> InputFeatures:
-    """Four `[CLS] article [SEP] ending [SEP]` sequences, each of `max_seq_length`:
-    the ending keeps its last `max_qa_length` tokens, the article what still fits
-    (`packing.choice_lengths`)."""
+                           tokenizer, num_choices: int = NUM_CHOICES) -> InputFeatures:
+    """`num_choices` `[CLS] article [SEP] ending [SEP]` sequences, each of
+    `max_seq_length`: the ending keeps its last `max_qa_length` tokens, the article
+    what still fits (`packing.choice_lengths`). An example with fewer endings (C3's 2
+    or 3 choices) is padded with absent choices: all zeros, input_mask included, which
+    `AlbertMultipleChoice` never predicts."""
     _check_lengths(max_seq_length, max_qa_length)
-    if len(example.endings) != NUM_CHOICES:
+    if not 1 <= len(example.endings) <= num_choices:
         raise RaceDataError(f"example {example.example_id} has {len(example.endings)} "
-                            f"endings, expected {NUM_CHOICES}")
+                            f"endings, expected 1 to {num_choices}")
     context = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.context))
     cls_id, sep_id = tokenizer.special_id(CLS), tokenizer.special_id(SEP)
-    sequences = {name: [] for name in names.RECORD_SEQUENCES}  # [NUM_CHOICES][S] each
+    sequences = {name: [] for name in names.RECORD_SEQUENCES}  # [num_choices][S] each
     for ending in example.endings:
         option = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(ending))
         context_length, option_length = packing.choice_lengths(
@@ -238,33 +240,40 @@ def convert_single_example(example: RaceExample, max_seq_length: int, max_qa_len
             max_seq_length, cls_id=cls_id, sep_id=sep_id))
         for name, choices in sequences.items():
             choices.append(packed[name].tolist())
+    for choices in sequences.values():
+        choices += [[0] * max_seq_length] * (num_choices - len(example.endings))
     return InputFeatures(*(sequences[n] for n in names.RECORD_SEQUENCES), example.label)
 
 
 def write_examples(examples: Sequence[RaceExample], max_seq_length: int,
-                   max_qa_length: int, tokenizer, output_file) -> int:
+                   max_qa_length: int, tokenizer, output_file,
+                   num_choices: int = NUM_CHOICES) -> int:
     """Writes the examples' features to `output_file` (atomically); returns how many."""
     _check_lengths(max_seq_length, max_qa_length)
     return records.write_records(output_file, (
-        convert_single_example(e, max_seq_length, max_qa_length, tokenizer).to_record()
+        convert_single_example(e, max_seq_length, max_qa_length, tokenizer,
+                               num_choices).to_record()
         for e in examples))
 
 
-def record_spec(max_seq_length: int) -> dict:
-    """The parsing spec: sequences `[NUM_CHOICES, max_seq_length]`, int64 labels."""
+def record_spec(max_seq_length: int, num_choices: int = NUM_CHOICES) -> dict:
+    """The parsing spec: sequences `[num_choices, max_seq_length]`, int64 labels."""
     return records.fixed_length_spec(max_seq_length, {
         "label_ids": tf.io.FixedLenFeature([], tf.int64),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-    }, sequence_shape=(NUM_CHOICES,))
+    }, sequence_shape=(num_choices,))
 
 
 def race_dataset(files, max_seq_length: int, batch_size: int, *, training: bool,
                  seed: int | None = None, drop_remainder: bool = False,
-                 bucket_boundaries: list[int] | None = None, **kwargs) -> tf.data.Dataset:
-    """Batches of RACE records: sequences `[B, 4, L]` with L the batch's longest."""
+                 bucket_boundaries: list[int] | None = None,
+                 num_choices: int = NUM_CHOICES, **kwargs) -> tf.data.Dataset:
+    """Batches of multiple-choice records (RACE's, or any with `num_choices`):
+    sequences `[B, num_choices, L]` with L the batch's longest."""
     return records.fine_tuning_dataset(
-        files, record_spec(max_seq_length), batch_size, training=training, seed=seed,
-        drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries, **kwargs)
+        files, record_spec(max_seq_length, num_choices), batch_size, training=training,
+        seed=seed, drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries,
+        **kwargs)
 
 
 def cache_path(cache_dir, split: str, high_only: bool = False,

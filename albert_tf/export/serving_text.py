@@ -79,30 +79,56 @@ def pack_sentences_for_mlm(tokenizer, settings: TextSettings, texts: dict) -> Pa
                                names.INPUT_MASK: inputs[names.INPUT_MASK]})
 
 
-# ------------------------------------------------------------ multiple choice (RACE)
+# ------------------------------------------------ multiple choice (RACE, C3, SWAG, ...)
 def choice_specs(settings: TextSettings) -> list[tf.TensorSpec]:
-    """`text_a` [B] (the article) and `text_b` [B, num_choices] (question + option)."""
-    return [_string_spec(names.TEXT_A), _string_spec(names.TEXT_B, (None, settings.num_choices))]
+    """`context` [B], `question` [B] and `choices` [B, N] (N at most num_choices; an
+    empty string is no choice, for rows with fewer)."""
+    return [_string_spec(names.CONTEXT), _string_spec(names.QUESTION),
+            _string_spec(names.CHOICES, (None, None))]
+
+
+def make_endings(questions, options):
+    """`data.race.make_ending` in the graph: each option in place of every `_` of its
+    question, else question + " " + option. questions, options: [R] strings."""
+    parts = tf.strings.split(questions, "_")  # [R, (k)]: k - 1 blanks
+    blank = parts.row_lengths() > 1
+    # p0 o p1 o ... o pk: every part followed by the option, the last one's dropped.
+    flat_options = tf.gather(options, parts.value_rowids())
+    pairs = tf.reshape(tf.stack([parts.flat_values, flat_options], axis=1), [-1])
+    pairs = tf.RaggedTensor.from_row_lengths(pairs, 2 * parts.row_lengths())
+    keep = tf.ragged.range(pairs.row_lengths()) < pairs.row_lengths()[:, None] - 1
+    filled = tf.strings.reduce_join(tf.ragged.boolean_mask(pairs, keep), axis=1)
+    return tf.where(blank, filled, tf.strings.join([questions, options], separator=" "))
 
 
 def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
-    """`[CLS] article [SEP] question-with-option [SEP]` per choice, as the RACE records
-    (`albert_tf.data.race.convert_single_example`): the option keeps its LAST
-    `max_qa_length` pieces, the article its first pieces that still fit."""
+    """`[CLS] context [SEP] ending [SEP]` per choice, as the multiple-choice records
+    (`albert_tf.data.race.convert_single_example`): the ending (`make_endings`) keeps
+    its LAST `max_qa_length` pieces, the context its first pieces that still fit. Rows
+    with fewer than num_choices choices (or "" choices) get absent choices: all zeros,
+    which the model never predicts. More choices than num_choices fail the request."""
     choices = settings.num_choices
-    articles, options = texts[names.TEXT_A], texts[names.TEXT_B]
-    batch = tf.shape(articles)[0]
-    article = tokenizer.tokenize(articles)  # [B, (T)], each article tokenized once
-    article = tf.gather(article, tf.repeat(tf.range(batch), choices))  # [B * C, (T)]
-    option = tokenizer.tokenize(tf.reshape(options, [-1]))  # [B * C, (T)]
-    article_length, option_length = packing.choice_lengths(
-        article.row_lengths(), option.row_lengths(), settings.max_seq_length,
+    contexts, questions = texts[names.CONTEXT], texts[names.QUESTION]
+    options = texts[names.CHOICES]  # [B, N]
+    tf.debugging.assert_less_equal(
+        tf.shape(options)[1], choices,
+        message=f"at most {choices} choices per question (the export's num_choices)")
+    options = tf.pad(options, [[0, 0], [0, choices - tf.shape(options)[1]]])  # [B, C]
+    batch = tf.shape(contexts)[0]
+    present = tf.reshape(tf.not_equal(options, ""), [-1])  # [B * C]
+    context = tokenizer.tokenize(contexts)  # [B, (T)], each context tokenized once
+    context = tf.gather(context, tf.repeat(tf.range(batch), choices))  # [B * C, (T)]
+    endings = make_endings(tf.repeat(questions, choices), tf.reshape(options, [-1]))
+    option = tokenizer.tokenize(endings)  # [B * C, (T)]
+    context_length, option_length = packing.choice_lengths(
+        context.row_lengths(), option.row_lengths(), settings.max_seq_length,
         settings.max_qa_length)
     # The pair now fits in max_seq_length - 3: pack_inputs cuts nothing more.
-    packed = _pack(tokenizer, settings, [packing.take_first(article, article_length),
+    packed = _pack(tokenizer, settings, [packing.take_first(context, context_length),
                                          packing.take_last(option, option_length)])
-    # [B * C, S] -> [B, C, S]
-    return PackedText({name: tf.reshape(value, [batch, choices, -1])
+    # Absent choices: all zeros. [B * C, S] -> [B, C, S]
+    return PackedText({name: tf.reshape(value * tf.cast(present, value.dtype)[:, None],
+                                        [batch, choices, -1])
                        for name, value in packed.items()})
 
 

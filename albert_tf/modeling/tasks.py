@@ -116,6 +116,11 @@ class AlbertTaskModel(AlbertModel):
         return scores + tf.cast(self.output_bias, pooled.dtype)
 
 
+# The logit of an absent choice (all-zero input_mask): finite, so that a row with no
+# choice at all still has a softmax, and far below any score.
+ABSENT_CHOICE_LOGIT = -1e9
+
+
 def _choice_outputs(logits) -> dict:
     """`logits`, their softmax `probabilities` and the argmax `predictions` (int32)."""
     probabilities = tf.nn.softmax(logits, axis=-1)
@@ -177,6 +182,10 @@ class AlbertMultipleChoice(AlbertTaskModel):
     [B * num_choices, S]. Variables (root scope): `output_weights` [1, H],
     `output_bias` [1]; score = dropout(pooled) @ output_weights^T + output_bias (dropout
     `dropout_rate`, the original's `--dropout_prob` 0.1, only when training).
+    A choice whose `input_mask` is all zeros is absent (an example with fewer choices
+    than `num_choices`, padded): its logit is `ABSENT_CHOICE_LOGIT`, so its probability
+    is 0 and it is never predicted (RACE, whose four choices are always there, is
+    unchanged).
     Outputs (float32): `logits` [B, num_choices], `probabilities`, `predictions` (int32
     [B]). Loss: `losses.classification_loss(logits, label_ids)`.
     """
@@ -224,6 +233,10 @@ class AlbertMultipleChoice(AlbertTaskModel):
         pooled = self._encode(flat, training, first_token_only=True)[names.POOLED_OUTPUT]
         scores = self._score_pooled(pooled, training)  # [B * C, 1]
         logits = tf.cast(tf.reshape(scores, batch_and_choices), tf.float32)  # [B, C]
+        if names.INPUT_MASK in flat:
+            present = tf.reshape(tf.reduce_any(flat[names.INPUT_MASK] > 0, axis=-1),
+                                 batch_and_choices)
+            logits = tf.where(present, logits, ABSENT_CHOICE_LOGIT)
         return _choice_outputs(logits)
 
     def get_config(self):

@@ -1,8 +1,12 @@
-"""run_classifier.py end to end on tiny models: GLUE (classification, regression), RACE."""
+"""run_classifier.py end to end on tiny models: GLUE (classification, regression), RACE,
+C3, SWAG, multiple-choice JSON lines, classification and regression from CSV / TSV /
+JSONL files."""
 
+import json
 import random
 import shutil
 
+import numpy as np
 import pytest
 
 from tests.helpers.scripts import FIXTURES, SPM, run_script
@@ -197,3 +201,173 @@ def test_brightmart_release_as_init_checkpoint(tmp_path):
             config["id2label"]) == (["AlbertForSequenceClassification"], 32, 32,
                                     {"0": "0", "1": "1"})
     assert (tmp_path / "hf" / "vocab.txt").read_bytes() == (release / "vocab.txt").read_bytes()
+
+
+# ------------------------------------------------- multiple choice beyond RACE
+C3 = FIXTURES / "c3"
+CHINESE_VOCAB = FIXTURES / "ner" / "vocab_chinese.txt"
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_c3_variable_choices_predictions_and_export(tmp_path):
+    """C3 (slices of the real files: 2, 3 and 4 choices) with the Chinese vocabulary:
+    trained, evaluated, predicted (c3_predictions.jsonl: one object per question, ids
+    <document id>-<question index>, probabilities of its own choices only, a padded
+    choice never predicted), exported; the export in a fresh process gives the
+    script's probabilities from raw context, question and choices."""
+    from albert_tf.data import multiple_choice
+    from tests.test_export import call_in_a_fresh_process
+
+    # A wide initializer: choices that score apart.
+    config = write_tiny_config(tmp_path, vocab_size=21128, max_position_embeddings=128,
+                               initializer_range=1.0)
+    out = tmp_path / "c3"
+    run("--task_name=c3", f"--data_dir={C3}", f"--vocab_file={CHINESE_VOCAB}", "--do_train",
+        "--do_eval", "--do_predict", f"--test_file={C3 / 'c3-m-dev.json'}",
+        f"--export_dir={out / 'export'}",
+        *common_flags(config, out, spm_model_file="", max_seq_length=96, max_qa_length=32,
+                      train_step=2, save_checkpoints_steps=2, iterations_per_loop=2,
+                      learning_rate=1e-6))
+    assert 0 <= results(out / "eval_results.txt")["eval_accuracy"] <= 1
+    rows = read_jsonl(out / "c3_predictions.jsonl")
+    documents = json.loads((C3 / "c3-m-dev.json").read_text(encoding="utf-8"))
+    questions = [(d, i, q) for d in documents for i, q in enumerate(d[1])]
+    assert [r["id"] for r in rows] == [f"{d[2]}-{i}" for d, i, _ in questions]
+    counts = [len(q["choice"]) for _, _, q in questions]
+    assert {2, 3, 4} <= set(counts)
+    for row, (_, _, q), count in zip(rows, questions, counts):
+        assert len(row["probabilities"]) == count and 0 <= row["prediction"] < count
+        assert sum(row["probabilities"]) == pytest.approx(1, abs=1e-5)
+        assert row["label"] == q["choice"].index(q["answer"])
+    assert len({tuple(r["probabilities"]) for r in rows if len(r["probabilities"]) == 4}) > 1
+
+    texts = {"context": [], "question": [], "choices": []}
+    for document, _, q in questions:
+        texts["context"].append(" ".join(document[0]))
+        texts["question"].append(q["question"])
+        texts["choices"].append(q["choice"] + [""] * (4 - len(q["choice"])))
+    calls = {"c3": (str(out / "export" / "1"), "serve_text",
+                    {k: np.array(v, dtype=object) for k, v in texts.items()})}
+    got = call_in_a_fresh_process(calls, tmp_path)["c3"]
+    for row, probabilities, count in zip(rows, got["probabilities"], counts):
+        np.testing.assert_allclose(probabilities[:count], row["probabilities"], atol=2e-6)
+        assert (probabilities[count:] == 0).all()
+    assert multiple_choice.NO_LABEL == -1
+
+
+SWAG_HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2," \
+              "ending3,label"
+
+
+def test_swag_csv_and_a_test_file_without_labels(tmp_path, config_file):
+    rows = [SWAG_HEADER,
+            'anetv_1,5,"The man sits. He","The man sits.",He,gold,"reads, slowly.",'
+            'eats the sky.,jumps into a cup.,"sings ""loudly"".",0',
+            "lsmdc_2,6,Someone runs. She,Someone runs.,She,gen,stops.,flies away.,"
+            "melts.,turns into a car.,0",
+            "lsmdc_3,7,A dog barks. It,A dog barks.,It,gold,sleeps.,wags its tail.,"
+            "reads a book.,drives home.,1"]
+    (tmp_path / "swag").mkdir()
+    (tmp_path / "swag" / "train.csv").write_text("\n".join(rows) + "\n")
+    test = [r.rsplit(",", 1)[0] for r in rows]  # no label column
+    (tmp_path / "swag" / "test.csv").write_text("\n".join(test) + "\n")
+    out = tmp_path / "out"
+    run("--task_name=swag", f"--data_dir={tmp_path / 'swag'}", "--do_train", "--do_predict",
+        *common_flags(config_file, out, max_seq_length=32, max_qa_length=16,
+                      train_batch_size=2, train_step=2, save_checkpoints_steps=2,
+                      iterations_per_loop=2))
+    predicted = read_jsonl(out / "swag_predictions.jsonl")
+    assert [r["id"] for r in predicted] == ["5", "6", "7"]
+    assert all(r["label"] is None and len(r["probabilities"]) == 4 for r in predicted)
+
+
+def test_multiple_choice_jsonl_with_five_choices(tmp_path, config_file):
+    """The generic JSONL: up to five choices, labels by index or by text, a bad line
+    skipped with a warning naming it."""
+    lines = [{"id": "a", "context": "The cat sat on the mat.", "question": "Where is the cat?",
+              "choices": ["on the mat", "in the sky", "at sea", "in a car", "nowhere"],
+              "label": 0},
+             {"id": "b", "context": "It rained all day.", "question": "The day was _.",
+              "choices": ["wet", "dry"], "label": "wet"},
+             {"id": "c", "context": "x", "choices": ["a", "b"], "label": 7}]
+    data = tmp_path / "mc"
+    data.mkdir()
+    for split in ("train", "dev"):
+        (data / f"{split}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    out = tmp_path / "out"
+    result = run("--task_name=multiple_choice", f"--data_dir={data}", "--do_train",
+                 "--do_eval", *common_flags(config_file, out, max_seq_length=32,
+                                            max_qa_length=16, train_batch_size=2,
+                                            eval_batch_size=2, train_step=2,
+                                            save_checkpoints_steps=2,
+                                            iterations_per_loop=2))
+    assert f"{data / 'train.jsonl'}:3" in result.stderr and "answer 7" in result.stderr
+    assert "skipped 1 of 3 multiple-choice line" in result.stderr
+    assert results(out / "eval_results.txt")["eval_accuracy"] in (0.0, 0.5, 1.0)
+
+
+# ------------------------------------------- classification from your own files
+def easy_rows(count, rng):
+    """(text, label) of the easy sentiment task, labels as words."""
+    positive = ["great", "good", "wonderful", "excellent", "lovely"]
+    negative = ["bad", "awful", "terrible", "poor", "boring"]
+    filler = ["the", "movie", "film", "was", "plot", "actors", "story", "really", "quite"]
+    rows = []
+    for _ in range(count):
+        label = rng.randint(0, 1)
+        words = rng.sample(filler, 3) + [rng.choice(positive if label else negative)]
+        rng.shuffle(words)
+        rows.append((" ".join(words), "pos" if label else "neg"))
+    return rows
+
+
+def test_classification_from_a_csv_file_learns(tmp_path, config_file):
+    """A CSV with named columns (and quoted commas): labels found in the training file,
+    saved; the GLUE metrics and best checkpoint; predictions named by label."""
+    import csv
+
+    rng = random.Random(1)
+    for split, count in (("train", 400), ("dev", 100), ("test", 5)):
+        with open(tmp_path / f"{split}.csv", "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["id", "review", "sentiment"])
+            for i, (text, label) in enumerate(easy_rows(count, rng)):
+                writer.writerow([i, text.replace(" ", ", ", 1), label])
+    out = tmp_path / "out"
+    run("--task_name=classification", f"--data_dir={tmp_path}", "--text_a_field=review",
+        "--label_field=sentiment", "--do_train", "--do_eval", "--do_predict",
+        *common_flags(config_file, out, max_seq_length=16, train_batch_size=16,
+                      train_step=150, warmup_step=10, save_checkpoints_steps=150,
+                      iterations_per_loop=50, learning_rate=3e-3, dropout_prob=0))
+    assert (out / "labels.txt").read_text() == "neg\npos\n"
+    assert results(out / "eval_results.txt")["eval_accuracy"] >= 0.9  # chance is 0.5
+    assert (out / "model.ckpt-best.index").exists()
+    predicted = read_jsonl(out / "classification_predictions.jsonl")
+    assert len(predicted) == 5 and {r["prediction"] for r in predicted} <= {"neg", "pos"}
+    assert all(r["label"] is None and len(r["probabilities"]) == 2 for r in predicted)
+
+
+def test_regression_from_jsonl_and_a_tsv_by_column_index(tmp_path, config_file):
+    train = [{"a": f"{w} one", "b": "two", "score": i / 3} for i, w in
+             enumerate(["red", "blue", "green", "gold"])]
+    train.append({"a": "no score"})  # skipped, named
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(x) + "\n" for x in train))
+    (tmp_path / "dev.tsv").write_text("red one\ttwo\t0.0\nblue one\ttwo\t1.0\n")
+    out = tmp_path / "out"
+    result = run("--task_name=regression", f"--train_file={tmp_path / 'train.jsonl'}",
+                 f"--dev_file={tmp_path / 'dev.tsv'}", "--text_a_field=a",
+                 "--text_b_field=b", "--label_field=score", "--do_train",
+                 *common_flags(config_file, out, max_seq_length=16, train_batch_size=2,
+                               train_step=2, save_checkpoints_steps=2,
+                               iterations_per_loop=2))
+    assert f"{tmp_path / 'train.jsonl'}:5" in result.stderr
+    assert "missing 'b' (--text_b_field), 'score' (--label_field)" in result.stderr
+    # Evaluation alone, the TSV without header read by column index.
+    run("--task_name=regression", f"--dev_file={tmp_path / 'dev.tsv'}", "--text_a_field=0",
+        "--text_b_field=1", "--label_field=2", "--noheader", "--do_eval",
+        *common_flags(config_file, out, max_seq_length=16, eval_batch_size=2))
+    evaluation = results(out / "eval_results.txt")
+    assert "pearson" in evaluation and "spearman" in evaluation

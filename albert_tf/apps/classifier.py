@@ -1,8 +1,11 @@
-"""`run_classifier.py`: GLUE tasks and RACE, train / eval / predict, as the original."""
+"""`run_classifier.py`: GLUE tasks and RACE as the original; multiple choice on C3, SWAG
+or JSON lines; classification and regression from your own CSV / TSV / JSONL files.
+Train / eval / predict."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 
 import numpy as np
@@ -11,7 +14,7 @@ from absl import flags, logging
 
 from albert_tf import losses
 from albert_tf.apps import common
-from albert_tf.data import glue, race
+from albert_tf.data import cache, glue, multiple_choice, race, tabular
 from albert_tf.evaluation import glue_metrics
 from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling import AlbertClassifier, AlbertMultipleChoice
@@ -22,16 +25,39 @@ from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
 BEST_CHECKPOINT = common.BEST_CHECKPOINT
+CHOICE_TASKS = ("c3", "swag", "multiple_choice")  # besides RACE
+FILE_TASKS = ("classification", "regression")     # CSV / TSV / JSONL
+SPLITS = ("train", "dev", "test")
+CACHE_FORMAT = 1  # of the records of CHOICE_TASKS and FILE_TASKS
 
 
 def define_flags():
     common.define_model_flags(learning_rate=5e-5, optimizer="adamw")
     flags.DEFINE_string("data_dir", None,
-                        "The GLUE root (the task adds its folder, e.g. MRPC/), or the "
-                        "folder holding RACE/.")
+                        "The GLUE root (the task adds its folder, e.g. MRPC/), the folder "
+                        "holding RACE/, C3's c3-{d,m}-*.json, SWAG's {train,val,test}.csv, "
+                        "or {train,dev,test}.jsonl / .csv / .tsv of your own task.")
     flags.DEFINE_string("task_name", None,
                         "A GLUE task (cola, mnli, mismnli, mrpc, rte, sst-2, sts-b, qqp, "
-                        "qnli, wnli, ax) or race.")
+                        "qnli, wnli, ax), race, c3, swag, multiple_choice (JSON lines "
+                        "{id, context, question, choices, label}), or classification / "
+                        "regression (your CSV, TSV or JSONL files; see --text_a_field).")
+    flags.DEFINE_string("train_file", None,
+                        "c3 / swag / multiple_choice / classification / regression: the "
+                        "training file (comma-separated for several), instead of "
+                        "--data_dir's.")
+    flags.DEFINE_string("dev_file", None, "As --train_file, for --do_eval.")
+    flags.DEFINE_string("test_file", None, "As --train_file, for --do_predict.")
+    flags.DEFINE_string("text_a_field", None,
+                        "classification / regression: the text's column name (CSV/TSV "
+                        "header, JSON key) or 0-based index.")
+    flags.DEFINE_string("text_b_field", None, "The second text's field, for pairs.")
+    flags.DEFINE_string("label_field", "label", "The label's field.")
+    flags.DEFINE_list("labels", None,
+                      "classification: the labels, comma-separated (default: those of the "
+                      "training file, sorted, saved as labels.txt in --output_dir).")
+    flags.DEFINE_bool("header", True,
+                      "CSV / TSV files start with a header row (else fields are indices).")
     flags.DEFINE_string("cached_dir", None,
                         "Where converted TFRecords are cached (default: output_dir).")
     flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
@@ -53,19 +79,73 @@ FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)
 
 @dataclasses.dataclass
 class Task:
-    """What differs between GLUE tasks and RACE."""
+    """What differs between the tasks. `kind`: "glue", "race", "choice" (C3, SWAG,
+    JSON lines) or "file" (classification / regression from CSV, TSV, JSONL).
+    `glue_task` describes GLUE tasks and file tasks (records, metrics); `examples`
+    holds the examples read of choice and file tasks, by split."""
 
     name: str
     glue_task: glue.GlueTask | None
+    kind: str = "glue"
+    num_choices: int = race.NUM_CHOICES
+    files: dict = dataclasses.field(default_factory=dict)     # split -> [paths]
+    examples: dict = dataclasses.field(default_factory=dict)  # split -> examples
 
     @property
     def is_race(self) -> bool:
-        return self.glue_task is None
+        return self.kind == "race"
+
+    @property
+    def is_choice(self) -> bool:
+        return self.kind in ("race", "choice")
 
     @property
     def is_regression(self) -> bool:
-        return not self.is_race and self.glue_task.is_regression
+        return self.glue_task is not None and self.glue_task.is_regression
 
+    # -- reading
+    def read(self, settings, tokenizer, splits, output_dir) -> None:
+        """The examples of choice and file tasks (their labels and choice count)."""
+        if self.kind == "choice":
+            for split in splits:
+                self.examples[split] = self._read_choices(split, tokenizer)
+            self.num_choices = max(len(e.endings) for examples in self.examples.values()
+                                   for e in examples)
+            if self.name in ("c3", "swag"):
+                self.num_choices = max(self.num_choices, race.NUM_CHOICES)
+        elif self.kind == "file":
+            fields = tabular.Fields(settings["text_a_field"], settings["text_b_field"],
+                                    settings["label_field"])
+            regression = self.name == "regression"
+
+            def read(split, labels):
+                return tabular.read_examples(
+                    self.files[split][0], fields, split=split, labels=labels,
+                    regression=regression, header=settings["header"],
+                    process_text=tokenizer.preprocess)
+
+            if "train" in splits:
+                self.examples["train"] = read("train", settings["labels"])
+            labels = None
+            if not regression:
+                labels = common.resolve_labels(
+                    settings, output_dir, lambda: tabular.labels_of(self.examples["train"]))
+            for split in splits:
+                if split not in self.examples:
+                    self.examples[split] = read(split, labels)
+            self.glue_task = tabular.file_task(self.name, labels, regression=regression,
+                                               is_pair=fields.text_b is not None)
+
+    def _read_choices(self, split, tokenizer):
+        paths = self.files[split]
+        process = tokenizer.preprocess
+        if self.name == "c3":
+            return multiple_choice.read_c3(paths, process)
+        read = multiple_choice.read_swag if self.name == "swag" else \
+            multiple_choice.read_choice_jsonl
+        return [e for path in paths for e in read(path, process)]
+
+    # -- records
     def records(self, split, settings, tokenizer) -> str:
         cache_dir = settings["cached_dir"] or settings["output_dir"]
         if self.is_race:
@@ -73,18 +153,54 @@ class Task:
                 split, settings["data_dir"], cache_dir, tokenizer, settings["max_seq_length"],
                 settings["max_qa_length"], high_only=settings["high_only"],
                 middle_only=settings["middle_only"]).path
-        return glue.cached_glue_records(self.glue_task, split, settings["data_dir"],
-                                        cache_dir, tokenizer, settings["max_seq_length"]).path
+        if self.kind == "glue":
+            return glue.cached_glue_records(self.glue_task, split, settings["data_dir"],
+                                            cache_dir, tokenizer,
+                                            settings["max_seq_length"]).path
+        paths = self.files[split]
+        info = {"format": CACHE_FORMAT, "task": self.name, "split": split,
+                "sources": [cache.abspath_or_url(p) for p in paths],
+                "sources_sha256": [cache.file_sha256(p) for p in paths],
+                "max_seq_length": int(settings["max_seq_length"]),
+                **cache.tokenizer_settings(tokenizer)}
+        if self.is_choice:
+            info.update(max_qa_length=int(settings["max_qa_length"]),
+                        num_choices=self.num_choices)
+        else:
+            info.update(labels=list(self.glue_task.labels),
+                        fields=[settings[f] for f in ("text_a_field", "text_b_field",
+                                                      "label_field")],
+                        header=settings["header"])
+
+        def convert(path):
+            examples = self.examples[split]
+            if self.is_choice:
+                count = race.write_examples(examples, settings["max_seq_length"],
+                                            settings["max_qa_length"], tokenizer, path,
+                                            self.num_choices)
+            else:
+                count = glue.write_examples(examples, self.glue_task,
+                                            settings["max_seq_length"], tokenizer, path)
+            return count, 0
+
+        suffix = glue.CACHE_SUFFIX[split]
+        return cache.cached_conversion(
+            os.path.join(cache_dir, f"{self.name}_{suffix}.tf_record"), info, convert).path
 
     def dataset(self, path, settings, batch_size, training, drop_remainder=False):
-        read = race.race_dataset if self.is_race else (
-            lambda *a, **k: glue.glue_dataset(a[0], self.glue_task, *a[1:], **k))
-        return read(path, settings["max_seq_length"], batch_size, training=training,
-                    seed=settings["seed"], drop_remainder=drop_remainder)
+        if self.is_choice:
+            return race.race_dataset(path, settings["max_seq_length"], batch_size,
+                                     training=training, seed=settings["seed"],
+                                     drop_remainder=drop_remainder,
+                                     num_choices=self.num_choices)
+        return glue.glue_dataset(path, self.glue_task, settings["max_seq_length"],
+                                 batch_size, training=training, seed=settings["seed"],
+                                 drop_remainder=drop_remainder)
 
+    # -- model and scores
     def model(self, config, settings):
-        if self.is_race:
-            return AlbertMultipleChoice(config, num_choices=race.NUM_CHOICES,
+        if self.is_choice:
+            return AlbertMultipleChoice(config, num_choices=self.num_choices,
                                         seed=settings["seed"],
                                         dropout_rate=settings["dropout_prob"])
         return AlbertClassifier(config, self.glue_task.num_labels, seed=settings["seed"],
@@ -99,25 +215,57 @@ class Task:
 
     def metrics(self, outputs) -> dict:
         predictions, labels = outputs["predictions"], outputs["label_ids"]
-        if self.is_race:
+        if self.is_choice:
             return {"eval_accuracy": float(np.mean(predictions == labels))}
         return glue_metrics.task_metrics(self.glue_task, predictions, labels)
 
     @property
     def metric(self) -> str:
-        return "eval_accuracy" if self.is_race else self.glue_task.metric
+        return "eval_accuracy" if self.is_choice else self.glue_task.metric
 
 
 def get_task(name) -> Task:
     if not name:
         raise common.UsageError("--task_name is required")
-    if name.lower() == RACE:
-        return Task(RACE, None)
+    key = name.lower()
+    if key == RACE:
+        return Task(RACE, None, "race")
+    if key in CHOICE_TASKS:
+        return Task(key, None, "choice")
+    if key in FILE_TASKS:
+        return Task(key, None, "file")
     try:
         task = glue.get_task(name)
     except (KeyError, ValueError) as e:
-        raise common.UsageError(f"{e}; or race") from None
+        raise common.UsageError(
+            f"{e}; or race, {', '.join(CHOICE_TASKS)}, {', '.join(FILE_TASKS)}") from None
     return Task(task.name, task)
+
+
+def data_files(task: Task, settings, splits) -> dict[str, list[str]]:
+    """The files of each split of a choice or file task: --<split>_file, else the
+    task's names under --data_dir."""
+    files = {}
+    for split in splits:
+        given = settings[f"{split}_file"]
+        if given:
+            paths = [p for p in given.split(",") if p]
+        elif not settings["data_dir"]:
+            raise common.UsageError(f"give --{split}_file or --data_dir for {task.name}")
+        elif task.name == "c3":
+            paths = multiple_choice.c3_files(settings["data_dir"], split)
+        elif task.name == "swag":
+            paths = [os.path.join(settings["data_dir"], multiple_choice.SWAG_FILES[split])]
+        elif task.name == "multiple_choice":
+            paths = [os.path.join(settings["data_dir"], multiple_choice.JSONL_FILES[split])]
+        else:
+            paths = [tabular.split_file(settings["data_dir"], split)]
+        for path in paths:
+            common.check_file(path, f"{split}_file")
+        if task.kind == "file" and len(paths) != 1:
+            raise common.UsageError(f"--{split}_file: one file for {task.name}")
+        files[split] = paths
+    return files
 
 
 def validate(settings) -> Task:
@@ -125,7 +273,8 @@ def validate(settings) -> Task:
     task = get_task(settings["task_name"])
     if not (settings["do_train"] or settings["do_eval"] or settings["do_predict"]):
         raise common.UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
-    if not settings["data_dir"] or not tf.io.gfile.isdir(settings["data_dir"]):
+    if task.kind in ("glue", "race") and (
+            not settings["data_dir"] or not tf.io.gfile.isdir(settings["data_dir"])):
         raise common.UsageError(f"--data_dir={settings['data_dir']} is not a directory")
     if not (settings["spm_model_file"] or settings["vocab_file"]):
         raise common.UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
@@ -142,12 +291,26 @@ def validate(settings) -> Task:
             f"--output_dir={settings['output_dir']}, and there is none")
     if settings["high_only"] and settings["middle_only"]:
         raise common.UsageError("--high_only and --middle_only exclude each other")
-    if task.name == "race" and not \
+    if task.is_choice and not \
             1 <= settings["max_qa_length"] <= settings["max_seq_length"] - 3:
         raise common.UsageError(
             f"--max_qa_length={settings['max_qa_length']} must be positive and leave room "
             f"for [CLS] and 2 x [SEP] in --max_seq_length={settings['max_seq_length']}")
+    if task.kind == "file":
+        if not settings["text_a_field"]:
+            raise common.UsageError(f"--task_name={task.name} needs --text_a_field")
+        if not settings["do_train"] and task.name == "classification" and \
+                not settings["labels"] and not tf.io.gfile.exists(
+                    os.path.join(settings["output_dir"], common.LABELS_FILE)):
+            raise common.UsageError(f"no {common.LABELS_FILE} in --output_dir: give --labels")
+    if task.kind in ("choice", "file"):
+        task.files = data_files(task, settings, wanted_splits(settings))
     return task
+
+
+def wanted_splits(settings) -> list[str]:
+    return [s for s, on in (("train", settings["do_train"]), ("dev", settings["do_eval"]),
+                            ("test", settings["do_predict"])) if on]
 
 
 def run(settings: dict) -> dict:
@@ -162,9 +325,9 @@ def run(settings: dict) -> dict:
     tokenizer = FullTokenizer(vocab_file=settings["vocab_file"],
                               do_lower_case=settings["do_lower_case"],
                               spm_model_file=settings["spm_model_file"])
-    # Convert (or find cached) every split needed before training starts.
-    splits = [s for s, on in (("train", settings["do_train"]), ("dev", settings["do_eval"]),
-                              ("test", settings["do_predict"])) if on]
+    # Read and convert (or find cached) every split needed before training starts.
+    splits = wanted_splits(settings)
+    task.read(settings, tokenizer, splits, context.output_dir)
     paths = {split: task.records(split, settings, tokenizer) for split in splits}
 
     with strategy.scope():
@@ -197,21 +360,22 @@ def run(settings: dict) -> dict:
     if settings["do_predict"]:
         predict_test(task, trainer, settings, paths["test"], context.output_dir)
     if exporting:
-        if task.is_race:
+        if task.is_choice:
             common.export_if_asked(settings, strategy, trainer.model, "multiple_choice",
-                                   labels=list(race.RACE_LABELS),
                                    max_qa_length=settings["max_qa_length"])
         else:
+            labels = list(task.glue_task.labels) or None
+            options = {"task_name": task.name} if task.kind == "glue" else \
+                {"is_pair": task.glue_task.is_pair}
             common.export_if_asked(settings, strategy, trainer.model, "classifier",
-                                   task_name=task.name,
-                                   labels=list(task.glue_task.labels) or None)
+                                   labels=labels, **options)
     return best
 
 
 def predict_test(task, trainer, settings, path, output_dir) -> None:
     """Predicts the test set with the model as it is (`run` loads the best checkpoint,
-    else the latest); writes test_results.tsv (probabilities or scores) and, for GLUE,
-    the submission file."""
+    else the latest); writes test_results.tsv (probabilities or scores), for GLUE the
+    submission file, for the other new tasks `<task>_predictions.jsonl`."""
     dataset = task.dataset(path, settings, settings["predict_batch_size"], False)
     keys = ["predictions"] if task.is_regression else ["probabilities", "predictions"]
     outputs = predict(trainer.strategy, trainer.model, dataset, keys)
@@ -220,7 +384,35 @@ def predict_test(task, trainer, settings, path, output_dir) -> None:
     values = outputs["predictions" if task.is_regression else "probabilities"]
     lines = ["\t".join(f"{v:.6f}" for v in np.atleast_1d(row)) for row in values]
     write_text_atomically(os.path.join(output_dir, "test_results.tsv"), "\n".join(lines) + "\n")
-    if not task.is_race:
+    if task.kind == "glue":
         written = glue_metrics.write_glue_submission(task.glue_task, outputs["predictions"],
                                                      os.path.join(output_dir, "submission"))
         logging.info("GLUE submission file: %s", written)
+    elif not task.is_race:
+        path = os.path.join(output_dir, f"{task.name}_predictions.jsonl")
+        write_text_atomically(path, "".join(
+            json.dumps(row, ensure_ascii=False) + "\n"
+            for row in prediction_rows(task, task.examples["test"], outputs)))
+        logging.info("predictions: %s", path)
+
+
+def prediction_rows(task, examples, outputs):
+    """One object per example: `id`, `prediction` (a choice's index; a label; a score),
+    `probabilities` (of the example's own choices; of every label), `label` (the gold
+    one, or null)."""
+    for i, example in enumerate(examples):
+        prediction = outputs["predictions"][i]
+        if task.is_choice:
+            count = len(example.endings)
+            label = None if example.label == multiple_choice.NO_LABEL else example.label
+            yield {"id": example.example_id, "prediction": int(prediction),
+                   "probabilities": [round(float(p), 6)
+                                     for p in outputs["probabilities"][i][:count]],
+                   "label": label}
+        elif task.is_regression:
+            yield {"id": example.guid, "prediction": float(prediction),
+                   "label": example.label}
+        else:
+            yield {"id": example.guid, "prediction": task.glue_task.labels[int(prediction)],
+                   "probabilities": [round(float(p), 6) for p in outputs["probabilities"][i]],
+                   "label": example.label}

@@ -25,6 +25,7 @@ from albert_tf.training.optimizers import create_optimizer
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
+LABELS_FILE = "labels.txt"  # beside the checkpoints: the model's labels, one per line
 
 
 class UsageError(ValueError):
@@ -300,6 +301,33 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
         max_seq_length=settings["max_seq_length"], **options)
     logging.info("exported the SavedModel to %s", path)
     return path
+
+
+def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
+    """A model's labels: `--labels`, else the labels.txt of a model in `output_dir`,
+    else `discover()` (the training file's). Saved as labels.txt (atomically) when
+    training; a training run whose labels differ from those already saved is refused
+    (they would not fit its checkpoints)."""
+    path = os.path.join(output_dir, LABELS_FILE)
+    saved = fileio.read_bytes(path).decode("utf-8").splitlines() \
+        if tf.io.gfile.exists(path) else None
+    if settings.get("labels"):
+        labels = list(settings["labels"])
+    elif saved is not None:
+        labels = saved
+    else:
+        labels = list(discover())
+    if len(set(labels)) != len(labels) or not labels:
+        raise UsageError(f"the labels must be distinct and not empty: {labels}")
+    if settings["do_train"]:
+        if saved is not None and saved != labels:
+            raise UsageError(
+                f"{path} holds other labels ({', '.join(saved)}) than this run's "
+                f"({', '.join(labels)}): use another --output_dir")
+        if saved is None:
+            fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
+    logging.info("labels: %s", ", ".join(labels))
+    return labels
 
 
 def load_best_or_latest(trainer, output_dir) -> None:

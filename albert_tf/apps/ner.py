@@ -17,7 +17,7 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import fileio, names
+from albert_tf import names
 from albert_tf.apps import common
 from albert_tf.data import cache, ner, records
 from albert_tf.modeling import AlbertTokenClassifier
@@ -26,7 +26,6 @@ from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.objectives import TokenObjective
 
-LABELS_FILE = "labels.txt"  # beside the checkpoints: the model's labels, one per line
 CACHE_FORMAT = 1
 SPLITS = ("train", "dev", "test")
 # --data_dir + --task_name: the file names of each split.
@@ -118,9 +117,9 @@ def validate(settings) -> dict[str, str]:
                 f"--do_eval/--do_predict without --do_train need a trained model in "
                 f"--output_dir={settings['output_dir']}, and there is none")
         if not settings["labels"] and not tf.io.gfile.exists(
-                os.path.join(output_dir, LABELS_FILE)):
+                os.path.join(output_dir, common.LABELS_FILE)):
             raise common.UsageError(
-                f"no {LABELS_FILE} in --output_dir={output_dir}: give --labels")
+                f"no {common.LABELS_FILE} in --output_dir={output_dir}: give --labels")
     if settings["train_step"] is not None and settings["train_step"] < 1:
         raise common.UsageError(f"--train_step={settings['train_step']} must be positive")
     return files
@@ -136,32 +135,6 @@ def read_files(files: dict[str, str]) -> dict[str, ner.NerFile]:
             raise ner.NerDataError(f"{path}: the {split} file has no tags")
         ner.warn_about_unopened_entities(read[split])
     return read
-
-
-def resolve_labels(settings, data: dict[str, ner.NerFile], output_dir: str) -> list[str]:
-    """--labels, else the labels.txt of a model in `output_dir`, else the training
-    file's tags ("O" first); saved as labels.txt (atomically) when training. A
-    training run whose labels differ from those already saved is refused."""
-    path = os.path.join(output_dir, LABELS_FILE)
-    saved = fileio.read_bytes(path).decode("utf-8").split() \
-        if tf.io.gfile.exists(path) else None
-    if settings["labels"]:
-        labels = list(settings["labels"])
-    elif saved is not None:
-        labels = saved
-    else:
-        labels = ner.labels_of([data["train"]])
-    if len(set(labels)) != len(labels) or not labels:
-        raise common.UsageError(f"the labels must be distinct and not empty: {labels}")
-    if settings["do_train"]:
-        if saved is not None and saved != labels:
-            raise common.UsageError(
-                f"{path} holds other labels ({', '.join(saved)}) than this run's "
-                f"({', '.join(labels)}): use another --output_dir")
-        if saved is None:
-            fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
-    logging.info("labels: %s", ", ".join(labels))
-    return labels
 
 
 # ------------------------------------------------------------------------- records
@@ -263,7 +236,8 @@ def run(settings: dict) -> dict:
                               do_lower_case=settings["do_lower_case"],
                               spm_model_file=settings["spm_model_file"])
     data = read_files(files)
-    labels = resolve_labels(settings, data, output_dir)
+    labels = common.resolve_labels(settings, output_dir,
+                                   lambda: ner.labels_of([data["train"]]))
     cache_dir = settings["cached_dir"] or output_dir
     splits = {split: convert(split, data[split], settings, tokenizer, labels, cache_dir)
               for split in data}

@@ -21,7 +21,15 @@ APP_FLAGS = {
     "classifier": {
         "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length",
         "max_qa_length", "high_only", "middle_only", "train_batch_size", "eval_batch_size",
-        "predict_batch_size", "train_step", "warmup_step", "dropout_prob"},
+        "predict_batch_size", "train_step", "warmup_step", "dropout_prob",
+        # Multiple choice and classification from your own files.
+        "train_file", "dev_file", "test_file", "text_a_field", "text_b_field",
+        "label_field", "labels", "header"},
+    "ner": {
+        "do_predict", "data_dir", "task_name", "train_file", "dev_file", "test_file",
+        "labels", "cached_dir", "max_seq_length", "train_batch_size", "eval_batch_size",
+        "predict_batch_size", "train_step", "num_train_epochs", "warmup_step",
+        "warmup_proportion", "dropout_prob"},
     "squad": {
         "do_predict", "train_file", "predict_file", "train_feature_file",
         "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",

@@ -17,8 +17,19 @@ README = (ROOT / "README.md").read_text()
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
-def blocks(language):
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+# The section whose commands run in a test of their own (beside the long one).
+OWN_TASKS = "Your own tasks"
+
+
+def blocks(language, *, own_tasks: bool | None = None):
+    """The README's code blocks of `language`; with `own_tasks`, only those of the
+    "Your own tasks" section (True) or only those of the others (False)."""
+    found = []
+    for section in re.split(r"\n(?=## )", README):
+        if own_tasks is not None and section.startswith(f"## {OWN_TASKS}") != own_tasks:
+            continue
+        found += re.findall(rf"```{language}\n(.*?)```", section, flags=re.S)
+    return found
 
 
 @pytest.fixture
@@ -83,10 +94,10 @@ def chinese_release(root):
                                            encoding="utf-8")
 
 
-def python_commands():
+def python_commands(own_tasks: bool):
     """The `python ...` lines of the README's shell blocks (continuations joined)."""
     commands = []
-    for block in blocks("sh"):
+    for block in blocks("sh", own_tasks=own_tasks):
         for command in block.replace("\\\n", " ").splitlines():
             if command.startswith("python "):
                 commands.append(shlex.split(command.split("#")[0]))
@@ -105,13 +116,13 @@ def run_python_command(args, cwd):
 
 def test_examples_run_in_order(release_dir, capsys):
     # The shell commands first (the Python examples read what they write).
-    for args in python_commands():
+    for args in python_commands(own_tasks=False):
         if "param_count" in args:
             continue  # checked against the table below
         result = run_python_command(args, release_dir.parent)
         assert result.returncode == 0, (args, result.stderr[-2000:])
     namespace = {}
-    for code in blocks("python"):
+    for code in blocks("python", own_tasks=False):
         exec(compile(code, "README.md", "exec"), namespace)
     printed = capsys.readouterr().out
     assert "(1, 16)" in printed and "(1, 6, 16)" in printed
@@ -183,6 +194,78 @@ def run_multi_worker_commands(cwd):
         assert process.returncode == 0, err[-3000:]
     output_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--output_dir="))
     assert list((cwd / output_dir).glob("ckpt-2.index"))
+
+
+def write_own_task_data(root):
+    """The data of the "Your own tasks" section: slices of the real CLUENER (its test
+    file without labels, as released), WNUT-17 and C3 files; a prompt-and-endings JSON
+    lines file; a reviews CSV."""
+    import json
+    import random
+
+    ner = FIXTURES / "ner"
+    (root / "cluener").mkdir()
+    shutil.copy(ner / "cluener_train.json", root / "cluener" / "train.json")
+    shutil.copy(ner / "cluener_dev.json", root / "cluener" / "dev.json")
+    lines = (ner / "cluener_dev.json").read_text(encoding="utf-8").splitlines()
+    (root / "cluener" / "test.json").write_text("".join(
+        json.dumps({"id": i, "text": json.loads(line)["text"]}, ensure_ascii=False) + "\n"
+        for i, line in enumerate(lines[:20])), encoding="utf-8")
+    (root / "wnut17").mkdir()
+    shutil.copy(ner / "wnut17_train.conll", root / "wnut17" / "wnut17train.conll")
+    shutil.copy(ner / "wnut17_dev.conll", root / "wnut17" / "emerging.dev.conll")
+    shutil.copytree(FIXTURES / "c3", root / "c3")
+    rng = random.Random(0)
+    (root / "endings").mkdir()
+    prompts = [("She opened her umbrella because", "it started to rain."),
+               ("He was hungry, so he", "ate a sandwich."),
+               ("The phone rang and she", "answered it.")]
+    wrong = ["the moon is made of cheese.", "cats can fly.", "her shoes were red.",
+             "the river sang loudly."]
+    for split in ("train", "dev"):
+        rows = []
+        for i, (prompt, right) in enumerate(prompts * 4):
+            choices = rng.sample(wrong, 3) + [right]
+            rng.shuffle(choices)
+            rows.append(json.dumps({"id": f"{split}-{i}", "context": prompt, "question": "",
+                                    "choices": choices, "label": choices.index(right)}))
+        (root / "endings" / f"{split}.jsonl").write_text("\n".join(rows) + "\n")
+    (root / "reviews").mkdir()
+    for split in ("train", "dev"):
+        rows = ["review,sentiment"] + [f'"{t}, really",{"pos" if i % 2 else "neg"}'
+                                       for i, t in enumerate(ZH_POSITIVE + ZH_NEGATIVE)]
+        (root / "reviews" / f"{split}.csv").write_text("\n".join(rows) + "\n",
+                                                       encoding="utf-8")
+
+
+def test_own_tasks_section_runs(release_dir, capsys):
+    """The "Your own tasks" section's commands and examples, on the stand-ins: NER on
+    CLUENER and WNUT-17 slices with exports whose entities are printed from raw Chinese
+    and English text, C3, the prompt-and-endings export, a reviews CSV."""
+    import json
+
+    root = release_dir.parent
+    write_own_task_data(root)
+    commands = python_commands(own_tasks=True)
+    assert len(commands) == 5
+    for args in commands:
+        result = run_python_command(args, root)
+        assert result.returncode == 0, (args, result.stderr[-2000:])
+    namespace = {}
+    for code in blocks("python", own_tasks=True):
+        exec(compile(code, "README.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 3
+    for line in printed[:2]:  # the entities of each text: a list of tuples
+        assert line.startswith("[") and line.endswith("]")
+    assert any(printed[2].startswith(e) for e in namespace["endings"])
+    predicted = (root / "ner_zh_out" / "test_predictions.json").read_text(encoding="utf-8")
+    assert [json.loads(line)["id"] for line in predicted.splitlines()] == list(range(20))
+    assert (root / "ner_en_out" / "test_predictions.conll").exists()
+    assert "f1" in (root / "ner_en_out" / "eval_results.txt").read_text()
+    assert "eval_accuracy" in (root / "c3_out" / "eval_results.txt").read_text()
+    assert (root / "reviews_out" / "labels.txt").read_text() == "neg\npos\n"
+    assert (root / "endings_out" / "model.ckpt-best.index").exists()
 
 
 def check_rest_bodies(version_dir):

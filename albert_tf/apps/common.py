@@ -44,9 +44,8 @@ def user_errors() -> tuple[type[Exception], ...]:
     from albert_tf.tokenization import TokenizerError
 
     return (UsageError, CheckpointError, ConfigError, GlueDataError, NerDataError,
-            PretrainingDataError,
-            RaceDataError, SquadError, TokenizerError, distribute.DistributionError,
-            FileNotFoundError)
+            PretrainingDataError, RaceDataError, SquadError, TokenizerError,
+            distribute.DistributionError, FileNotFoundError)
 
 
 def run_script(run, flag_names) -> None:
@@ -357,7 +356,7 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
         results["global_step"] = trainer.step
         if distribute.is_chief(trainer.strategy):
             write_results(os.path.join(output_dir, "eval_results.txt"), results,
-                                 summary_step=trainer.step)
+                          summary_step=trainer.step)
         logging.info("dev %s at step %d: %s", task.metric, trainer.step, results[task.metric])
         if best is None or results[task.metric] > best[task.metric]:
             best, best_step = results, trainer.step
@@ -367,7 +366,7 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
                                                 global_step=trainer.step)
     if distribute.is_chief(trainer.strategy):
         write_results(os.path.join(output_dir, "best_trial.txt"), best,
-                             title=f"Best trial (step {best_step})")
+                      title=f"Best trial (step {best_step})")
     return best
 
 

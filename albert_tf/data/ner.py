@@ -112,21 +112,25 @@ def read_conll(path: str) -> NerFile:
     return result
 
 
-def _cluener_tags(text: str, label: dict, path: str, number: int) -> list[str]:
+def _cluener_tags(text: str, label: dict, path: str, number: int, skips) -> list[str]:
+    """Character tags of one line. An entity whose span is not its text (or lies
+    outside it) or overlaps an entity read before it is skipped, with a warning naming
+    file, line and entity (CLUENER2020's train file has a few overlaps)."""
     tags = ["O"] * len(text)
     if not isinstance(label, dict):
         raise NerDataError(f"{path}, line {number}: 'label' must be an object")
     for entity_type, entities in label.items():
         for entity, spans in entities.items():
             for start, end in spans:
+                where = f"{path}, line {number}"
                 if not (0 <= start <= end < len(text)) or text[start:end + 1] != entity:
-                    raise NerDataError(
-                        f"{path}, line {number}: {entity_type} {entity!r} at [{start}, "
-                        f"{end}] is not that text (inclusive offsets into 'text')")
+                    skips.skip(where, f"{entity_type} {entity!r} at [{start}, {end}] is "
+                                      f"not that text (inclusive offsets into 'text')")
+                    continue
                 if any(t != "O" for t in tags[start:end + 1]):
-                    raise NerDataError(
-                        f"{path}, line {number}: {entity_type} {entity!r} at [{start}, "
-                        f"{end}] overlaps another entity")
+                    skips.skip(where, f"{entity_type} {entity!r} at [{start}, {end}] "
+                                      f"overlaps another entity")
+                    continue
                 tags[start] = f"B-{entity_type}"
                 for i in range(start + 1, end + 1):
                     tags[i] = f"I-{entity_type}"
@@ -134,9 +138,14 @@ def _cluener_tags(text: str, label: dict, path: str, number: int) -> list[str]:
 
 
 def read_cluener(path: str) -> NerFile:
-    """CLUENER2020 JSON lines; every character is a word."""
+    """CLUENER2020 JSON lines; every character is a word. Bad entities are skipped
+    (see `_cluener_tags`), then counted in a warning."""
+    from albert_tf.data.records import SkipLog
+
     text = fileio.read_bytes(path).decode("utf-8")
     result = NerFile(path=path, format="cluener", sentences=[])
+    skips = SkipLog("CLUENER entity")
+    entities = 0
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -148,11 +157,14 @@ def read_cluener(path: str) -> NerFile:
             raise NerDataError(f"{path}, line {number}: no 'text' string")
         tags = None
         if "label" in item:
-            tags = _cluener_tags(item["text"], item["label"], path, number)
+            tags = _cluener_tags(item["text"], item["label"], path, number, skips)
+            entities += sum(len(spans) for entity in item["label"].values()
+                            if isinstance(entity, dict) for spans in entity.values())
         if result.sentences and (tags is None) != (result.sentences[0].tags is None):
             raise NerDataError(f"{path}, line {number}: some lines have 'label', some not")
         result.objects.append(item)
         result.sentences.append(NerSentence(list(item["text"]), tags, number))
+    skips.summary(entities)
     if not result.sentences:
         raise NerDataError(f"{path} holds no sentence")
     return result

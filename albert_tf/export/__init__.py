@@ -15,9 +15,11 @@ three signatures:
   tokenized in the graph with `AlbertTextTokenizer` (the Python tokenizer's ids) and
   packed with `albert_tf.packing` as the kind's records are:
     classifier: `text_a` [B] (and `text_b` [B] for pair tasks), longest-first;
-    multiple_choice: `text_a` [B] (the article) and `text_b` [B, num_choices]
-      (question + option of each choice): the option keeps its last `max_qa_length`
-      pieces, the article its first pieces that still fit (the RACE records);
+    multiple_choice: `context` [B], `question` [B] and `choices` [B, N] (N at most
+      num_choices, "" for no choice): each ending is the question with the choice in
+      its `_` blank (else question + " " + choice), keeping its last `max_qa_length`
+      pieces, the context its first pieces that still fit (the multiple-choice
+      records); absent choices are all zeros, which the model never predicts;
     squad_v1 / squad_v2: `question` [B] and `context` [B]: the question is cut to
       `max_query_length` pieces, the context to what remains (one window, no doc
       stride). Besides the model outputs it returns the packed `input_word_ids`,
@@ -28,13 +30,19 @@ three signatures:
       where the position holds no context piece; code points, as Python indexes a
       str). `evaluation.squad_postprocess.postprocess_serve_text` turns these into
       the answers `run_squad.py` gives when the context fits in one window;
+    token_classifier: `text` [B], cut into words (`word_split`: whitespace with each
+      CJK character alone, or every character) and each word tokenized on its own, as
+      the NER features; returns, besides the outputs, `tags` (label names), `input_mask`,
+      `word_start` (1 on each word's first piece, the one whose tag is the word's) and
+      `token_start_char` / `token_end_char` (the word's code points in `text`, -1 off
+      the words); `data.ner.serving_entities` gives the entity spans;
     encoder: `text_a` (and `text_b`);
     mlm: `text_a` (and `text_b`); `mlm_logits` [B, S, V] is returned at EVERY
       position of the packed input (with `input_word_ids` and `input_mask`), since
       raw text cannot carry the [MASK] id: pick the positions you need.
 
 Named outputs: classifier `logits`, `probabilities`, `predictions` (regression:
-`logits`, `predictions`); multiple_choice the same; squad_v1 `start_logits`,
+`logits`, `predictions`); multiple_choice and token_classifier the same; squad_v1 `start_logits`,
 `end_logits`; squad_v2 `start_top_log_probs`, `start_top_index`, `end_top_log_probs`,
 `end_top_index`, `cls_logits`; encoder `pooled_output`, `sequence_output`; mlm
 `mlm_logits`, `sop_logits`.

@@ -30,7 +30,7 @@ class TextSettings:
     is_pair: bool = True             # sentence kinds: text_a and text_b, or text_a alone
     max_query_length: int = 64       # SQuAD: the question's first pieces
     max_qa_length: int = 128         # multiple choice: the option's last pieces
-    num_choices: int | None = None   # multiple choice: text_b is [B, num_choices]
+    num_choices: int | None = None   # multiple choice: at most this many choices
     word_split: str = "whitespace"   # token classification: `data.ner.WORD_SPLITS`
 
 

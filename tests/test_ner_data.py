@@ -69,14 +69,23 @@ def test_conll_sentences_tags_and_write_back(tmp_path):
 @pytest.mark.parametrize("text, words", [
     ("EU B-ORG\nrejects FOO\n", ["line 2", "'FOO'", "B-/I-/E-/S-"]),
     ("EU B-ORG\nrejects\n", ["line 2", "1 column(s)", "a tag"]),
-    ("\n\n", ["holds no sentence"]),
 ])
-def test_bad_conll_names_file_and_line(tmp_path, text, words):
-    path = write(tmp_path, "bad.conll", text)
-    with pytest.raises(ner.NerDataError) as error:
-        ner.read_conll(path)
+def test_bad_conll_sentences_are_skipped_and_named(tmp_path, text, words, caplog):
+    """A bad line skips its sentence with a warning naming file and line; the other
+    sentences are read, and their lines written back (the bad one's unchanged); a file
+    with nothing left is an error."""
+    path = write(tmp_path, "bad.conll", text + "\nBRUSSELS B-LOC\n")
+    with caplog.at_level("WARNING"):
+        data = ner.read_conll(path)
     for word in [path, *words]:
-        assert word in str(error.value)
+        assert word in caplog.text
+    assert [s.words for s in data.sentences] == [["BRUSSELS"]]
+    written = ner.predictions_text(data, [["O"]]).splitlines()
+    assert written[-1] == "BRUSSELS B-LOC O"
+    assert written[:-1] == text.splitlines() + [""]
+    for nothing_left in (text, "\n\n"):
+        with pytest.raises(ner.NerDataError, match="holds no usable sentence"):
+            ner.read_conll(write(tmp_path, "worse.conll", nothing_left))
 
 
 def test_untagged_conll_is_a_test_file(tmp_path):

@@ -134,7 +134,7 @@ def test_bad_input_fails_before_training(tmp_path, args, message):
     assert not list((tmp_path / "out").glob("ckpt-*"))
 
 
-def test_a_file_that_breaks_the_format_names_its_line(tmp_path):
+def test_a_file_with_nothing_usable_names_its_bad_line(tmp_path):
     config = write_tiny_config(tmp_path)
     bad = tmp_path / "train.conll"
     bad.write_text("EU\tB-ORG\nrejects\n", encoding="utf-8")
@@ -142,4 +142,5 @@ def test_a_file_that_breaks_the_format_names_its_line(tmp_path):
                  *flags(config, tmp_path / "out"), check=False)
     assert result.returncode != 0
     assert f"{bad}, line 2: 1 column(s) where the file's first token line has a tag" \
-        in result.stderr
+        in result.stderr  # the warning that skips the sentence
+    assert f"error: {bad} holds no usable sentence (1 skipped" in result.stderr

@@ -68,47 +68,54 @@ class NerFile:
         return bool(self.sentences) and self.sentences[0].tags is not None
 
 
-def _check_tag(tag: str, path: str, line: int) -> str:
-    if not _TAG.match(tag):
-        raise NerDataError(
-            f"{path}, line {line}: tag {tag!r} is not O or B-/I-/E-/S-<type>")
-    return tag
-
-
 def read_conll(path: str) -> NerFile:
-    """A CoNLL column file; see the module's docstring."""
+    """A CoNLL column file; see the module's docstring. A sentence with a bad line (a
+    tag that is not O or B-/I-/E-/S-<type>, a line with a tag where the file's first
+    token line has none or the reverse) is skipped with a warning naming the line; its
+    lines are written back unchanged. An error when no sentence is left."""
+    from albert_tf.data.records import SkipLog
+
     text = fileio.read_bytes(path).decode("utf-8")
     result = NerFile(path=path, format="conll", sentences=[])
-    words, tags, start, columns = [], [], 0, None
+    skips = SkipLog("CoNLL sentence")
+    words, tags, start, columns, first_row, bad = [], [], 0, None, 0, None
 
     def close():
-        nonlocal words, tags
-        if words:
+        nonlocal words, tags, bad
+        if bad is not None:
+            skips.skip(f"{path}, line {bad[0]}", bad[1])
+            for i in range(first_row, len(result.rows)):  # written back as they are
+                result.rows[i] = None
+        elif words:
             result.sentences.append(NerSentence(words, tags if columns > 1 else None, start))
-        words, tags = [], []
+        words, tags, bad = [], [], None
 
     for number, line in enumerate(text.splitlines(), 1):
-        result.lines.append(line)
         fields = line.split()
         if not fields or fields[0] == DOCSTART:
             close()
+            result.lines.append(line)
             result.rows.append(None)
             continue
+        result.lines.append(line)
+        if not words and bad is None:
+            start, first_row = number, len(result.rows)
         if columns is None:
             columns = min(len(fields), 2)
-        elif min(len(fields), 2) != columns:
-            raise NerDataError(
-                f"{path}, line {number}: {len(fields)} column(s) where the file's first "
-                f"token line has {'a tag' if columns > 1 else 'no tag'}")
-        if not words:
-            start = number
+        if bad is None and min(len(fields), 2) != columns:
+            bad = (number, f"{len(fields)} column(s) where the file's first token line "
+                           f"has {'a tag' if columns > 1 else 'no tag'}")
+        elif bad is None and columns > 1 and not _TAG.match(fields[-1]):
+            bad = (number, f"tag {fields[-1]!r} is not O or B-/I-/E-/S-<type>")
         result.rows.append((len(result.sentences), len(words)))
         words.append(fields[0])
         if columns > 1:
-            tags.append(_check_tag(fields[-1], path, number))
+            tags.append(fields[-1])
     close()
+    skips.summary(len(result.sentences) + skips.count)
     if not result.sentences:
-        raise NerDataError(f"{path} holds no sentence")
+        raise NerDataError(f"{path} holds no usable sentence ({skips.count} skipped, see "
+                           f"the warnings)")
     return result
 
 

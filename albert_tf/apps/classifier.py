@@ -24,7 +24,6 @@ from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
-BEST_CHECKPOINT = common.BEST_CHECKPOINT
 CHOICE_TASKS = ("c3", "swag", "multiple_choice")  # besides RACE
 FILE_TASKS = ("classification", "regression")     # CSV / TSV / JSONL
 SPLITS = ("train", "dev", "test")
@@ -281,14 +280,7 @@ def validate(settings) -> Task:
     for flag in ("spm_model_file", "vocab_file"):
         if settings[flag]:
             common.check_file(settings[flag], flag)
-    trained = settings["output_dir"] and tf.io.gfile.isdir(settings["output_dir"]) and (
-        tf.train.latest_checkpoint(settings["output_dir"]) or tf.io.gfile.exists(
-            os.path.join(settings["output_dir"], BEST_CHECKPOINT + ".index")))
-    if (settings["do_predict"] or settings["do_eval"]) and not settings["do_train"] \
-            and not trained:
-        raise common.UsageError(
-            f"--do_eval/--do_predict without --do_train need a trained model in "
-            f"--output_dir={settings['output_dir']}, and there is none")
+    common.require_trained_model(settings)
     if settings["high_only"] and settings["middle_only"]:
         raise common.UsageError("--high_only and --middle_only exclude each other")
     if task.is_choice and not \

@@ -329,6 +329,19 @@ def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
     return labels
 
 
+def require_trained_model(settings: dict) -> None:
+    """--do_eval / --do_predict without --do_train need a checkpoint (or
+    model.ckpt-best) in --output_dir: a UsageError otherwise."""
+    output_dir = settings["output_dir"] or ""
+    trained = tf.io.gfile.isdir(output_dir) and (
+        tf.train.latest_checkpoint(output_dir) or tf.io.gfile.exists(
+            os.path.join(output_dir, BEST_CHECKPOINT + ".index")))
+    if not settings["do_train"] and not trained:
+        raise UsageError(
+            f"--do_eval/--do_predict without --do_train need a trained model in "
+            f"--output_dir={settings['output_dir']}, and there is none")
+
+
 def load_best_or_latest(trainer, output_dir) -> None:
     """The kept best checkpoint (model.ckpt-best) if there is one, else the latest."""
     best = os.path.join(output_dir, BEST_CHECKPOINT)

@@ -108,14 +108,8 @@ def validate(settings) -> dict[str, str]:
             common.check_file(settings[flag], flag)
     files = data_files(settings)
     output_dir = settings["output_dir"] or ""
-    trained = tf.io.gfile.isdir(output_dir) and (
-        tf.train.latest_checkpoint(output_dir) or tf.io.gfile.exists(
-            os.path.join(output_dir, common.BEST_CHECKPOINT + ".index")))
+    common.require_trained_model(settings)
     if not settings["do_train"]:
-        if not trained:
-            raise common.UsageError(
-                f"--do_eval/--do_predict without --do_train need a trained model in "
-                f"--output_dir={settings['output_dir']}, and there is none")
         if not settings["labels"] and not tf.io.gfile.exists(
                 os.path.join(output_dir, common.LABELS_FILE)):
             raise common.UsageError(

@@ -18,7 +18,6 @@ from albert_tf.data import cache, glue, multiple_choice, race, tabular
 from albert_tf.evaluation import glue_metrics
 from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling import AlbertClassifier, AlbertMultipleChoice
-from albert_tf.tokenization import FullTokenizer
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.objectives import MeanObjective
@@ -310,13 +309,8 @@ def run(settings: dict) -> dict:
     eval results."""
     settings = common.complete_model_files(settings)
     task = validate(settings)
-    context = common.setup(**settings)
+    context, tokenizer = common.start(settings)
     strategy, config = context.strategy, context.config
-    for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        distribute.per_replica_batch_size(settings[flag], strategy, flag)
-    tokenizer = FullTokenizer(vocab_file=settings["vocab_file"],
-                              do_lower_case=settings["do_lower_case"],
-                              spm_model_file=settings["spm_model_file"])
     # Read and convert (or find cached) every split needed before training starts.
     splits = wanted_splits(settings)
     task.read(settings, tokenizer, splits, context.output_dir)

@@ -232,6 +232,21 @@ def setup(*, albert_config_file, output_dir, distribution_strategy="one_device",
     return RunContext(strategy, config, os.fspath(output_dir))
 
 
+def start(settings: dict) -> tuple[RunContext, object]:
+    """`setup`, the batch sizes checked against the replicas, and the run's Python
+    tokenizer (`--spm_model_file` or `--vocab_file`, `--do_lower_case`)."""
+    from albert_tf.tokenization import FullTokenizer
+
+    context = setup(**settings)
+    for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
+        if flag in settings:
+            distribute.per_replica_batch_size(settings[flag], context.strategy, flag)
+    tokenizer = FullTokenizer(vocab_file=settings["vocab_file"],
+                              do_lower_case=settings["do_lower_case"],
+                              spm_model_file=settings["spm_model_file"])
+    return context, tokenizer
+
+
 def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimizer="adamw",
                    precision="float32", **kwargs):
     """The original optimizer; wrapped for loss scaling under float16."""
@@ -381,6 +396,18 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
         write_results(os.path.join(output_dir, "best_trial.txt"), best,
                       title=f"Best trial (step {best_step})")
     return best
+
+
+def app_main(app_module):
+    """The `main(argv)` of a run_* script: no positional arguments, the flags to
+    `app_module.run` (`run_script`)."""
+    def main(argv):
+        from absl import app
+
+        if len(argv) > 1:
+            raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+        run_script(app_module.run, app_module.FLAG_NAMES)
+    return main
 
 
 def program(main, doc: str, required=("output_dir",)) -> None:

@@ -21,7 +21,6 @@ from albert_tf import names
 from albert_tf.apps import common
 from albert_tf.data import cache, ner, records
 from albert_tf.modeling import AlbertTokenClassifier
-from albert_tf.tokenization import FullTokenizer
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.objectives import TokenObjective
@@ -222,13 +221,8 @@ def run(settings: dict) -> dict:
     predicts the test file; returns the best dev scores."""
     settings = common.complete_model_files(settings)
     files = validate(settings)
-    context = common.setup(**settings)
+    context, tokenizer = common.start(settings)
     strategy, output_dir = context.strategy, context.output_dir
-    for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        distribute.per_replica_batch_size(settings[flag], strategy, flag)
-    tokenizer = FullTokenizer(vocab_file=settings["vocab_file"],
-                              do_lower_case=settings["do_lower_case"],
-                              spm_model_file=settings["spm_model_file"])
     data = read_files(files)
     labels = common.resolve_labels(settings, output_dir,
                                    lambda: ner.labels_of([data["train"]]))

@@ -11,17 +11,10 @@
 `--task_name=race`. The work is `albert_tf.apps.classifier.run`.
 """
 
-from absl import app
-
 from albert_tf.apps import classifier, common
 
 classifier.define_flags()
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    common.run_script(classifier.run, classifier.FLAG_NAMES)
+main = common.app_main(classifier)
 
 
 def run():

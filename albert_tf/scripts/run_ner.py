@@ -14,17 +14,10 @@ the training file's tags (or `--labels`), saved as `labels.txt` in `--output_dir
 the test file back with the predicted tags. The work is `albert_tf.apps.ner.run`.
 """
 
-from absl import app
-
 from albert_tf.apps import common, ner
 
 ner.define_flags()
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    common.run_script(ner.run, ner.FLAG_NAMES)
+main = common.app_main(ner)
 
 
 def run():

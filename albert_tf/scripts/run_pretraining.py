@@ -9,17 +9,10 @@ Or, with dynamic masking from raw text: `--input_text='corpus/*.txt'
 --spm_model_file=30k-clean.model`. The work is `albert_tf.apps.pretraining.run`.
 """
 
-from absl import app
-
 from albert_tf.apps import common, pretraining
 
 pretraining.define_flags()
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    common.run_script(pretraining.run, pretraining.FLAG_NAMES)
+main = common.app_main(pretraining)
 
 
 def run():

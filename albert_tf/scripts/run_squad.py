@@ -12,17 +12,10 @@ null_odds.json) and the official EM / F1.
 The work is `albert_tf.apps.squad.run`.
 """
 
-from absl import app
-
 from albert_tf.apps import common, squad
 
 squad.define_flags()
-
-
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    common.run_script(squad.run, squad.FLAG_NAMES)
+main = common.app_main(squad)
 
 
 def run():

@@ -141,3 +141,22 @@ def test_init_checkpoint_without_config_beside_it(tmp_path):
     with pytest.raises(common.UsageError, match="--albert_config_file is required: there "
                        f"is no config beside --init_checkpoint={prefix}"):
         common.complete_model_files({"init_checkpoint": prefix, "albert_config_file": None})
+
+
+def test_labels_are_saved_once_and_other_labels_refused(tmp_path):
+    """labels.txt: written by the first training run, read by later runs (without
+    looking at the data), a training run with other labels refused."""
+    from albert_tf.apps import common
+
+    first = common.resolve_labels({"labels": None, "do_train": True}, str(tmp_path),
+                                  lambda: ["O", "B-X", "I-X"])
+    assert (tmp_path / "labels.txt").read_text() == "O\nB-X\nI-X\n"
+    later = common.resolve_labels({"labels": None, "do_train": False}, str(tmp_path),
+                                  lambda: pytest.fail("the saved labels are used"))
+    assert later == first
+    with pytest.raises(common.UsageError, match="holds other labels"):
+        common.resolve_labels({"labels": ["O", "B-Y"], "do_train": True}, str(tmp_path),
+                              lambda: [])
+    with pytest.raises(common.UsageError, match="distinct"):
+        common.resolve_labels({"labels": ["O", "O"], "do_train": False}, str(tmp_path / "x"),
+                              lambda: [])

@@ -94,7 +94,7 @@ def chinese_release(root):
                                            encoding="utf-8")
 
 
-def python_commands(own_tasks: bool):
+def python_commands(own_tasks: bool | None = None):
     """The `python ...` lines of the README's shell blocks (continuations joined)."""
     commands = []
     for block in blocks("sh", own_tasks=own_tasks):

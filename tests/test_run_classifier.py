@@ -371,3 +371,34 @@ def test_regression_from_jsonl_and_a_tsv_by_column_index(tmp_path, config_file):
         *common_flags(config_file, out, max_seq_length=16, eval_batch_size=2))
     evaluation = results(out / "eval_results.txt")
     assert "pearson" in evaluation and "spearman" in evaluation
+
+
+def test_one_run_per_output_dir_and_a_dead_runs_lock_is_taken_over(tmp_path, config_file):
+    """A live run's lock (here this test's own process) stops a second run before any
+    work, naming the directory and the process; a lock left by a killed run is taken
+    over with a warning, and removed when the run ends."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    out.mkdir()
+    lock = out / ".albert_tf.lock"
+    lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                "started": "earlier"}))
+    args = ["--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train",
+            *common_flags(config_file, out, train_step=2, save_checkpoints_steps=2,
+                          iterations_per_loop=2)]
+    refused = run(*args, check=False)
+    assert refused.returncode != 0
+    assert f"--output_dir={out} is in use by another run: process {os.getpid()}" \
+        in refused.stderr
+    assert not list(out.glob("ckpt-*")) and not list(out.glob("*.tf_record"))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    lock.write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
+    taken = run(*args)
+    assert f"taking over {lock} from process {dead.pid}, which is no longer running" \
+        in taken.stderr
+    assert (out / "ckpt-2.index").exists() and not lock.exists()

@@ -228,3 +228,29 @@ def test_xla_is_turned_off_with_a_message_for_replicas_on_cpu(caplog):
     assert "XLA cannot run under TwoCpuReplicas over 2 CPU devices" in caplog.text
     assert not distribute.use_xla(False, distribute.get_strategy("one_device"))
     assert distribute.use_xla(True, distribute.get_strategy("one_device"))
+
+
+def _checksums(model):
+    return {v.path: float(abs(v.numpy()).sum()) for v in model.weights}
+
+
+def test_an_unreadable_latest_checkpoint_resumes_from_the_one_before(tmp_path, caplog):
+    """A truncated ckpt-8 (a crash on a file system without atomic rename): reported,
+    the run resumes from ckpt-4, ends with the uninterrupted run's weights; nothing is
+    deleted."""
+    strategy = distribute.get_strategy("one_device")
+    straight = tiny_training.make_trainer(strategy, str(tmp_path / "straight"), 8, 4)
+    straight.train(lambda skip: tiny_training.dataset(8, skip))
+    directory = tmp_path / "crashed"
+    first = tiny_training.make_trainer(strategy, str(directory), 8, 4)
+    first.train(lambda skip: tiny_training.dataset(8, skip))
+    index = directory / "ckpt-8.index"
+    index.write_bytes(index.read_bytes()[:20])
+    with caplog.at_level("WARNING"):
+        again = tiny_training.make_trainer(strategy, str(directory), 8, 4)
+        assert again.restore() == 4
+    assert f"checkpoint {directory / 'ckpt-8'} cannot be read" in caplog.text
+    assert index.exists()
+    result = again.train(lambda skip: tiny_training.dataset(8, skip))
+    assert result.step == 8
+    assert_same_weights(_checksums(again.model), _checksums(straight.model))

@@ -42,8 +42,9 @@ def user_errors() -> tuple[type[Exception], ...]:
     from albert_tf.data.race import RaceDataError
     from albert_tf.data.squad import SquadError
     from albert_tf.tokenization import TokenizerError
+    from albert_tf.training.lock import OutputDirLocked
 
-    return (UsageError, CheckpointError, ConfigError, GlueDataError, NerDataError,
+    return (OutputDirLocked, UsageError, CheckpointError, ConfigError, GlueDataError, NerDataError,
             PretrainingDataError, RaceDataError, SquadError, TokenizerError,
             distribute.DistributionError, FileNotFoundError)
 
@@ -227,6 +228,10 @@ def setup(*, albert_config_file, output_dir, distribution_strategy="one_device",
     keras.mixed_precision.set_dtype_policy(precision)
     strategy = distribute.get_strategy(distribution_strategy, tpu=tpu)
     tf.io.gfile.makedirs(output_dir)
+    if distribute.is_chief(strategy):  # one run per output directory
+        from albert_tf.training import lock
+
+        lock.acquire(output_dir)
     logging.info("%s with %d replicas; precision %s", type(strategy).__name__,
                  strategy.num_replicas_in_sync, precision)
     return RunContext(strategy, config, os.fspath(output_dir))
@@ -378,7 +383,12 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
     best, best_step = None, None
     for checkpoint in checkpoints_to_try:
         if checkpoint is not None:
-            trainer.checkpoint.restore(checkpoint).expect_partial()
+            try:
+                trainer.checkpoint.restore(checkpoint).expect_partial()
+            except (tf.errors.OpError, ValueError) as e:
+                logging.warning("not evaluating %s: it cannot be read (%s)", checkpoint,
+                                str(e).splitlines()[0][:200])
+                continue
         results = task.metrics(predict(trainer.strategy, trainer.model, dataset,
                                        ["predictions"], ["label_ids"]))
         results["global_step"] = trainer.step
@@ -392,6 +402,8 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
                 checkpoints.save_tf1_checkpoint(trainer.model,
                                                 os.path.join(output_dir, BEST_CHECKPOINT),
                                                 global_step=trainer.step)
+    if best is None:
+        raise UsageError(f"no checkpoint of {output_dir} can be read: nothing to evaluate")
     if distribute.is_chief(trainer.strategy):
         write_results(os.path.join(output_dir, "best_trial.txt"), best,
                       title=f"Best trial (step {best_step})")

@@ -90,12 +90,39 @@ class Trainer:
         return int(self.optimizer.iterations.numpy())
 
     def restore(self) -> int:
-        """Resumes from the latest checkpoint in `output_dir`, if any; returns the step."""
-        latest = tf.train.latest_checkpoint(self.output_dir)
-        if latest:
-            self.checkpoint.restore(latest).assert_existing_objects_matched()
-            logging.info("resumed from %s at step %d", latest, self.step)
+        """Resumes from the newest readable checkpoint in `output_dir`, if any; returns
+        the step. A checkpoint that cannot be read (truncated by a crash on a file
+        system without atomic rename, a missing data shard) is reported and the one
+        before it is tried; nothing is deleted."""
+        for path in reversed(self.readable_order()):
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+            except (tf.errors.OpError, ValueError, AssertionError) as e:
+                logging.warning("checkpoint %s cannot be read (%s); trying the one before",
+                                path, str(e).splitlines()[0][:200])
+                continue
+            logging.info("resumed from %s at step %d", path, self.step)
+            return self.step
         return self.step
+
+    def readable_order(self) -> list[str]:
+        """The checkpoints of `output_dir`, oldest first: those the `checkpoint` file
+        lists, then any other `ckpt-N.index` (a newer one whose `checkpoint` file update
+        was lost)."""
+        state = None
+        try:
+            state = tf.train.get_checkpoint_state(self.output_dir)
+        except (tf.errors.OpError, ValueError):
+            logging.warning("the checkpoint file of %s cannot be read", self.output_dir)
+        listed = list(state.all_model_checkpoint_paths) if state else []
+        found = [p[:-len(".index")] for p in
+                 tf.io.gfile.glob(os.path.join(self.output_dir, "ckpt-*.index"))]
+        def number(path):
+            tail = os.path.basename(path).rsplit("-", 1)[-1]
+            return int(tail) if tail.isdigit() else -1
+        names = {os.path.basename(p) for p in listed}
+        extra = [p for p in found if os.path.basename(p) not in names]
+        return sorted(dict.fromkeys(listed + extra), key=number)
 
     def save(self) -> str | None:
         path = self.manager.save(checkpoint_number=self.step)

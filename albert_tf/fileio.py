@@ -40,6 +40,15 @@ def read_bytes(path) -> bytes:
         return f.read()
 
 
+def read_text(path, error: type[Exception] = ValueError) -> str:
+    """A UTF-8 text file (a leading byte-order mark dropped); bytes that are not UTF-8
+    raise `error` naming the file and the offset."""
+    try:
+        return read_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise error(f"{path} is not UTF-8 (byte offset {e.start})") from None
+
+
 def exists(path) -> bool:
     return tf.io.gfile.exists(os.fspath(path))
 

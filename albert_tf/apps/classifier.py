@@ -25,7 +25,6 @@ from albert_tf.training.objectives import MeanObjective
 RACE = "race"
 CHOICE_TASKS = ("c3", "swag", "multiple_choice")  # besides RACE
 FILE_TASKS = ("classification", "regression")     # CSV / TSV / JSONL
-SPLITS = ("train", "dev", "test")
 CACHE_FORMAT = 1  # of the records of CHOICE_TASKS and FILE_TASKS
 
 
@@ -269,17 +268,10 @@ def data_files(task: Task, settings, splits) -> dict[str, list[str]]:
 def validate(settings) -> Task:
     """Every check that can fail, before any conversion or training."""
     task = get_task(settings["task_name"])
-    if not (settings["do_train"] or settings["do_eval"] or settings["do_predict"]):
-        raise common.UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
     if task.kind in ("glue", "race") and (
             not settings["data_dir"] or not tf.io.gfile.isdir(settings["data_dir"])):
         raise common.UsageError(f"--data_dir={settings['data_dir']} is not a directory")
-    if not (settings["spm_model_file"] or settings["vocab_file"]):
-        raise common.UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
-    for flag in ("spm_model_file", "vocab_file"):
-        if settings[flag]:
-            common.check_file(settings[flag], flag)
-    common.require_trained_model(settings)
+    common.check_run(settings)
     if settings["high_only"] and settings["middle_only"]:
         raise common.UsageError("--high_only and --middle_only exclude each other")
     if task.is_choice and not \
@@ -290,18 +282,11 @@ def validate(settings) -> Task:
     if task.kind == "file":
         if not settings["text_a_field"]:
             raise common.UsageError(f"--task_name={task.name} needs --text_a_field")
-        if not settings["do_train"] and task.name == "classification" and \
-                not settings["labels"] and not tf.io.gfile.exists(
-                    os.path.join(settings["output_dir"], common.LABELS_FILE)):
-            raise common.UsageError(f"no {common.LABELS_FILE} in --output_dir: give --labels")
+        if task.name == "classification":
+            common.check_labels_known(settings)
     if task.kind in ("choice", "file"):
-        task.files = data_files(task, settings, wanted_splits(settings))
+        task.files = data_files(task, settings, common.wanted_splits(settings))
     return task
-
-
-def wanted_splits(settings) -> list[str]:
-    return [s for s, on in (("train", settings["do_train"]), ("dev", settings["do_eval"]),
-                            ("test", settings["do_predict"])) if on]
 
 
 def run(settings: dict) -> dict:
@@ -312,7 +297,7 @@ def run(settings: dict) -> dict:
     context, tokenizer = common.start(settings)
     strategy, config = context.strategy, context.config
     # Read and convert (or find cached) every split needed before training starts.
-    splits = wanted_splits(settings)
+    splits = common.wanted_splits(settings)
     task.read(settings, tokenizer, splits, context.output_dir)
     paths = {split: task.records(split, settings, tokenizer) for split in splits}
 

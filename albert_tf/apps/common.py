@@ -349,9 +349,24 @@ def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
     return labels
 
 
-def require_trained_model(settings: dict) -> None:
-    """--do_eval / --do_predict without --do_train need a checkpoint (or
-    model.ckpt-best) in --output_dir: a UsageError otherwise."""
+def wanted_splits(settings: dict) -> list[str]:
+    """The splits a fine-tuning run reads: train, dev, test for --do_train, --do_eval,
+    --do_predict."""
+    return [s for s, on in (("train", settings["do_train"]), ("dev", settings["do_eval"]),
+                            ("test", settings["do_predict"])) if on]
+
+
+def check_run(settings: dict) -> None:
+    """What run_classifier.py and run_ner.py check first: something to do, a tokenizer
+    file that exists, and a trained model in --output_dir (a checkpoint or
+    model.ckpt-best) for --do_eval / --do_predict without --do_train."""
+    if not wanted_splits(settings):
+        raise UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
+    if not (settings["spm_model_file"] or settings["vocab_file"]):
+        raise UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
+    for flag in ("spm_model_file", "vocab_file"):
+        if settings[flag]:
+            check_file(settings[flag], flag)
     output_dir = settings["output_dir"] or ""
     trained = tf.io.gfile.isdir(output_dir) and (
         tf.train.latest_checkpoint(output_dir) or tf.io.gfile.exists(
@@ -360,6 +375,15 @@ def require_trained_model(settings: dict) -> None:
         raise UsageError(
             f"--do_eval/--do_predict without --do_train need a trained model in "
             f"--output_dir={settings['output_dir']}, and there is none")
+
+
+def check_labels_known(settings: dict) -> None:
+    """Without --do_train, the labels come from --labels or the labels.txt of the model
+    in --output_dir: a UsageError when neither is there."""
+    path = os.path.join(settings["output_dir"] or "", LABELS_FILE)
+    if not settings["do_train"] and not settings["labels"] and not tf.io.gfile.exists(path):
+        raise UsageError(f"no {LABELS_FILE} in --output_dir={settings['output_dir']}: "
+                         f"give --labels")
 
 
 def load_best_or_latest(trainer, output_dir) -> None:

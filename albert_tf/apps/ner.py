@@ -26,7 +26,6 @@ from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.objectives import TokenObjective
 
 CACHE_FORMAT = 1
-SPLITS = ("train", "dev", "test")
 # --data_dir + --task_name: the file names of each split.
 TASK_FILES = {
     "cluener": {"train": "train.json", "dev": "dev.json", "test": "test.json"},
@@ -77,42 +76,27 @@ FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)
 def data_files(settings) -> dict[str, str | None]:
     """The file of each split asked for: --train_file etc., else --data_dir/<task's
     name>."""
-    wanted = {"train": settings["do_train"], "dev": settings["do_eval"],
-              "test": settings["do_predict"]}
     task = (settings["task_name"] or "").lower() or None
     if task is not None and task not in TASK_FILES:
         raise common.UsageError(f"--task_name={settings['task_name']} is not one of "
                                 f"{', '.join(TASK_FILES)}")
     files = {}
-    for split in SPLITS:
+    for split in common.wanted_splits(settings):
         path = settings[f"{split}_file"]
-        if path is None and wanted[split]:
+        if path is None:
             if not (settings["data_dir"] and task):
                 raise common.UsageError(
                     f"give --{split}_file, or --data_dir and --task_name")
             path = os.path.join(settings["data_dir"], TASK_FILES[task][split])
-        if wanted[split]:
-            files[split] = common.check_file(path, f"{split}_file")
+        files[split] = common.check_file(path, f"{split}_file")
     return files
 
 
 def validate(settings) -> dict[str, str]:
     """Every check that can fail before reading data; returns the files."""
-    if not (settings["do_train"] or settings["do_eval"] or settings["do_predict"]):
-        raise common.UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
-    if not (settings["spm_model_file"] or settings["vocab_file"]):
-        raise common.UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
-    for flag in ("spm_model_file", "vocab_file"):
-        if settings[flag]:
-            common.check_file(settings[flag], flag)
+    common.check_run(settings)
     files = data_files(settings)
-    output_dir = settings["output_dir"] or ""
-    common.require_trained_model(settings)
-    if not settings["do_train"]:
-        if not settings["labels"] and not tf.io.gfile.exists(
-                os.path.join(output_dir, common.LABELS_FILE)):
-            raise common.UsageError(
-                f"no {common.LABELS_FILE} in --output_dir={output_dir}: give --labels")
+    common.check_labels_known(settings)
     if settings["train_step"] is not None and settings["train_step"] < 1:
         raise common.UsageError(f"--train_step={settings['train_step']} must be positive")
     return files

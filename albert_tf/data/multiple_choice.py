@@ -28,7 +28,7 @@ import os
 
 from albert_tf.data import records
 from albert_tf.data.race import RaceDataError, RaceExample, make_ending
-from albert_tf.fileio import read_bytes
+from albert_tf.fileio import read_text
 
 ChoiceExample = RaceExample  # example_id, context, endings, label
 NO_LABEL = -1
@@ -44,10 +44,7 @@ class ChoiceDataError(RaceDataError):
 
 
 def _text(path: str) -> str:
-    try:
-        return read_bytes(path).decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise ChoiceDataError(f"{path} is not UTF-8 (offset {e.start})") from None
+    return read_text(path, ChoiceDataError)
 
 
 def _finish(examples, skips: records.SkipLog, what: str, where: str):

@@ -27,6 +27,7 @@ import numpy as np
 from absl import logging
 
 from albert_tf import fileio, names, packing
+from albert_tf.data.records import SkipLog
 
 # The label id of positions the loss and the metrics skip.
 IGNORE = -1
@@ -73,9 +74,7 @@ def read_conll(path: str) -> NerFile:
     tag that is not O or B-/I-/E-/S-<type>, a line with a tag where the file's first
     token line has none or the reverse) is skipped with a warning naming the line; its
     lines are written back unchanged. An error when no sentence is left."""
-    from albert_tf.data.records import SkipLog
-
-    text = fileio.read_bytes(path).decode("utf-8")
+    text = fileio.read_text(path, NerDataError)
     result = NerFile(path=path, format="conll", sentences=[])
     skips = SkipLog("CoNLL sentence")
     words, tags, start, columns, first_row, bad = [], [], 0, None, 0, None
@@ -91,13 +90,12 @@ def read_conll(path: str) -> NerFile:
         words, tags, bad = [], [], None
 
     for number, line in enumerate(text.splitlines(), 1):
+        result.lines.append(line)
         fields = line.split()
         if not fields or fields[0] == DOCSTART:
             close()
-            result.lines.append(line)
             result.rows.append(None)
             continue
-        result.lines.append(line)
         if not words and bad is None:
             start, first_row = number, len(result.rows)
         if columns is None:
@@ -147,9 +145,7 @@ def _cluener_tags(text: str, label: dict, path: str, number: int, skips) -> list
 def read_cluener(path: str) -> NerFile:
     """CLUENER2020 JSON lines; every character is a word. Bad entities are skipped
     (see `_cluener_tags`), then counted in a warning."""
-    from albert_tf.data.records import SkipLog
-
-    text = fileio.read_bytes(path).decode("utf-8")
+    text = fileio.read_text(path, NerDataError)
     result = NerFile(path=path, format="cluener", sentences=[])
     skips = SkipLog("CLUENER entity")
     entities = 0
@@ -179,7 +175,8 @@ def read_cluener(path: str) -> NerFile:
 
 def read_ner_file(path: str) -> NerFile:
     """CLUENER JSON lines if the first non-empty line is a JSON object, else CoNLL."""
-    head = fileio.read_bytes(path)[:4096].decode("utf-8", errors="replace").lstrip()
+    with fileio.open_binary(path) as f:
+        head = f.read(4096).decode("utf-8", errors="replace").lstrip()
     return read_cluener(path) if head.startswith("{") else read_conll(path)
 
 

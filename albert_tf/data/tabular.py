@@ -25,7 +25,7 @@ import os
 
 from albert_tf.data import records
 from albert_tf.data.glue import GlueDataError, GlueTask, InputExample
-from albert_tf.fileio import read_bytes
+from albert_tf.fileio import read_text
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 # --data_dir file names of each split (any of the formats).
@@ -72,13 +72,12 @@ def split_file(data_dir, split: str) -> str:
     return found[0]
 
 
-def _rows(path: str, header: bool, skips: records.SkipLog):
-    """(line number, row) with row a dict (JSONL, or CSV/TSV with a header: names and
-    indices both) or a list (no header)."""
-    try:
-        text = read_bytes(path).decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise TableDataError(f"{path} is not UTF-8 (offset {e.start})") from None
+def _rows(path: str, header: bool, used: list[tuple[str, str]], skips: records.SkipLog):
+    """(line number, row), each row a dict: a JSON object, or a CSV/TSV row by column
+    index (as a string) and, with a header, by column name too. A `used` field (flag,
+    field) that is neither a header name nor a column index is an error, raised when the
+    header is read, before any row."""
+    text = read_text(path, TableDataError)
     kind = file_format(path)
     if kind == "jsonl":
         for number, line in enumerate(text.splitlines(), 1):
@@ -101,6 +100,11 @@ def _rows(path: str, header: bool, skips: records.SkipLog):
     for row in reader:
         if header and names is None:
             names = row
+            for flag, field in used:
+                if field not in names and not (field.isdigit() and int(field) < len(names)):
+                    raise TableDataError(
+                        f"{path}: --{flag}={field} is neither a column of the header "
+                        f"({', '.join(names)}) nor a column index")
             continue
         if not row or row == [""]:
             continue
@@ -112,20 +116,6 @@ def _rows(path: str, header: bool, skips: records.SkipLog):
             yield reader.line_num, {str(i): v for i, v in enumerate(row)}
 
 
-def _header_check(path: str, fields: Fields, header: bool, with_label: bool) -> None:
-    """A named field absent from a CSV/TSV header: an error before any row is read."""
-    if file_format(path) == "jsonl" or not header:
-        return
-    text = read_bytes(path).decode("utf-8-sig", errors="replace")
-    first = text.splitlines()[0] if text else ""
-    names = next(csv.reader([first], delimiter="," if file_format(path) == "csv" else "\t"),
-                 [])
-    for flag, field in fields.used(with_label):
-        if field not in names and not (field.isdigit() and int(field) < len(names)):
-            raise TableDataError(f"{path}: --{flag}={field} is neither a column of the "
-                                 f"header ({', '.join(names)}) nor a column index")
-
-
 def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | None,
                   regression: bool, header: bool = True,
                   process_text=str) -> list[InputExample]:
@@ -133,10 +123,9 @@ def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | 
     whose label is not one of them is skipped; a test split (or no `label_field`)
     reads no label."""
     with_label = split != "test" and fields.label is not None
-    _header_check(path, fields, header, with_label)
     skips = records.SkipLog(f"{split} row")
     examples = []
-    for number, row in _rows(path, header, skips):
+    for number, row in _rows(path, header, fields.used(with_label), skips):
         where = f"{path}:{number}"
         missing = [f"{field!r} (--{flag})" for flag, field in fields.used(with_label)
                    if row.get(field) is None]

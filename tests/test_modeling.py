@@ -127,6 +127,48 @@ def test_dropout_only_in_training():
     assert np.abs(trained - first).max() > 1e-3
 
 
+def test_dropout_masks_inside_random_draws_are_a_function_of_its_seed():
+    """What makes a resumed run exact (the training loop's seed per step and replica):
+    the same seed, the same masks, whatever was drawn before; another seed, other masks;
+    every call of the shared layer its own mask; outside, Keras' generator moves on."""
+    from albert_tf.modeling.common import random_draws
+
+    model = AlbertEncoder(small_config(hidden_dropout_prob=0.3,
+                                       attention_probs_dropout_prob=0.3), seed=3)
+    inputs = tiny.random_inputs(VOCAB)
+
+    def trained(seed=None):
+        if seed is None:
+            return model(inputs, training=True)["sequence_output"].numpy()
+        with random_draws(tf.constant(seed)):
+            return model(inputs, training=True)["sequence_output"].numpy()
+
+    first = trained([1, 2])
+    assert np.abs(first - model(inputs)["sequence_output"].numpy()).max() > 1e-3
+    trained()  # the generator's draws do not shift the seeded ones
+    np.testing.assert_array_equal(trained([1, 2]), first)
+    assert np.abs(trained([1, 3]) - first).max() > 1e-3
+    assert np.abs(trained() - trained()).max() > 1e-3
+    # Every mask of a forward pass has a seed of its own: each call of the shared layer
+    # too (2 layers, 3 dropouts each, plus the embeddings').
+    from albert_tf.modeling import common
+
+    seeds = []
+    original = common._next_draw_seed
+
+    def record(layer_seed):
+        seed = original(layer_seed)
+        seeds.append(tuple(seed.numpy()))
+        return seed
+
+    common._next_draw_seed = record
+    try:
+        trained([1, 2])
+    finally:
+        common._next_draw_seed = original
+    assert len(seeds) == len(set(seeds)) == 1 + 2 * 3
+
+
 def test_seed_fixes_initial_weights():
     a, b = AlbertEncoder(small_config(), seed=7), AlbertEncoder(small_config(), seed=7)
     c = AlbertEncoder(small_config(), seed=8)

@@ -19,7 +19,7 @@ from albert_tf.evaluation import glue_metrics
 from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling import AlbertClassifier, AlbertMultipleChoice
 from albert_tf.training import distribute
-from albert_tf.training.loop import Trainer, predict
+from albert_tf.training.loop import predict
 from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
@@ -308,14 +308,8 @@ def run(settings: dict) -> dict:
             num_warmup_steps=settings["warmup_step"], optimizer=settings["optimizer"],
             precision=settings["precision"])
     common.initialize_from(model, settings["init_checkpoint"], context.output_dir)
-    trainer = Trainer(
-        strategy=strategy, model=model, optimizer=optimizer, objective=task.objective(),
-        output_dir=context.output_dir, train_steps=settings["train_step"],
-        steps_per_loop=settings["iterations_per_loop"],
-        save_checkpoints_steps=settings["save_checkpoints_steps"],
-        keep_checkpoint_max=settings["keep_checkpoint_max"],
-        gradient_accumulation_steps=settings["gradient_accumulation_steps"],
-        enable_xla=settings["enable_xla"])
+    trainer = common.make_trainer(settings, strategy, model, optimizer, task.objective(),
+                                  context.output_dir, settings["train_step"])
     if settings["do_train"]:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
         trainer.train(lambda skip: task.dataset(paths["train"], settings, micro_batch,

@@ -20,7 +20,7 @@ from absl import flags, logging
 from albert_tf import brightmart, checkpoints, fileio, release
 from albert_tf.config import AlbertConfig
 from albert_tf.training import distribute
-from albert_tf.training.loop import predict
+from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.optimizers import create_optimizer
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -260,6 +260,20 @@ def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimize
     if precision == "mixed_float16":
         result = keras.optimizers.LossScaleOptimizer(result)
     return result
+
+
+def make_trainer(settings: dict, strategy, model, optimizer, objective, output_dir: str,
+                 train_steps: int):
+    """The run's `Trainer`: checkpoints, loop length, accumulation, XLA and the seed of
+    its random draws (dropout) from the common flags."""
+    return Trainer(
+        strategy=strategy, model=model, optimizer=optimizer, objective=objective,
+        output_dir=output_dir, train_steps=train_steps,
+        steps_per_loop=settings["iterations_per_loop"],
+        save_checkpoints_steps=settings["save_checkpoints_steps"],
+        keep_checkpoint_max=settings["keep_checkpoint_max"],
+        gradient_accumulation_steps=settings["gradient_accumulation_steps"],
+        enable_xla=settings["enable_xla"], seed=settings["seed"])
 
 
 def initialize_from(model, init_checkpoint, output_dir) -> None:

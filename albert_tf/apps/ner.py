@@ -22,7 +22,7 @@ from albert_tf.apps import common
 from albert_tf.data import cache, ner, records
 from albert_tf.modeling import AlbertTokenClassifier
 from albert_tf.training import distribute
-from albert_tf.training.loop import Trainer, predict
+from albert_tf.training.loop import predict
 from albert_tf.training.objectives import TokenObjective
 
 CACHE_FORMAT = 1
@@ -226,14 +226,8 @@ def run(settings: dict) -> dict:
             num_warmup_steps=warmup, optimizer=settings["optimizer"],
             precision=settings["precision"])
     common.initialize_from(model, settings["init_checkpoint"], output_dir)
-    trainer = Trainer(
-        strategy=strategy, model=model, optimizer=optimizer, objective=TokenObjective(),
-        output_dir=output_dir, train_steps=steps,
-        steps_per_loop=settings["iterations_per_loop"],
-        save_checkpoints_steps=settings["save_checkpoints_steps"],
-        keep_checkpoint_max=settings["keep_checkpoint_max"],
-        gradient_accumulation_steps=settings["gradient_accumulation_steps"],
-        enable_xla=settings["enable_xla"])
+    trainer = common.make_trainer(settings, strategy, model, optimizer, TokenObjective(),
+                                  output_dir, steps)
     if "train" in splits:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
         path = splits["train"].records.path

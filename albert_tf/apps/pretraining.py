@@ -13,7 +13,7 @@ from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training import distribute
-from albert_tf.training.loop import Trainer, evaluate
+from albert_tf.training.loop import evaluate
 from albert_tf.training.objectives import PretrainingObjective
 
 
@@ -117,15 +117,8 @@ def run(settings: dict) -> dict:
             start_warmup_step=settings["start_warmup_step"],
             poly_power=settings["poly_power"])
     common.initialize_from(model, settings["init_checkpoint"], context.output_dir)
-    trainer = Trainer(
-        strategy=strategy, model=model, optimizer=optimizer,
-        objective=PretrainingObjective(), output_dir=context.output_dir,
-        train_steps=settings["num_train_steps"],
-        steps_per_loop=settings["iterations_per_loop"],
-        save_checkpoints_steps=settings["save_checkpoints_steps"],
-        keep_checkpoint_max=settings["keep_checkpoint_max"],
-        gradient_accumulation_steps=settings["gradient_accumulation_steps"],
-        enable_xla=settings["enable_xla"])
+    trainer = common.make_trainer(settings, strategy, model, optimizer, PretrainingObjective(),
+                                  context.output_dir, settings["num_train_steps"])
     results = {}
     if settings["do_train"]:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]

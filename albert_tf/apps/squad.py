@@ -18,7 +18,7 @@ from albert_tf.evaluation import squad_metrics, squad_postprocess
 from albert_tf.modeling import AlbertSquadV1, AlbertSquadV2
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training import distribute
-from albert_tf.training.loop import Trainer, predict
+from albert_tf.training.loop import predict
 from albert_tf.training.objectives import MeanObjective
 
 V1_OUTPUTS = (names.START_LOGITS, names.END_LOGITS)
@@ -106,14 +106,8 @@ def run(settings: dict) -> dict:
             num_warmup_steps=int(train_steps * settings["warmup_proportion"]),
             optimizer=settings["optimizer"], precision=settings["precision"])
     common.initialize_from(model, settings["init_checkpoint"], context.output_dir)
-    trainer = Trainer(
-        strategy=strategy, model=model, optimizer=optimizer, objective=objective(version_2),
-        output_dir=context.output_dir, train_steps=train_steps,
-        steps_per_loop=settings["iterations_per_loop"],
-        save_checkpoints_steps=settings["save_checkpoints_steps"],
-        keep_checkpoint_max=settings["keep_checkpoint_max"],
-        gradient_accumulation_steps=settings["gradient_accumulation_steps"],
-        enable_xla=settings["enable_xla"])
+    trainer = common.make_trainer(settings, strategy, model, optimizer, objective(version_2),
+                                  context.output_dir, train_steps)
     if train is not None:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
         trainer.train(lambda skip: squad.squad_dataset(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import NamedTuple
 
 import keras
@@ -157,11 +159,59 @@ def layer_norm(name: str, dtype) -> LayerNorm:
     return LayerNorm(axis=-1, epsilon=LAYER_NORM_EPSILON, name=name, dtype=dtype)
 
 
+class _Draws(threading.local):
+    """The seed of the dropout masks being traced (`random_draws`), per thread."""
+
+    def __init__(self):
+        self.stack: list[list] = []
+
+
+_DRAWS = _Draws()
+
+
+@contextlib.contextmanager
+def random_draws(seed):
+    """Inside this block every dropout mask of a model is a pure function of `seed`
+    ([2] integers, a tensor: the training loop folds in the run's seed, the step, the
+    micro-batch and the replica), of the layer's own seed and of the order in which the
+    masks are drawn in the forward pass (the same at every trace, so a shared layer's
+    k-th call gets the k-th mask). No generator state is involved: a run resumed at
+    step N draws the masks the uninterrupted run draws at step N, on any number of
+    replicas. Outside such a block, dropout draws from the layer's Keras generator."""
+    _DRAWS.stack.append([tf.cast(seed, tf.int64), 0])
+    try:
+        yield
+    finally:
+        _DRAWS.stack.pop()
+
+
+def _next_draw_seed(layer_seed: int | None):
+    """The seed of the next mask inside `random_draws`, or None outside."""
+    if not _DRAWS.stack:
+        return None
+    frame = _DRAWS.stack[-1]
+    base, frame[1] = frame[0], frame[1] + 1
+    fold_in = tf.random.experimental.stateless_fold_in
+    return fold_in(fold_in(base, layer_seed or 0), frame[1])
+
+
+@keras.saving.register_keras_serializable(package="albert_tf")
+class Dropout(keras.layers.Dropout):
+    """Keras' Dropout (the same masks, scaling and generator), whose masks inside
+    `random_draws` come from the step's seed instead of the generator's state."""
+
+    def call(self, inputs, training=False):
+        seed = _next_draw_seed(self.seed) if training and self.rate > 0 else None
+        if seed is None:
+            return super().call(inputs, training=training)
+        return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
+
+
 def dropout(rate: float, seeds: SeedStream, dtype, name: str = "dropout"):
     """A seeded dropout layer, or None when the rate is 0 (every v2 release)."""
     if not rate:
         return None
-    return keras.layers.Dropout(rate, seed=seeds(), name=name, dtype=dtype)
+    return Dropout(rate, seed=seeds(), name=name, dtype=dtype)
 
 
 def apply_dropout(layer, x, training):

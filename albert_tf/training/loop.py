@@ -10,6 +10,8 @@
 - TF2 checkpoints (`tf.train.Checkpoint` of model and optimizer) every
   `save_checkpoints_steps`, `keep_checkpoint_max` kept, resumed automatically from
   `output_dir` at the same step, schedule and data position; SIGTERM saves and stops;
+- dropout masks drawn from (seed, step, micro-batch, replica) (`random_draws`), so a
+  resumed run trains exactly as the uninterrupted one;
 - TensorBoard summaries (loss terms, learning rate) and a progress line with rate and ETA.
 """
 
@@ -27,6 +29,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.records import to_model_inputs
+from albert_tf.modeling.common import random_draws
 from albert_tf.training import distribute
 from albert_tf.training.objectives import Objective
 
@@ -54,7 +57,7 @@ class Trainer:
                  objective: Objective, output_dir: str, train_steps: int,
                  steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
                  keep_checkpoint_max: int = 5, gradient_accumulation_steps: int = 1,
-                 enable_xla: bool = False, log_steps: int | None = None):
+                 enable_xla: bool = False, log_steps: int | None = None, seed: int = 0):
         if train_steps < 1:
             raise ValueError(f"train_steps must be >= 1, got {train_steps}")
         if gradient_accumulation_steps < 1:
@@ -69,6 +72,7 @@ class Trainer:
         self.steps_per_loop = max(1, steps_per_loop)
         self.save_checkpoints_steps = max(1, save_checkpoints_steps)
         self.gradient_accumulation_steps = gradient_accumulation_steps
+        self.seed = int(seed)
         self.log_steps = log_steps or self.steps_per_loop
         self.use_xla = distribute.use_xla(enable_xla, strategy)
         self.is_chief = distribute.is_chief(strategy)
@@ -146,8 +150,9 @@ class Trainer:
             [objective.denominators(batch) for batch in micro_batches], all_reduce)
         variables = model.trainable_variables
         total_grads, total_terms = None, None
-        for batch in micro_batches:
-            grads, terms = self._gradients(batch, denominators)
+        for index, batch in enumerate(micro_batches):
+            seed = self._draw_seed(context, index)
+            grads, terms = self._gradients(batch, denominators, seed)
             total_grads = grads if total_grads is None else [
                 _add_gradients(a, b) for a, b in zip(total_grads, grads)]
             total_terms = terms if total_terms is None else {
@@ -155,8 +160,19 @@ class Trainer:
         self.optimizer.apply_gradients(zip(total_grads, variables))
         return total_terms
 
-    def _compute_gradients(self, batch, denominators):
-        with tf.GradientTape() as tape:
+    def _draw_seed(self, context, micro_batch):
+        """The seed of this replica's random draws (dropout) on `micro_batch` of the
+        coming step: a function of (run seed, step, micro-batch, replica) alone, so that
+        a resumed run draws what the uninterrupted one draws."""
+        fold_in = tf.random.experimental.stateless_fold_in
+        seed = tf.constant([self.seed, 0x5EED], tf.int64)
+        for part in (self.optimizer.iterations, micro_batch,
+                     context.replica_id_in_sync_group):
+            seed = fold_in(seed, tf.cast(part, tf.int64))
+        return seed
+
+    def _compute_gradients(self, batch, denominators, seed):
+        with tf.GradientTape() as tape, random_draws(seed):
             outputs = forward(self.model, batch, training=True)
             terms = self.objective.terms(outputs, batch, denominators)
             loss = tf.add_n(list(terms.values()))

@@ -24,3 +24,19 @@ def read_results(path: pathlib.Path) -> dict[str, float]:
     """The `key = value` lines of an eval_results.txt."""
     return {k: float(v) for k, v in (line.split(" = ")
                                      for line in path.read_text().splitlines())}
+
+
+def run_with_faults(script: str, *args, logical_cpus: int = 1,
+                    kill_at: int | None = None) -> subprocess.CompletedProcess:
+    """`run_script` through `tests/helpers/faults.py`: on `logical_cpus` CPU devices,
+    and SIGKILLed at step `kill_at` (asserted) or run to the end (asserted)."""
+    fault = [f"--kill_at={kill_at}"] if kill_at is not None else []
+    command = [sys.executable, str(ROOT / "tests" / "helpers" / "faults.py"),
+               pathlib.Path(script).stem, f"--logical_cpus={logical_cpus}", *fault, "--",
+               *map(str, args)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                     PYTHONPATH=str(ROOT)))
+    expected = 0 if kill_at is None else -9  # SIGKILL
+    assert result.returncode == expected, result.stderr[-3000:]
+    return result

@@ -80,12 +80,10 @@ def main():
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--sleep", type=float, default=0.0)
     args = parser.parse_args()
-    import tensorflow as tf
-
     if args.strategy == "mirrored":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        from tests.helpers.faults import use_logical_cpus
+
+        use_logical_cpus(2)
     from albert_tf.training import distribute
 
     strategy = distribute.get_strategy(args.strategy)

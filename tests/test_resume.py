@@ -1,0 +1,68 @@
+"""Preempted runs end where uninterrupted ones do: each script, with dropout 0.1 in the
+encoder and the head and gradient accumulation, on one device and mirrored over two
+logical CPUs, SIGKILLed between checkpoints (step 6: the work since step 4 is lost) and
+right after one (step 8), restarted each time; its last checkpoint equals the
+uninterrupted run's bit for bit (weights, optimizer slots, step).
+
+Exact, not close: every draw (dropout masks, shuffles, dynamic masks and sentence-order
+swaps) is a function of (seed, step, micro-batch, replica) or of the data position, and a
+restarted process computes the same ops on the same devices in the same order.
+"""
+
+import pytest
+
+from tests.helpers import faults
+from tests.helpers.paths import ALICE
+from tests.helpers.scripts import FIXTURES, SPM, run_with_faults
+from tests.helpers.tiny import write_tiny_config
+
+STEPS, SAVE_EVERY, KILLS = 12, 4, (6, 8)
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    return write_tiny_config(tmp_path_factory.mktemp("config"), max_position_embeddings=64,
+                             hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+
+
+def flags(script, config, output_dir):
+    common = [f"--spm_model_file={SPM}", f"--albert_config_file={config}",
+              f"--output_dir={output_dir}", "--do_train", "--train_batch_size=8",
+              "--gradient_accumulation_steps=2", f"--save_checkpoints_steps={SAVE_EVERY}",
+              "--iterations_per_loop=2", "--learning_rate=1e-3", "--seed=5"]
+    if script == "run_classifier":  # the head's dropout: --dropout_prob's default, 0.1
+        return [*common, "--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}",
+                "--max_seq_length=32", f"--train_step={STEPS}", "--warmup_step=2"]
+    if script == "run_squad":
+        data = FIXTURES / "squad" / "dev-v1.1-excerpt.json"
+        return [*common, f"--train_file={data}", "--max_seq_length=64", "--doc_stride=32",
+                "--max_query_length=16", "--num_train_epochs=0.5"]  # 196 features: 12 steps
+    return [*common, f"--input_text={ALICE}", "--max_seq_length=32",
+            "--max_predictions_per_seq=5", f"--num_train_steps={STEPS}",
+            "--num_warmup_steps=2"]
+
+
+def last_checkpoint(directory):
+    import tensorflow as tf
+
+    return tf.train.latest_checkpoint(str(directory))
+
+
+@pytest.mark.parametrize("strategy", ["one_device", "mirrored"])
+@pytest.mark.parametrize("script", ["run_classifier", "run_squad", "run_pretraining"])
+def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
+        tmp_path, config, script, strategy):
+    devices = {"logical_cpus": 2} if strategy == "mirrored" else {}
+    strategy_flag = f"--distribution_strategy={strategy}"
+    run_with_faults(script, *flags(script, config, tmp_path / "straight"), strategy_flag,
+                    **devices)
+    killed = tmp_path / "killed"
+    for step in KILLS:
+        run_with_faults(script, *flags(script, config, killed), strategy_flag,
+                        kill_at=step, **devices)
+        assert last_checkpoint(killed).endswith(f"ckpt-{step // SAVE_EVERY * SAVE_EVERY}")
+    run_with_faults(script, *flags(script, config, killed), strategy_flag, **devices)
+    straight = last_checkpoint(tmp_path / "straight")
+    assert straight.endswith(f"ckpt-{STEPS}") and last_checkpoint(killed).endswith(f"ckpt-{STEPS}")
+    compared = faults.assert_same_checkpoints(straight, last_checkpoint(killed))
+    assert compared > 30  # weights, both Adam slots, the step

@@ -13,7 +13,7 @@ import pytest
 
 from tests.helpers import faults
 from tests.helpers.paths import ALICE
-from tests.helpers.scripts import FIXTURES, SPM, run_with_faults
+from tests.helpers.scripts import FIXTURES, SPM, read_results, run_with_faults
 from tests.helpers.tiny import write_tiny_config
 
 STEPS, SAVE_EVERY, KILLS = 12, 4, (6, 8)
@@ -36,7 +36,7 @@ def flags(script, config, output_dir):
     if script == "run_squad":
         data = FIXTURES / "squad" / "dev-v1.1-excerpt.json"
         return [*common, f"--train_file={data}", "--max_seq_length=64", "--doc_stride=32",
-                "--max_query_length=16", "--num_train_epochs=0.5"]  # 196 features: 12 steps
+                "--max_query_length=16", "--num_train_epochs=4"]  # 25 questions: 12 steps
     return [*common, f"--input_text={ALICE}", "--max_seq_length=32",
             "--max_predictions_per_seq=5", f"--num_train_steps={STEPS}",
             "--num_warmup_steps=2"]
@@ -54,15 +54,24 @@ def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
         tmp_path, config, script, strategy):
     devices = {"logical_cpus": 2} if strategy == "mirrored" else {}
     strategy_flag = f"--distribution_strategy={strategy}"
-    run_with_faults(script, *flags(script, config, tmp_path / "straight"), strategy_flag,
+    straight = tmp_path / "straight"
+    # The uninterrupted pretraining run on one device is also the end-to-end test of
+    # --input_text: evaluation and the MLM export for serving.
+    also = script == "run_pretraining" and strategy == "one_device"
+    extra = ["--do_eval", "--eval_batch_size=8", "--max_eval_steps=2",
+             f"--export_dir={straight / 'export'}"] if also else []
+    run_with_faults(script, *flags(script, config, straight), strategy_flag, *extra,
                     **devices)
+    if also:
+        assert read_results(straight / "eval_results.txt")["global_step"] == STEPS
+        assert (straight / "export" / "1" / "saved_model.pb").exists()
     killed = tmp_path / "killed"
     for step in KILLS:
         run_with_faults(script, *flags(script, config, killed), strategy_flag,
                         kill_at=step, **devices)
         assert last_checkpoint(killed).endswith(f"ckpt-{step // SAVE_EVERY * SAVE_EVERY}")
     run_with_faults(script, *flags(script, config, killed), strategy_flag, **devices)
-    straight = last_checkpoint(tmp_path / "straight")
+    straight = last_checkpoint(straight)
     assert straight.endswith(f"ckpt-{STEPS}") and last_checkpoint(killed).endswith(f"ckpt-{STEPS}")
     compared = faults.assert_same_checkpoints(straight, last_checkpoint(killed))
     assert compared > 30  # weights, both Adam slots, the step

@@ -55,14 +55,8 @@ def test_trains_evaluates_and_resumes_from_records(workspace):
     assert "loaded" in classify.stderr and (out / "mrpc" / "ckpt-1.index").exists()
 
 
-def test_dynamic_masking_from_raw_text(workspace):
-    out = workspace / "dynamic"
-    run("run_pretraining.py", f"--input_text={CORPUS}", f"--spm_model_file={SPM}",
-        f"--albert_config_file={workspace / 'tiny.json'}", f"--output_dir={out}",
-        "--do_train", "--do_eval", "--num_train_steps=3", "--save_checkpoints_steps=3",
-        f"--export_dir={out / 'export'}", *COMMON)
-    assert (out / "ckpt-3.index").exists() and eval_results(out)["global_step"] == 3
-    assert (out / "export" / "1" / "saved_model.pb").exists()  # the MLM, for serving
+# Training, evaluation and export from raw text (dynamic masking): the uninterrupted run
+# of tests/test_resume.py.
 
 
 @pytest.mark.parametrize("args, message", [

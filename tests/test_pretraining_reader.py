@@ -55,3 +55,17 @@ def test_pretraining_dataset_shuffles_by_seed_and_trims(record_files):
         for name in pt.SEQUENCE_FEATURES:
             assert batch[name].shape[1] == longest
         assert batch["masked_lm_positions"].shape[1] == 10
+
+
+def test_a_resumed_stream_skips_to_the_batches_the_run_would_have_read(record_files):
+    """What `run_pretraining.py` resumes on: `skip(k)` of the seeded training stream is
+    the stream from its k-th batch on, beyond the end of a pass (files and records
+    reshuffled for the next one, by the seed)."""
+    def stream(skip=0):
+        return pt.pretraining_dataset(record_files.output_files, 8, seed=11).skip(skip)
+
+    per_pass = record_files.num_instances // 8
+    whole = [b["input_ids"].numpy() for b in stream().take(per_pass + 3)]
+    resumed = [b["input_ids"].numpy() for b in stream(per_pass - 1).take(4)]
+    for got, want in zip(resumed, whole[per_pass - 1:]):
+        np.testing.assert_array_equal(got, want)

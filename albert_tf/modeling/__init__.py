@@ -1,5 +1,6 @@
 """Keras layers and models of ALBERT, with variable paths that mirror the TF1 scopes."""
 
+from albert_tf.modeling.common import random_draws
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.tasks import (
@@ -11,4 +12,4 @@ from albert_tf.modeling.tasks import (
 )
 
 __all__ = ["AlbertClassifier", "AlbertEncoder", "AlbertMultipleChoice", "AlbertPretrainer",
-           "AlbertSquadV1", "AlbertSquadV2", "AlbertTokenClassifier"]
+           "AlbertSquadV1", "AlbertSquadV2", "AlbertTokenClassifier", "random_draws"]

@@ -40,7 +40,7 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--max_predictions_per_seq", type=int, default=20)
-    parser.add_argument("--skips", default="0,200,1000", help="comma-separated batch counts")
+    parser.add_argument("--skips", default="0,1000,5000", help="comma-separated batch counts")
     args = parser.parse_args()
 
     from bench_own_tasks import cpu_flags

@@ -87,3 +87,23 @@ def test_model_flops_formula():
     forward = bench_models.model_flops(base, 128)
     assert forward == pytest.approx(22.4e9, rel=0.01)
     assert bench_models.model_flops(base, 128, train=True) == 3 * forward
+
+
+def test_bench_resume_prints_its_table():
+    """The harness of benchmarks/bench_resume.py on the small corpus (times nothing)."""
+    from tests.helpers.paths import ALICE
+    from tests.helpers.scripts import SPM
+
+    done = subprocess.run(
+        [sys.executable, str(REPOSITORY / "benchmarks" / "bench_resume.py"),
+         f"--input_text={ALICE}", f"--spm_model_file={SPM}", "--batch_size=4",
+         "--max_seq_length=32", "--max_predictions_per_seq=4", "--skips=0,3"],
+        capture_output=True, text=True, cwd=REPOSITORY, timeout=300,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines()
+            if line.startswith("| records") or line.startswith("| input_text")]
+    assert [(r[0].strip(), int(r[1])) for r in rows] == [
+        ("records", 0), ("records", 3), ("input_text", 0), ("input_text", 3)]
+    assert all(float(r[2]) > 0 for r in rows)
+    assert "CPU flags:" in done.stdout

@@ -197,8 +197,8 @@ def _next_draw_seed(layer_seed: int | None):
 
 @keras.saving.register_keras_serializable(package="albert_tf")
 class Dropout(keras.layers.Dropout):
-    """Keras' Dropout (the same masks, scaling and generator), whose masks inside
-    `random_draws` come from the step's seed instead of the generator's state."""
+    """Keras' Dropout (its variables, config and scaling), whose masks inside
+    `random_draws` come from the block's seed instead of the layer's generator."""
 
     def call(self, inputs, training=False):
         seed = _next_draw_seed(self.seed) if training and self.rate > 0 else None

@@ -14,6 +14,20 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# The modules that take minutes (scripts run end to end in subprocesses), longest first.
+# They are collected first, so that with `make test`'s two workers (--dist=loadscope: a
+# module at a time, in collection order) the long ones start early and the short ones
+# fill in, instead of one worker running a long module alone at the end.
+LONGEST_MODULES = ("test_resume.py", "test_readme.py", "test_run_classifier.py",
+                   "test_export.py", "test_run_squad.py", "test_demo.py", "test_run_ner.py",
+                   "test_training_loop.py", "test_run_pretraining.py", "test_optimizers.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: index for index, name in enumerate(LONGEST_MODULES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
+
+
 FIXTURE_DIR = pathlib.Path(__file__).parent / "fixtures" / "albert_tf1_tiny_grouped"
 FIXTURE_CHECKPOINT = str(FIXTURE_DIR / "model.ckpt")
 

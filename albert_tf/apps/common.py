@@ -420,13 +420,8 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
     checkpoints_to_try = trainer.manager.checkpoints or [None]
     best, best_step = None, None
     for checkpoint in checkpoints_to_try:
-        if checkpoint is not None:
-            try:
-                trainer.checkpoint.restore(checkpoint).expect_partial()
-            except (tf.errors.OpError, ValueError) as e:
-                logging.warning("not evaluating %s: it cannot be read (%s)", checkpoint,
-                                str(e).splitlines()[0][:200])
-                continue
+        if checkpoint is not None and not trainer.load(checkpoint, partial=True):
+            continue  # unreadable: reported, not evaluated
         results = task.metrics(predict(trainer.strategy, trainer.model, dataset,
                                        ["predictions"], ["label_ids"]))
         results["global_step"] = trainer.step

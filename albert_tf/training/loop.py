@@ -98,18 +98,29 @@ class Trainer:
         the step. A checkpoint that cannot be read (truncated by a crash on a file
         system without atomic rename, a missing data shard) is reported and the one
         before it is tried; nothing is deleted."""
-        for path in reversed(self.readable_order()):
-            try:
-                self.checkpoint.restore(path).assert_existing_objects_matched()
-            except (tf.errors.OpError, ValueError, AssertionError) as e:
-                logging.warning("checkpoint %s cannot be read (%s); trying the one before",
-                                path, str(e).splitlines()[0][:200])
-                continue
-            logging.info("resumed from %s at step %d", path, self.step)
-            return self.step
+        for path in reversed(self.checkpoints_oldest_first()):
+            if self.load(path):
+                logging.info("resumed from %s at step %d", path, self.step)
+                return self.step
+            logging.info("trying the checkpoint before %s", path)
         return self.step
 
-    def readable_order(self) -> list[str]:
+    def load(self, path: str, partial: bool = False) -> bool:
+        """Restores the checkpoint `path` (model and optimizer; with `partial`, what the
+        checkpoint has of them); False, with a warning, when it cannot be read."""
+        try:
+            status = self.checkpoint.restore(path)
+            if partial:
+                status.expect_partial()
+            else:
+                status.assert_existing_objects_matched()
+        except (tf.errors.OpError, ValueError, AssertionError) as e:
+            logging.warning("checkpoint %s cannot be read (%s)", path,
+                            str(e).splitlines()[0][:200])
+            return False
+        return True
+
+    def checkpoints_oldest_first(self) -> list[str]:
         """The checkpoints of `output_dir`, oldest first: those the `checkpoint` file
         lists, then any other `ckpt-N.index` (a newer one whose `checkpoint` file update
         was lost)."""

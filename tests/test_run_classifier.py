@@ -376,7 +376,8 @@ def test_regression_from_jsonl_and_a_tsv_by_column_index(tmp_path, config_file):
 def test_one_run_per_output_dir_and_a_dead_runs_lock_is_taken_over(tmp_path, config_file):
     """A live run's lock (here this test's own process) stops a second run before any
     work, naming the directory and the process; a lock left by a killed run is taken
-    over with a warning, and removed when the run ends."""
+    over with a warning, and removed when the run ends. (Its checkpoints then serve an
+    evaluation that skips an unreadable one.)"""
     import os
     import socket
     import subprocess
@@ -388,8 +389,8 @@ def test_one_run_per_output_dir_and_a_dead_runs_lock_is_taken_over(tmp_path, con
     lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
                                 "started": "earlier"}))
     args = ["--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train",
-            *common_flags(config_file, out, train_step=2, save_checkpoints_steps=2,
-                          iterations_per_loop=2)]
+            *common_flags(config_file, out, train_step=2, save_checkpoints_steps=1,
+                          iterations_per_loop=1)]
     refused = run(*args, check=False)
     assert refused.returncode != 0
     assert f"--output_dir={out} is in use by another run: process {os.getpid()}" \
@@ -402,3 +403,10 @@ def test_one_run_per_output_dir_and_a_dead_runs_lock_is_taken_over(tmp_path, con
     assert f"taking over {lock} from process {dead.pid}, which is no longer running" \
         in taken.stderr
     assert (out / "ckpt-2.index").exists() and not lock.exists()
+    # Evaluation of the kept checkpoints reports a truncated one and scores the others.
+    index = out / "ckpt-1.index"
+    index.write_bytes(index.read_bytes()[:20])
+    evaluated = run(*[a for a in args if a != "--do_train"], "--do_eval")
+    assert f"checkpoint {out / 'ckpt-1'} cannot be read" in evaluated.stderr
+    assert results(out / "eval_results.txt")["global_step"] == 2
+    assert results(out / "best_trial.txt")["global_step"] == 2 and index.exists()

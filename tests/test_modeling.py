@@ -89,6 +89,57 @@ def test_padding_does_not_change_real_positions(pretrainer, fixture_inputs, outp
     np.testing.assert_allclose(longer["pooled_output"], outputs["pooled_output"], atol=ATOL)
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["eager", "traced"])
+def test_real_tokens_only_gives_the_originals_numbers_at_real_positions(
+        pretrainer, fixture_inputs, fixture_outputs, traced):
+    from albert_tf.modeling import real_tokens_only
+
+    mask = fixture_inputs["input_mask"].astype(bool)
+    assert 0 < mask.sum() < mask.size  # the fixture's rows end in padding
+    call = lambda x: pretrainer(x, training=False)  # noqa: E731
+    call = tf.function(call) if traced else call
+    with real_tokens_only():
+        out = call({k: tf.constant(v) for k, v in model_inputs(fixture_inputs).items()})
+    expected = zip(out["encoder_outputs"], fixture_outputs["all_encoder_layers"])
+    for index, (ours, theirs) in enumerate(expected):
+        np.testing.assert_allclose(ours.numpy()[mask], theirs[mask], atol=ATOL, rtol=0,
+                                   err_msg=f"encoder_outputs[{index}]")
+    np.testing.assert_allclose(out["embedding_output"].numpy()[mask],
+                               fixture_outputs["embedding_output"][mask], atol=ATOL)
+    assert not out["sequence_output"].numpy()[~mask].any()  # nothing computed there
+    np.testing.assert_allclose(out["pooled_output"], fixture_outputs["pooled_output"],
+                               atol=ATOL, rtol=0)
+    mlm = tf.nn.log_softmax(out["mlm_logits"]).numpy().reshape(len(
+        fixture_outputs["mlm_log_probs"]), -1)
+    np.testing.assert_allclose(mlm, fixture_outputs["mlm_log_probs"], atol=ATOL, rtol=0)
+    np.testing.assert_allclose(tf.nn.log_softmax(out["sop_logits"]),
+                               fixture_outputs["sop_log_probs"], atol=ATOL, rtol=0)
+
+
+def test_real_tokens_only_for_any_mask_first_token_heads_and_training():
+    from albert_tf import AlbertClassifier
+    from albert_tf.modeling import real_tokens_only
+
+    model = AlbertClassifier(small_config(), num_labels=3, seed=0)
+    inputs = tiny.random_inputs(VOCAB, batch=4, length=8, lengths=[8, 1, 5, 0],
+                                second_segment_from=2)
+    inputs["input_mask"][0, 3:5] = 0  # a hole: each position is masked on its own
+    padded = model(inputs, training=False)
+    with real_tokens_only():  # the classifier reads position 0 alone in its last block
+        real = model(inputs, training=False)
+        empty = model({k: v[:0] for k, v in inputs.items()}, training=False)
+        trained = model(inputs, training=True)  # training computes every position
+    kept = [0, 1, 2]  # (row 3 has no real token: its position 0 differs)
+    np.testing.assert_allclose(real["logits"].numpy()[kept], padded["logits"].numpy()[kept],
+                               atol=ATOL, rtol=0)
+    assert empty["logits"].shape == (0, 3)
+    assert trained["logits"].shape == (4, 3)
+    encoder = model.encoder
+    with real_tokens_only():
+        sequence = encoder(inputs, training=True)["sequence_output"].numpy()
+    assert sequence[~inputs["input_mask"].astype(bool)].any()
+
+
 def test_encoder_alone_gives_the_same_numbers(tiny_config, fixture_inputs, fixture_outputs):
     encoder = AlbertEncoder(tiny_config)
     report = load_tf1_checkpoint(encoder, FIXTURE_CHECKPOINT, strict=True)

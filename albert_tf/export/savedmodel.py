@@ -9,6 +9,7 @@ overwritten) with its `assets.extra/`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -21,6 +22,7 @@ from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
 from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings
+from albert_tf.modeling import real_tokens
 from albert_tf.release import describe_checkpoint, load_checkpoint
 
 SIGNATURES = ("serving_default", "serve_examples", "serve_text")
@@ -167,14 +169,22 @@ def _build_tokenizer(entry: ServingKind, spm_model_file, vocab_file, do_lower_ca
 
 
 # ------------------------------------------------------------------ the signatures
+@contextlib.contextmanager
+def serving_graph():
+    """How the signatures are traced (and saved): with plain TensorFlow ops, since TF
+    Serving runs XLA kernels on CPU only when started with --xla_cpu_compilation_enabled
+    (`albert_tf.fused`); on the real tokens of each request alone
+    (`albert_tf.modeling.real_tokens`)."""
+    with fused.xla_disabled(), real_tokens.real_tokens_only():
+        yield
+
+
 def _trace_signatures(module: ServingModule) -> dict:
-    """The concrete functions of each signature (`serve_text` only with a tokenizer).
-    Traced with plain TensorFlow ops: TF Serving runs XLA kernels on CPU only when
-    started with --xla_cpu_compilation_enabled (albert_tf.fused)."""
+    """The concrete functions of each signature (`serve_text` only with a tokenizer)."""
     def trace(function, specs):
         return tf.function(function, input_signature=specs).get_concrete_function()
 
-    with fused.xla_disabled():
+    with serving_graph():
         signatures = {
             "serving_default": trace(module.serving_default, module.input_specs()),
             "serve_examples": trace(module.serve_examples,
@@ -274,7 +284,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     signatures = _trace_signatures(module)
 
     with fileio.atomic_directory(final_dir) as temp_dir:
-        with fused.xla_disabled():
+        with serving_graph():
             tf.saved_model.save(module, temp_dir, signatures=signatures)
         warmup = warmup_requests and _write_warmup(temp_dir, module)
         _write_extras(temp_dir, model, labels, _export_info(

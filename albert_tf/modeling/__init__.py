@@ -3,6 +3,7 @@
 from albert_tf.modeling.common import random_draws
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
+from albert_tf.modeling.real_tokens import real_tokens_only
 from albert_tf.modeling.tasks import (
     AlbertClassifier,
     AlbertMultipleChoice,
@@ -12,4 +13,5 @@ from albert_tf.modeling.tasks import (
 )
 
 __all__ = ["AlbertClassifier", "AlbertEncoder", "AlbertMultipleChoice", "AlbertPretrainer",
-           "AlbertSquadV1", "AlbertSquadV2", "AlbertTokenClassifier", "random_draws"]
+           "AlbertSquadV1", "AlbertSquadV2", "AlbertTokenClassifier", "random_draws",
+           "real_tokens_only"]

@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling import common
+from albert_tf.modeling import common, real_tokens
 
 # The original adds (1 - mask) * -10000 to the attention logits of padded keys.
 MASK_ADDER = -10000.0
@@ -60,16 +60,19 @@ class AlbertAttention(keras.layers.Layer):
                 "output": common.SharedDense.of([self.output_dense], dtype, training)}
 
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
-             residual=None):
+             residual=None, tokens=None):
         """The attention output [B, F, H] (F = S, or 1 with `first_token_only`), plus
         `residual` [B, F, H] if given (the block's, before its LayerNorm).
-        `weights`: `shared_weights()`, if made."""
+        `weights`: `shared_weights()`, if made. With `tokens` (`real_tokens.RealTokens`)
+        x is the real tokens' [T, H], and so are the output and residual unless
+        `first_token_only`."""
         weights = weights or self.shared_weights(training)
-        context = self.context(x, input_mask, training, first_token_only, weights["qkv"])
+        context = self.context(x, input_mask, training, first_token_only, weights["qkv"],
+                               tokens)
         return common.dense_output(weights["output"], context, residual,
                                    self.output_dropout, training)
 
-    def context(self, x, input_mask, training, first_token_only, qkv):
+    def context(self, x, input_mask, training, first_token_only, qkv, tokens=None):
         """The heads' context [B, F, H], before the output dense.
 
         x: [B, S, H]; input_mask: [B, S] int32, 1 for real tokens and 0 for padding.
@@ -78,23 +81,33 @@ class AlbertAttention(keras.layers.Layer):
         first_token_only: queries (and the output) for position 0 alone, [B, 1, H],
         attending over every key: what the pooled output needs of the last block.
         qkv: the query, key and value weights side by side (`shared_weights()["qkv"]`).
+        tokens: x is the real tokens' [T, H] (`real_tokens.RealTokens`): they are
+        projected as they are and spread to [B, S] for the attention; the context is
+        then [T, H] too, unless `first_token_only`.
         """
         c = self.config
-        batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
+        if tokens is None:
+            batch_size, seq_length = tf.shape(x)[0], tf.shape(x)[1]
+            spread = lambda t: t  # noqa: E731
+        else:
+            batch_size, seq_length = tokens.batch_size, tokens.seq_length
+            spread = tokens.scatter
         heads, size, hidden = c.num_attention_heads, c.attention_head_size, c.hidden_size
 
-        def project(t, dense):
-            # [B, L, H] -> [k, B, N, L, D] for the k projections side by side in `dense`
-            count = dense.kernel.shape[1] // hidden
-            out = tf.reshape(dense(t), [batch_size, tf.shape(t)[1], count, heads, size])
+        def split(projected, length):
+            # [B, L, k * H] -> [k, B, N, L, D] for k projections side by side
+            count = projected.shape[-1] // hidden
+            out = tf.reshape(projected, [batch_size, length, count, heads, size])
             return tf.transpose(out, [2, 0, 3, 1, 4])
 
         if first_token_only:
-            q = project(x[:, :1], qkv.columns(0, hidden))[0]  # [B, N, 1, D]
-            k, v = tf.unstack(project(x, qkv.columns(hidden, 3 * hidden)))  # [B, N, S, D]
+            first = real_tokens.first_positions(x, tokens)  # [B, 1, H]
+            q = split(qkv.columns(0, hidden)(first), 1)[0]  # [B, N, 1, D]
+            k, v = tf.unstack(split(spread(qkv.columns(hidden, 3 * hidden)(x)),
+                                    seq_length))  # [B, N, S, D]
             query_length = 1
         else:
-            q, k, v = tf.unstack(project(x, qkv))  # [B, N, S, D] each
+            q, k, v = tf.unstack(split(spread(qkv(x)), seq_length))  # [B, N, S, D] each
             query_length = seq_length
         # Batched matmuls over [B, N] (oneDNN runs them faster than the equivalent
         # einsums on CPU; XLA sees the same dots).
@@ -105,4 +118,5 @@ class AlbertAttention(keras.layers.Layer):
         probs = tf.cast(probs, x.dtype)
         probs = common.apply_dropout(self.probs_dropout, probs, training)
         context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, F, N, D]
-        return tf.reshape(context, [batch_size, query_length, hidden])  # [B, F, H]
+        context = tf.reshape(context, [batch_size, query_length, hidden])  # [B, F, H]
+        return context if tokens is None or first_token_only else tokens.gather(context)

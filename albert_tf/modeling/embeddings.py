@@ -41,17 +41,23 @@ class AlbertEmbeddings(keras.layers.Layer):
                 name=name, shape=shape, initializer=self._initializers[name]))
         self.layer_norm.build((None, None, c.embedding_size))
 
-    def call(self, input_word_ids, input_type_ids, training=None):
-        # input_word_ids, input_type_ids: [B, S] int32
+    def call(self, input_word_ids, input_type_ids, training=None, tokens=None):
+        # input_word_ids, input_type_ids: [B, S] int32 -> [B, S, E]; with `tokens`
+        # (`real_tokens.RealTokens`), the real tokens' embeddings alone, [T, E].
         seq_length = input_word_ids.shape[1]
         if seq_length is not None and seq_length > self.config.max_position_embeddings:
             raise ValueError(
                 f"sequence length {seq_length} is longer than the model's "
                 f"max_position_embeddings ({self.config.max_position_embeddings})")
-        if seq_length is None:
-            seq_length = tf.shape(input_word_ids)[1]
-        x = tf.gather(self.word_embeddings, input_word_ids)  # [B, S, E]
-        x += tf.gather(self.token_type_embeddings, input_type_ids)
-        x += self.position_embeddings[:seq_length][tf.newaxis]  # [1, S, E]
+        if tokens is not None:
+            x = tf.gather(self.word_embeddings, tokens.gather(input_word_ids))  # [T, E]
+            x += tf.gather(self.token_type_embeddings, tokens.gather(input_type_ids))
+            x += tf.gather(self.position_embeddings, tokens.positions)
+        else:
+            if seq_length is None:
+                seq_length = tf.shape(input_word_ids)[1]
+            x = tf.gather(self.word_embeddings, input_word_ids)  # [B, S, E]
+            x += tf.gather(self.token_type_embeddings, input_type_ids)
+            x += self.position_embeddings[:seq_length][tf.newaxis]  # [1, S, E]
         x = self.layer_norm(x)
         return common.apply_dropout(self.dropout, x, training)

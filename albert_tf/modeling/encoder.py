@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from albert_tf import huggingface, names
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling import common
+from albert_tf.modeling import common, real_tokens
 from albert_tf.modeling.base import AlbertModel, tf1_scope
 from albert_tf.modeling.embeddings import AlbertEmbeddings
 from albert_tf.modeling.transformer import AlbertTransformer
@@ -78,9 +78,18 @@ class AlbertEncoder(AlbertModel):
         FLOPs), for models that only read the pooled output; `sequence_output` and the
         last of `encoder_outputs` are then [B, 1, H]."""
         word_ids, mask, type_ids = read_inputs(inputs)
-        embedding_output = self.embeddings(word_ids, type_ids, training=training)
+        # Inference within `real_tokens_only()`: the real tokens alone, [T, ·].
+        tokens = real_tokens.RealTokens(mask) \
+            if real_tokens.enabled_now() and not training else None
+        embedding_output = self.embeddings(word_ids, type_ids, training=training,
+                                           tokens=tokens)
         encoder_outputs = self.encoder(embedding_output, mask, training=training,
-                                       first_token_only=first_token_only)
+                                       first_token_only=first_token_only, tokens=tokens)
+        if tokens is not None:  # back to [B, S, ·] (what is not read is pruned)
+            embedding_output = tokens.scatter(embedding_output)
+            encoder_outputs = [tokens.scatter(x) for x in encoder_outputs[:-1]] + [
+                encoder_outputs[-1] if first_token_only
+                else tokens.scatter(encoder_outputs[-1])]
         sequence_output = encoder_outputs[-1]  # [B, S, H]
         pooled_output = self.pooler(sequence_output[:, 0, :])  # [B, H]
         return {

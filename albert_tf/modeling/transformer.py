@@ -13,7 +13,7 @@ from __future__ import annotations
 import keras
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling import common
+from albert_tf.modeling import common, real_tokens
 from albert_tf.modeling.attention import AlbertAttention
 
 
@@ -78,13 +78,17 @@ class AlbertBlock(keras.layers.Layer):
         return {"attention": self.attention.shared_weights(training),
                 "ffn": self.ffn.shared_weights(training)}
 
-    def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
+    def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
+             tokens=None):
         # x: [B, S, H]; with first_token_only the output is position 0's alone, [B, 1, H]
         # (its attention still reads every position). weights: `shared_weights()`.
+        # tokens: x is the real tokens' [T, H] (`real_tokens.RealTokens`), and so is
+        # the output unless first_token_only.
         weights = weights or self.shared_weights(training)
+        residual = real_tokens.first_positions(x, tokens) if first_token_only else x
         attention_output = self.attention_layer_norm(self.attention(
             x, input_mask, training=training, first_token_only=first_token_only,
-            weights=weights["attention"], residual=x[:, :1] if first_token_only else x))
+            weights=weights["attention"], residual=residual, tokens=tokens))
         return self.ffn_layer_norm(self.ffn(
             attention_output, training=training, weights=weights["ffn"],
             residual=attention_output))
@@ -114,16 +118,18 @@ class AlbertLayerGroup(keras.layers.Layer):
         """Each block's `shared_weights()`, in order."""
         return [block.shared_weights(training) for block in self.blocks]
 
-    def call(self, x, input_mask, training=None, first_token_only=False, weights=None):
+    def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
+             tokens=None):
         """Returns the output of each inner block, in order; with `first_token_only`
-        the last block computes position 0 alone. weights: `shared_weights()`."""
+        the last block computes position 0 alone. weights: `shared_weights()`.
+        tokens: `real_tokens.RealTokens`, x being the real tokens' [T, H]."""
         outputs = []
         blocks = self.blocks
         weights = weights or self.shared_weights(training)
         for index, (block, block_weights) in enumerate(zip(blocks, weights)):
             last = first_token_only and index == len(blocks) - 1
             x = block(x, input_mask, training=training, first_token_only=last,
-                      weights=block_weights)
+                      weights=block_weights, tokens=tokens)
             outputs.append(x)
         return outputs
 
@@ -158,10 +164,13 @@ class AlbertTransformer(keras.layers.Layer):
             for group in self.groups:
                 group.build((None, None, self.config.hidden_size))
 
-    def call(self, embedding_output, input_mask, training=None, first_token_only=False):
+    def call(self, embedding_output, input_mask, training=None, first_token_only=False,
+             tokens=None):
         # embedding_output: [B, S, E]; returns a list of L * inner_group_num [B, S, H]
         # (the last one [B, 1, H] with first_token_only: only position 0 is computed in
-        # the last block, all the pooled output needs).
+        # the last block, all the pooled output needs). With `tokens`
+        # (`real_tokens.RealTokens`) the embeddings and outputs are the real tokens'
+        # [T, ·] (the last [B, 1, H] with first_token_only).
         x = embedding_output
         if self.embedding_hidden_mapping_in is not None:
             x = self.embedding_hidden_mapping_in(x)
@@ -173,7 +182,7 @@ class AlbertTransformer(keras.layers.Layer):
         for layer_index in range(num_layers):
             g = self.config.group_index(layer_index)
             outputs = getattr(self, f"group_{g}")(
-                x, input_mask, training=training, weights=weights[g],
+                x, input_mask, training=training, weights=weights[g], tokens=tokens,
                 first_token_only=first_token_only and layer_index == num_layers - 1)
             all_outputs.extend(outputs)
             x = outputs[-1]

@@ -1,0 +1,75 @@
+"""Inference on the real tokens of a batch only: no work on padding.
+
+A batch [B, S] padded to its longest sequence (or to max_seq_length, as records and many
+clients send it) holds T = sum(input_mask) real tokens. Nearly all of ALBERT's work is per
+token: the embeddings, the Q/K/V and output projections, the FFN and the LayerNorms, 24 H^2
+FLOPs per token and layer against 4 S H for the attention scores and their weighted sum
+(S / 6H: 2.7% for ALBERT-base at S = 128). Within `real_tokens_only()`, the encoder
+gathers the real tokens into one [T, ·] matrix, runs the per-token layers on it, and
+spreads the projected keys, values and queries to [B, S, ·] only for the attention
+itself (whose bias excludes padded keys as before). The outputs at real positions are
+those of the padded computation (to float rounding: the same matmuls on fewer rows);
+`sequence_output` holds zeros at padded positions, where the padded computation holds
+values that no head or metric reads.
+
+Training is unchanged (its dropout masks are drawn over [B, S, ·]): the context acts on
+forward passes with `training` false, traced inside it. The SavedModel signatures and the
+scripts' evaluation and prediction are traced inside it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import tensorflow as tf
+
+_state = threading.local()
+
+
+@contextlib.contextmanager
+def real_tokens_only(enabled: bool = True):
+    """Inside this block, inference forward passes traced compute on real tokens only."""
+    previous = enabled_now()
+    _state.enabled = enabled
+    try:
+        yield
+    finally:
+        _state.enabled = previous
+
+
+def enabled_now() -> bool:
+    return getattr(_state, "enabled", False)
+
+
+class RealTokens:
+    """Where the real tokens of a [B, S] batch are: `flat` [T] indices into the B * S
+    positions, in order (sequence by sequence, position by position)."""
+
+    def __init__(self, input_mask):
+        shape = tf.shape(input_mask)
+        self.batch_size, self.seq_length = shape[0], shape[1]
+        self.flat = tf.cast(tf.where(tf.reshape(input_mask, [-1]) > 0)[:, 0], tf.int32)
+        self.positions = self.flat % self.seq_length  # [T]: each token's position
+
+    def gather(self, x):
+        """[B, S, ...] -> [T, ...]."""
+        return tf.gather(tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)), self.flat)
+
+    def scatter(self, x):
+        """[T, ...] -> [B, S, ...], zeros at padded positions."""
+        rest = tf.shape(x)[1:]
+        flat = tf.scatter_nd(self.flat[:, tf.newaxis], x,
+                             tf.concat([[self.batch_size * self.seq_length], rest], 0))
+        return tf.reshape(flat, tf.concat([[self.batch_size, self.seq_length], rest], 0))
+
+    def first(self, x):
+        """[T, ...] -> [B, 1, ...]: each sequence's position 0 (zeros where padded)."""
+        return self.scatter(x)[:, :1]
+
+
+def first_positions(x, tokens: RealTokens | None):
+    """Each sequence's position 0, [B, 1, ...], of x [B, S, ...] or, with `tokens`, of
+    the real tokens' x [T, ...]."""
+    return x[:, :1] if tokens is None else tokens.first(x)
+

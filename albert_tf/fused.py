@@ -16,8 +16,10 @@ Being pure functions, they run wherever XLA runs a function: eagerly, inside a
 itself compiled (they are then inlined).
 
 Within `xla_disabled()`, functions traced use the same math as plain TensorFlow ops:
-SavedModel exports use it, since TF Serving runs XLA-compiled functions on CPU only
-when started with `--xla_cpu_compilation_enabled`. The choice is made at tracing time.
+inference graphs use it (`modeling.real_tokens.inference_graph`: SavedModel exports, since
+TF Serving runs XLA-compiled functions on CPU only when started with
+`--xla_cpu_compilation_enabled`, and evaluation and prediction, whose shapes change with
+every batch). The choice is made at tracing time.
 """
 
 from __future__ import annotations

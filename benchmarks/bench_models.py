@@ -211,11 +211,13 @@ class Recorder:
 
 
 # ----------------------------------------------------------------- TensorFlow pieces
-def tf_matmul_peak(size: int, repeats: int) -> float:
+def tf_matmul_peak(size: int, repeats: int, dtype=None) -> float:
+    """GFLOP/s of the best `size`^2 matmul in TensorFlow, in `dtype` (float32)."""
     import tensorflow as tf
 
-    a = tf.random.stateless_normal([size, size], seed=[FLAGS.seed, 1])
-    b = tf.random.stateless_normal([size, size], seed=[FLAGS.seed, 2])
+    dtype = dtype or tf.float32
+    a = tf.cast(tf.random.stateless_normal([size, size], seed=[FLAGS.seed, 1]), dtype)
+    b = tf.cast(tf.random.stateless_normal([size, size], seed=[FLAGS.seed, 2]), dtype)
     matmul = tf.function(lambda a, b: tf.reduce_sum(tf.matmul(a, b)[:1, :1]))
     seconds = _best_time(lambda: matmul(a, b).numpy(), repeats)
     return 2 * size ** 3 / seconds / 1e9
@@ -402,6 +404,22 @@ class LengthSortedPredictor:
 
 
 # ------------------------------------------------------------------------ keras-hub
+def keras_hub_backbone(config, seed: int):
+    """keras-hub's `AlbertBackbone` of `config`, random weights seeded with `seed`."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    return keras_hub.models.AlbertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads, num_groups=config.num_hidden_groups,
+        num_inner_repetitions=config.inner_group_num,
+        embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
+        max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size)
+
+
 def run_keras_hub(rec: Recorder) -> None:
     import keras
     import keras_hub
@@ -419,15 +437,7 @@ def run_keras_hub(rec: Recorder) -> None:
     variants = [v == "xla" for v in FLAGS.peer_variants]
 
     def backbone():
-        keras.utils.set_random_seed(FLAGS.seed)
-        return keras_hub.models.AlbertBackbone(
-            vocabulary_size=config.vocab_size, num_layers=config.num_hidden_layers,
-            num_heads=config.num_attention_heads, num_groups=config.num_hidden_groups,
-            num_inner_repetitions=config.inner_group_num,
-            embedding_dim=config.embedding_size, hidden_dim=config.hidden_size,
-            intermediate_dim=config.intermediate_size, dropout=config.hidden_dropout_prob,
-            max_sequence_length=config.max_position_embeddings,
-            num_segments=config.type_vocab_size)
+        return keras_hub_backbone(config, FLAGS.seed)
 
     def label(xla):
         return "keras-hub, XLA" if xla else "keras-hub, no XLA (its CPU default)"
@@ -506,12 +516,47 @@ def run_keras_hub(rec: Recorder) -> None:
 
 
 # --------------------------------------------------------------------- transformers
+def transformers_config(config, **extra):
+    """transformers' `AlbertConfig` of our `config` (the original's tanh GELU)."""
+    from transformers import AlbertConfig as HFConfig
+
+    return HFConfig(
+        vocab_size=config.vocab_size, embedding_size=config.embedding_size,
+        hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
+        num_hidden_groups=config.num_hidden_groups,
+        num_attention_heads=config.num_attention_heads,
+        intermediate_size=config.intermediate_size, inner_group_num=config.inner_group_num,
+        hidden_act="gelu_new",  # the tanh approximation, as the original
+        hidden_dropout_prob=config.hidden_dropout_prob,
+        attention_probs_dropout_prob=config.attention_probs_dropout_prob,
+        max_position_embeddings=config.max_position_embeddings,
+        type_vocab_size=config.type_vocab_size, **extra)
+
+
+def transformers_tokenizer(spm_model_file: str):
+    """(tokenizer, "fast" or "Python"): transformers' ALBERT tokenizer of the
+    SentencePiece model, the fast (Rust) one where it converts (a folder holding the
+    model as `spiece.model`, which from_pretrained reads)."""
+    from transformers import AlbertTokenizer
+
+    folder = tempfile.mkdtemp(prefix="bench_hf_tokenizer_")
+    os.symlink(os.path.abspath(spm_model_file), os.path.join(folder, "spiece.model"))
+    tokenizer = AlbertTokenizer.from_pretrained(folder)
+    if not getattr(tokenizer, "is_fast", False):
+        try:
+            from transformers import AlbertTokenizerFast
+
+            tokenizer = AlbertTokenizerFast.from_pretrained(folder)
+        except ImportError:
+            pass
+    return tokenizer, "fast" if getattr(tokenizer, "is_fast", False) else "Python"
+
+
 def run_transformers(rec: Recorder) -> None:
     import numpy as np
     import torch
     import transformers
-    from transformers import AlbertConfig as HFConfig
-    from transformers import AlbertForSequenceClassification, AlbertModel, AlbertTokenizer
+    from transformers import AlbertForSequenceClassification, AlbertModel
 
     from albert_tf import AlbertConfig
 
@@ -528,18 +573,7 @@ def run_transformers(rec: Recorder) -> None:
     ids, mask, types, labels = random_batch(config, bs, sl, FLAGS.seed)
 
     def hf_config(**extra):
-        return HFConfig(
-            vocab_size=config.vocab_size, embedding_size=config.embedding_size,
-            hidden_size=config.hidden_size, num_hidden_layers=config.num_hidden_layers,
-            num_hidden_groups=config.num_hidden_groups,
-            num_attention_heads=config.num_attention_heads,
-            intermediate_size=config.intermediate_size,
-            inner_group_num=config.inner_group_num,
-            hidden_act="gelu_new",  # the tanh approximation, as the original
-            hidden_dropout_prob=config.hidden_dropout_prob,
-            attention_probs_dropout_prob=config.attention_probs_dropout_prob,
-            max_position_embeddings=config.max_position_embeddings,
-            type_vocab_size=config.type_vocab_size, **extra)
+        return transformers_config(config, **extra)
 
     inputs = {"input_ids": torch.tensor(ids, dtype=torch.long),
               "attention_mask": torch.tensor(mask, dtype=torch.long),
@@ -578,19 +612,7 @@ def run_transformers(rec: Recorder) -> None:
     tokenizer = None
     if ("end_to_end" in FLAGS.benchmarks and FLAGS.data_dir) or \
             "tokenize" in FLAGS.benchmarks:
-        # The fast (Rust) tokenizer converted from the SentencePiece model: a folder
-        # holding it as `spiece.model`, which from_pretrained reads.
-        folder = tempfile.mkdtemp(prefix="bench_hf_tokenizer_")
-        os.symlink(os.path.abspath(FLAGS.spm_model_file), os.path.join(folder, "spiece.model"))
-        tokenizer = AlbertTokenizer.from_pretrained(folder)
-        if not getattr(tokenizer, "is_fast", False):
-            try:
-                from transformers import AlbertTokenizerFast
-
-                tokenizer = AlbertTokenizerFast.from_pretrained(folder)
-            except ImportError:
-                pass
-        kind = "fast" if getattr(tokenizer, "is_fast", False) else "Python"
+        tokenizer, kind = transformers_tokenizer(FLAGS.spm_model_file)
 
     if "end_to_end" in FLAGS.benchmarks and FLAGS.data_dir:
         for task_dir in FLAGS.data_dir:

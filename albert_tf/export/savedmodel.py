@@ -9,13 +9,12 @@ overwritten) with its `assets.extra/`.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 
 import tensorflow as tf
 
-from albert_tf import brightmart, fileio, fused, packing
+from albert_tf import brightmart, fileio, packing
 from albert_tf.config import AlbertConfig
 from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
@@ -169,22 +168,13 @@ def _build_tokenizer(entry: ServingKind, spm_model_file, vocab_file, do_lower_ca
 
 
 # ------------------------------------------------------------------ the signatures
-@contextlib.contextmanager
-def serving_graph():
-    """How the signatures are traced (and saved): with plain TensorFlow ops, since TF
-    Serving runs XLA kernels on CPU only when started with --xla_cpu_compilation_enabled
-    (`albert_tf.fused`); on the real tokens of each request alone
-    (`albert_tf.modeling.real_tokens`)."""
-    with fused.xla_disabled(), real_tokens.real_tokens_only():
-        yield
-
-
 def _trace_signatures(module: ServingModule) -> dict:
-    """The concrete functions of each signature (`serve_text` only with a tokenizer)."""
+    """The concrete functions of each signature (`serve_text` only with a tokenizer),
+    traced as inference graphs: on real tokens only, without XLA kernels."""
     def trace(function, specs):
         return tf.function(function, input_signature=specs).get_concrete_function()
 
-    with serving_graph():
+    with real_tokens.inference_graph():
         signatures = {
             "serving_default": trace(module.serving_default, module.input_specs()),
             "serve_examples": trace(module.serve_examples,
@@ -284,7 +274,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     signatures = _trace_signatures(module)
 
     with fileio.atomic_directory(final_dir) as temp_dir:
-        with serving_graph():
+        with real_tokens.inference_graph():
             tf.saved_model.save(module, temp_dir, signatures=signatures)
         warmup = warmup_requests and _write_warmup(temp_dir, module)
         _write_extras(temp_dir, model, labels, _export_info(

@@ -14,7 +14,8 @@ values that no head or metric reads.
 
 Training is unchanged (its dropout masks are drawn over [B, S, ·]): the context acts on
 forward passes with `training` false, traced inside it. The SavedModel signatures and the
-scripts' evaluation and prediction are traced inside it.
+scripts' evaluation and prediction are traced inside `inference_graph()`, which adds plain
+TensorFlow ops for GELU and LayerNorm (`albert_tf.fused`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import contextlib
 import threading
 
 import tensorflow as tf
+
+from albert_tf import fused
 
 _state = threading.local()
 
@@ -40,6 +43,19 @@ def real_tokens_only(enabled: bool = True):
 
 def enabled_now() -> bool:
     return getattr(_state, "enabled", False)
+
+
+@contextlib.contextmanager
+def inference_graph():
+    """How inference graphs are traced (the SavedModel signatures, the scripts'
+    evaluation and prediction): on real tokens only, and with GELU and LayerNorm as
+    plain TensorFlow ops instead of XLA kernels (`fused.xla_disabled`). An XLA kernel is
+    compiled for each input shape, and T changes with nearly every batch (compiling
+    costs about 0.1 s, the forward pass of a batch a few ms on a small model); TF
+    Serving also runs XLA kernels on CPU only when started with
+    --xla_cpu_compilation_enabled."""
+    with fused.xla_disabled(), real_tokens_only():
+        yield
 
 
 class RealTokens:

@@ -30,7 +30,7 @@ from absl import logging
 
 from albert_tf.data.records import to_model_inputs
 from albert_tf.modeling.common import random_draws
-from albert_tf.modeling.real_tokens import real_tokens_only
+from albert_tf.modeling.real_tokens import inference_graph
 from albert_tf.training import distribute
 from albert_tf.training.objectives import Objective
 
@@ -316,14 +316,14 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
             output_keys, feature_keys=()) -> dict[str, np.ndarray]:
     """Runs `model` over a finite dataset of global batches; returns the chosen outputs
     (and features, e.g. labels or unique ids) of every example, in order, as numpy.
-    The model computes on real tokens only (`modeling.real_tokens`), as `evaluate`.
+    The model computes on real tokens only, as `evaluate` (`real_tokens.inference_graph`).
 
     Sequence outputs are padded per batch; they come back as lists of arrays.
     """
     @tf.function(reduce_retracing=True)
     def step(batch):
         def replica_fn(batch):
-            with real_tokens_only():
+            with inference_graph():
                 outputs = forward(model, batch, training=False)
             result = {k: outputs[k] for k in output_keys}
             result.update({k: batch[k] for k in feature_keys})
@@ -352,7 +352,7 @@ def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
     @tf.function(reduce_retracing=True)
     def step(batch):
         def replica_fn(batch):
-            with real_tokens_only():
+            with inference_graph():
                 outputs = forward(model, batch, training=False)
             return metric_fn(outputs, batch)
         per_replica = strategy.run(replica_fn, args=(batch,))

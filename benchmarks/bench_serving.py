@@ -1,0 +1,437 @@
+"""Serving benchmark: raw text in, predictions out, from the exported SavedModel loaded in
+a fresh process, as TF Serving runs it; beside the peers, in the same run.
+
+For each GLUE dev set (`--data_dir`, e.g. ../shared/data/glue/SST-2,../shared/data/glue/MRPC)
+a classifier of `--config` with random weights (seeded) is exported by
+`albert_tf.export.export_savedmodel`. A fresh process (`import tensorflow_text`,
+`tf.saved_model.load`) sends the dev set in file order, as callers' requests arrive
+(requests cannot be sorted across callers), in requests of each of `--batch_sizes` texts
+to `serve_text`, one request at a time: sequences/s over the pass and p50 / p90 / p99
+latency per request. Each pass follows an untimed one (every request shape seen once, as
+a warm server has seen them). Rows:
+
+- `SavedModel`: the export as it is (`albert_tf.modeling.real_tokens`: computation on the
+  real tokens of each request only);
+- `SavedModel, padded`: the same export traced with real-token inference switched off
+  (every text of a request padded to the request's longest and computed there: the
+  export before real-token inference);
+- `in process, sorted`: ours in process with XLA, the whole dev set sorted by length and
+  padded per batch of the largest `--batch_sizes` (`bench_models.LengthSortedPredictor`):
+  the figure the export aims at, though no server can sort its callers' requests;
+- keras-hub `AlbertTextClassifier` (its preprocessor, padding to `--max_seq_length`, then
+  `predict_on_batch`, per request) and transformers `AlbertForSequenceClassification`
+  (fast tokenizer, `padding="longest"` per request, torch inference mode), where they
+  import (benchmarks/requirements-peers.txt).
+
+"positions / token" is what each computes in the per-token layers (the embeddings,
+projections, FFN and LayerNorms: nearly all FLOPs) for each real token. For batch 1 the
+in-graph tokenizer's cost per call and `serving_default`'s latency on the same request's
+ids (the model without the tokenizer) are printed too. The machine's fp32 and bf16
+matmul peaks and its CPU flags are printed.
+
+    .venv-bench/bin/python benchmarks/bench_serving.py \\
+        --data_dir=../shared/data/glue/SST-2,../shared/data/glue/MRPC
+
+It shares bench_models.py's flags (--config, --spm_model_file, --max_seq_length,
+--e2e_max_examples for a seeded subset kept in file order, --peers, --rounds, --seed,
+--wait_idle, --json_output).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from absl import app, flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_models as bm  # noqa: E402  (its flags are this script's too)
+from bench_own_tasks import cpu_flags  # noqa: E402
+
+flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Texts per request.")
+flags.DEFINE_string("export_root", None, "Internal: where the export child writes.")
+flags.DEFINE_string("exports", None, "Internal: JSON {task: {variant: SavedModel dir}}.")
+
+FLAGS = flags.FLAGS
+VARIANTS = ("real_tokens", "padded")
+LABELS = {"real_tokens": "ours, SavedModel serve_text",
+          "padded": "ours, SavedModel serve_text, padded (real-token inference off)"}
+
+
+def batch_sizes() -> list[int]:
+    return [int(b) for b in FLAGS.batch_sizes]
+
+
+def requests(texts_a, texts_b, size: int):
+    """The dev set in file order, `size` texts per request: (texts_a, texts_b or None)."""
+    for start in range(0, len(texts_a), size):
+        yield (texts_a[start:start + size],
+               None if texts_b is None else texts_b[start:start + size])
+
+
+def percentile(values, q: float) -> float:
+    import numpy as np
+
+    return float(np.percentile(np.asarray(values) * 1e3, q))
+
+
+def timed_passes(batches, call) -> list[float]:
+    """One untimed pass over `batches`, then the seconds of each call of a timed one."""
+    for batch in batches:
+        call(batch)
+    seconds = []
+    for batch in batches:
+        start = time.perf_counter()
+        call(batch)
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def add_row(rec, task: str, variant: str, size: int, seconds: list[float], *,
+            examples: int, tokens: int, positions: int, **extra) -> None:
+    rec.add(f"serving:{task}", variant, examples / sum(seconds), "sequences/s",
+            batch=size, p50_ms=percentile(seconds, 50), p90_ms=percentile(seconds, 90),
+            p99_ms=percentile(seconds, 99), examples=examples, tokens=tokens,
+            positions=positions, **extra)
+
+
+# ------------------------------------------------------------------- ours: the exports
+def export_models(output_dir: str) -> dict:
+    """Writes each dev set's classifier as exported and as exported before real-token
+    inference; returns {task: {variant: version dir}}."""
+    from unittest import mock
+
+    from albert_tf import AlbertConfig
+    from albert_tf.export import export_savedmodel
+    from albert_tf.modeling.tasks import AlbertClassifier
+
+    config = AlbertConfig.from_json_file(FLAGS.config)
+    paths = {}
+    for task_dir in FLAGS.data_dir:
+        name, _, _, num_labels = bm.read_dev_set(task_dir, 1, FLAGS.seed)
+        model = AlbertClassifier(config, num_labels, seed=FLAGS.seed)
+        for variant in VARIANTS:
+            switch = mock.patch("albert_tf.modeling.real_tokens.enabled_now",
+                                return_value=False) if variant == "padded" \
+                else contextlib.nullcontext()
+            with switch:
+                paths.setdefault(name, {})[variant] = export_savedmodel(
+                    model, os.path.join(output_dir, name, variant), kind="classifier",
+                    spm_model_file=FLAGS.spm_model_file, task_name=name,
+                    max_seq_length=FLAGS.max_seq_length, warmup_requests=False)
+    return paths
+
+
+def packed_lengths(tokenizer, texts_a, texts_b):
+    """Each example's packed length ([CLS] A [SEP] (B [SEP]), cut to max_seq_length)."""
+    import tensorflow as tf
+
+    from albert_tf.packing import packed_length
+
+    segments = [tokenizer.tokenize(tf.constant(t)) for t in (texts_a, texts_b) if t]
+    return packed_length([s.row_lengths() for s in segments], FLAGS.max_seq_length).numpy()
+
+
+def serve(rec, variant: str) -> None:
+    """A fresh process loads the SavedModel of `variant` and serves every dev set."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the ops serve_text needs)
+
+    from albert_tf import names
+    from albert_tf.packing import pack_inputs
+    from albert_tf.text import AlbertTextTokenizer
+
+    rec.versions.update(tensorflow=tf.__version__)
+    rec.matmul_gflops = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats)
+    rec.bf16_matmul_gflops = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats,
+                                               dtype=tf.bfloat16)
+    tokenizer = AlbertTextTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
+    exports = json.loads(FLAGS.exports)
+    for task_dir in FLAGS.data_dir:
+        name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
+                                                    FLAGS.seed)
+        lengths = packed_lengths(tokenizer, texts_a, texts_b)
+        loaded = tf.saved_model.load(exports[name][variant])
+        serve_text = loaded.signatures["serve_text"]
+
+        def call(request):
+            a, b = request
+            inputs = {names.TEXT_A: tf.constant(a)}
+            if b is not None:
+                inputs[names.TEXT_B] = tf.constant(b)
+            return serve_text(**inputs)[names.PREDICTIONS].numpy()
+
+        for size in batch_sizes():
+            batches = list(requests(texts_a, texts_b, size))
+            seconds = timed_passes(batches, call)
+            starts = range(0, len(lengths), size)
+            padded = sum(len(lengths[s:s + size]) * lengths[s:s + size].max() for s in starts)
+            extra = {}
+            if size == 1:
+                extra = one_text_costs(loaded, tokenizer, batches, pack_inputs)
+            add_row(rec, name, LABELS[variant], size, seconds, examples=len(texts_a),
+                    tokens=int(lengths.sum()),
+                    positions=int(lengths.sum() if variant == "real_tokens" else padded),
+                    **extra)
+        del loaded
+
+
+def one_text_costs(loaded, tokenizer, batches, pack_inputs) -> dict:
+    """For one text per request: the in-graph tokenizer's p50 per call (tokenizing and
+    packing, as serve_text does) and serving_default's p50 on the packed ids."""
+    import tensorflow as tf
+
+    from albert_tf import names
+
+    @tf.function
+    def tokenize(*texts):
+        return pack_inputs([tokenizer.tokenize(t) for t in texts], FLAGS.max_seq_length,
+                           cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+                           pad_id=tokenizer.pad_id)
+
+    def texts(request):
+        return [tf.constant(t) for t in request if t is not None]
+
+    tokenize_seconds = timed_passes(batches, lambda r: {
+        k: v.numpy() for k, v in tokenize(*texts(r)).items()})
+    packed = [tokenize(*texts(r)) for r in batches]
+    serving_default = loaded.signatures["serving_default"]
+    model_seconds = timed_passes(packed, lambda inputs: serving_default(
+        **inputs)[names.PREDICTIONS].numpy())
+    return {"tokenizer_p50_ms": percentile(tokenize_seconds, 50),
+            "model_p50_ms": percentile(model_seconds, 50)}
+
+
+def in_process(rec) -> None:
+    """Ours in process, sorted by length, XLA: bench_models' end-to-end pipeline."""
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+    from albert_tf.modeling.tasks import AlbertClassifier
+    from albert_tf.text import AlbertTextTokenizer
+
+    rec.versions.update(tensorflow=tf.__version__)
+    config = AlbertConfig.from_json_file(FLAGS.config)
+    tokenizer = AlbertTextTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
+    size = max(batch_sizes())
+    for task_dir in FLAGS.data_dir:
+        name, texts_a, texts_b, num_labels = bm.read_dev_set(
+            task_dir, FLAGS.e2e_max_examples, FLAGS.seed)
+        model = AlbertClassifier(config, num_labels, seed=FLAGS.seed)
+        pipeline = bm.LengthSortedPredictor(model, tokenizer, FLAGS.max_seq_length, size,
+                                            xla=True, length_multiple=FLAGS.length_multiple)
+        seconds = timed_passes([None], lambda _: pipeline.predict(texts_a, texts_b))
+        rec.add(f"serving:{name}", f"ours in process, XLA, the whole set sorted by length, "
+                f"padded per batch (to a multiple of {FLAGS.length_multiple})",
+                len(texts_a) / seconds[0], "sequences/s", batch=size,
+                examples=len(texts_a), tokens=pipeline.stats["tokens"],
+                positions=pipeline.stats["computed_tokens"])
+
+
+# ------------------------------------------------------------------------------ peers
+def keras_hub(rec) -> None:
+    import keras
+    import keras_hub
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import AlbertConfig
+
+    rec.versions.update(tensorflow=tf.__version__, keras=keras.__version__,
+                        keras_hub=keras_hub.__version__)
+    config = AlbertConfig.from_json_file(FLAGS.config)
+    for task_dir in FLAGS.data_dir:
+        name, texts_a, texts_b, num_labels = bm.read_dev_set(
+            task_dir, FLAGS.e2e_max_examples, FLAGS.seed)
+        backbone = bm.keras_hub_backbone(config, FLAGS.seed)  # (seeding before the
+        preprocessor = keras_hub.models.AlbertTextClassifierPreprocessor(  # tokenizer)
+            keras_hub.models.AlbertTokenizer(proto=FLAGS.spm_model_file),
+            sequence_length=FLAGS.max_seq_length)
+        classifier = keras_hub.models.AlbertTextClassifier(
+            backbone, num_classes=num_labels, preprocessor=preprocessor)
+
+        def call(request):
+            a, b = request
+            x = np.array(a) if b is None else (np.array(a), np.array(b))
+            return np.argmax(classifier.predict_on_batch(preprocessor(x)), axis=-1)
+
+        for size in batch_sizes():
+            seconds = timed_passes(list(requests(texts_a, texts_b, size)), call)
+            add_row(rec, name, f"keras-hub AlbertTextClassifier: preprocessor(sequence_length"
+                    f"={FLAGS.max_seq_length}) + predict_on_batch", size, seconds,
+                    examples=len(texts_a), tokens=0,
+                    positions=len(texts_a) * FLAGS.max_seq_length)
+
+
+def transformers(rec) -> None:
+    import torch
+    import transformers as hf
+    from transformers import AlbertForSequenceClassification
+
+    from albert_tf import AlbertConfig
+
+    rec.versions.update(torch=torch.__version__, transformers=hf.__version__)
+    rec.notes.append(f"torch threads: {torch.get_num_threads()}")
+    config = AlbertConfig.from_json_file(FLAGS.config)
+    tokenizer, kind = bm.transformers_tokenizer(FLAGS.spm_model_file)
+    for task_dir in FLAGS.data_dir:
+        name, texts_a, texts_b, num_labels = bm.read_dev_set(
+            task_dir, FLAGS.e2e_max_examples, FLAGS.seed)
+        torch.manual_seed(FLAGS.seed)
+        model = AlbertForSequenceClassification(
+            bm.transformers_config(config, num_labels=num_labels)).eval()
+        positions = []
+
+        def call(request):
+            a, b = request
+            encoded = tokenizer(a, *([] if b is None else [b]), padding="longest",
+                                truncation=True, max_length=FLAGS.max_seq_length,
+                                return_tensors="pt")
+            positions.append(encoded["input_ids"].numel())
+            with torch.inference_mode():
+                return model(**encoded).logits.argmax(-1).numpy()
+
+        for size in batch_sizes():
+            seconds = timed_passes(list(requests(texts_a, texts_b, size)), call)
+            computed = sum(positions[len(positions) // 2:])  # the timed pass
+            positions.clear()
+            add_row(rec, name, f"transformers AlbertForSequenceClassification, {kind} "
+                    "tokenizer, padding=\"longest\"", size, seconds,
+                    examples=len(texts_a), tokens=0, positions=computed)
+
+
+CHILDREN = {"savedmodel": lambda rec: serve(rec, "real_tokens"),
+            "savedmodel_padded": lambda rec: serve(rec, "padded"),
+            "in_process": in_process, "keras_hub": keras_hub, "transformers": transformers}
+IMPORTS = {"keras_hub": "keras_hub", "transformers": "transformers"}
+
+
+def run_child(name: str) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if name == "export":
+        print("RESULT " + json.dumps(export_models(FLAGS.export_root)))
+        return
+    rec = bm.Recorder(name)
+    rec.bf16_matmul_gflops = None
+    try:
+        for module in {"transformers": ("transformers", "torch")}.get(
+                name, (IMPORTS.get(name, "albert_tf"),)):
+            __import__(module)
+    except Exception as e:  # noqa: BLE001 - any import failure skips the peer
+        print("SKIP " + json.dumps(f"{name} is not importable here "
+                                   f"({type(e).__name__}: {e})"))
+        return
+    CHILDREN[name](rec)
+    print("RESULT " + json.dumps({**rec.result(), "bf16_matmul_gflops":
+                                  rec.bf16_matmul_gflops}))
+
+
+def _child(name: str, exports: str = "", export_root: str = "") -> dict | str:
+    """Runs child `name` in a fresh process; its RESULT, or the SKIP reason."""
+    args = [f"--{n}={','.join(v) if isinstance(v, list) else v}" for n, v in (
+        (n, getattr(FLAGS, n)) for n in (
+            "config", "spm_model_file", "data_dir", "max_seq_length", "e2e_max_examples",
+            "length_multiple", "batch_sizes", "repeats", "matmul_size", "seed"))]
+    command = [sys.executable, os.path.abspath(__file__), f"--child={name}",
+               f"--exports={exports}", f"--export_root={export_root}", *args]
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=bm.REPOSITORY,
+                          timeout=FLAGS.child_timeout)
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith("SKIP "):
+            return json.loads(line[5:])
+        if line.startswith("RESULT "):
+            return json.loads(line[7:])
+    sys.exit(f"{name} failed (exit status {done.returncode})")
+
+
+def format_table(rows: list[dict]) -> list[str]:
+    """One Markdown table per task and batch: rate, ours (SavedModel) / this, latency."""
+    ours = {(r["benchmark"], r["batch"]): r["rate"] for r in rows
+            if r["variant"] == LABELS["real_tokens"]}
+    lines = ["| task | batch | implementation | sequences/s | SavedModel / this | p50 ms "
+             "| p90 ms | p99 ms | positions / token |", "|---|---|---|---|---|---|---|---|---|"]
+    tokens = {r["benchmark"]: r["tokens"] for r in rows if r.get("tokens")}
+    for r in sorted(rows, key=lambda r: (r["benchmark"], r["batch"], -r["rate"])):
+        mine = ours.get((r["benchmark"], r["batch"]))
+        ratio = f"{mine / r['rate']:.2f}x" if mine else ""
+        latency = [f"{r[k]:.1f}" if k in r else "" for k in ("p50_ms", "p90_ms", "p99_ms")]
+        per_token = r["positions"] / tokens[r["benchmark"]] \
+            if tokens.get(r["benchmark"]) else 0
+        lines.append(f"| {r['benchmark'].split(':')[1]} | {r['batch']} | {r['variant']} | "
+                     f"{bm._fmt(r['rate'])} | {ratio} | "
+                     f"{' | '.join(latency)} | {per_token:.2f} |")
+    return lines
+
+
+def main(argv):
+    del argv
+    if FLAGS.child:
+        run_child(FLAGS.child)
+        return
+    if not FLAGS.data_dir:
+        raise app.UsageError("--data_dir: one GLUE task folder or more (e.g. "
+                             "../shared/data/glue/SST-2)")
+    names = ["savedmodel", "savedmodel_padded", "in_process"] + [
+        p for p in FLAGS.peers if p]
+    unknown = [n for n in names if n not in CHILDREN]
+    if unknown:
+        raise app.UsageError(f"unknown --peers {unknown}; choose from keras_hub, transformers")
+    started = time.time()
+    best, results, skipped, loads = {}, [], {}, []
+    with tempfile.TemporaryDirectory(prefix="bench_serving_") as root:
+        exports = json.dumps(_child("export", export_root=root))
+        for round_index in range(FLAGS.rounds):
+            for name in names:
+                if name in skipped:
+                    continue
+                busy = bm.wait_for_idle(FLAGS.wait_idle) if FLAGS.wait_idle else None
+                loads.append(bm._load_average() + ("" if busy is None else f" ({busy:.0%})"))
+                print(f"round {round_index + 1}/{FLAGS.rounds}: {name}", file=sys.stderr,
+                      flush=True)
+                result = _child(name, exports)
+                if isinstance(result, str):
+                    skipped[name] = result
+                    continue
+                results.append(result)
+                for row in result["rows"]:
+                    key = (row["benchmark"], row["variant"], row["batch"])
+                    if key not in best or row["rate"] > best[key]["rate"]:
+                        best[key] = row
+    versions = {k: v for r in results for k, v in r["versions"].items()}
+    fp32 = max((r["matmul_gflops"] or 0 for r in results), default=0)
+    bf16 = max((r.get("bf16_matmul_gflops") or 0 for r in results), default=0)
+    print(f"Machine: {bm._cpu_model()}, {os.cpu_count()} CPUs; CPU flags: {cpu_flags()}; "
+          + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
+    print(f"Matmul peak (TensorFlow, {FLAGS.matmul_size}^2): fp32 {fp32:.0f} GFLOP/s, "
+          f"bf16 {bf16:.0f} GFLOP/s")
+    print(f"Config: {os.path.relpath(FLAGS.config, bm.REPOSITORY)}, float32, random "
+          f"weights (seed {FLAGS.seed}); max_seq_length {FLAGS.max_seq_length}; best of "
+          f"{FLAGS.rounds} rounds; load average at each process: {' | '.join(loads)}; "
+          f"{time.time() - started:.0f} s")
+    for why in skipped.values():
+        print(f"Skipped: {why}")
+    for note in {n for r in results for n in r["notes"]}:
+        print(f"Note: {note}")
+    rows = list(best.values())
+    for r in rows:
+        if "tokenizer_p50_ms" in r:
+            print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "
+                  f"{r['p50_ms']:.1f} ms = in-graph tokenizer {r['tokenizer_p50_ms']:.2f} "
+                  f"ms + serving_default on its ids {r['model_p50_ms']:.1f} ms (p50s)")
+    print()
+    for line in format_table(rows):
+        print(line)
+    if FLAGS.json_output:
+        with open(FLAGS.json_output, "w") as f:
+            json.dump({"rows": rows, "fp32_gflops": fp32, "bf16_gflops": bf16,
+                       "versions": versions, "skipped": skipped}, f, indent=1)
+
+
+if __name__ == "__main__":
+    app.run(main)

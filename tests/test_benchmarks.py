@@ -124,7 +124,7 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
         [sys.executable, str(REPOSITORY / "benchmarks" / "bench_serving.py"),
          f"--config={write_tiny_config(tmp_path)}", f"--spm_model_file={SPM}",
          f"--data_dir={task_dir}", "--peers=", "--rounds=1", "--repeats=1",
-         "--matmul_size=64", "--e2e_max_examples=6", "--batch_sizes=1,4",
+         "--matmul_size=64", "--batch_sizes=1,2",
          "--max_seq_length=64", "--length_multiple=8", f"--json_output={output}"],
         capture_output=True, text=True, cwd=REPOSITORY, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -135,10 +135,11 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
              if line.startswith(f"| {task_dir.name} |")]
     per_token = {(row[2].strip(), int(row[1])): float(row[-1]) for row in table}
     savedmodel = "ours, SavedModel serve_text"
-    assert per_token[(savedmodel, 1)] == per_token[(savedmodel, 4)] == 1.0
+    assert per_token[(savedmodel, 1)] == per_token[(savedmodel, 2)] == 1.0
     padded = [v for (name, batch), v in per_token.items() if "padded (real" in name]
     assert len(padded) == 2 and min(padded) == 1.0 < max(padded)  # batch 1: no padding
     assert any("in process" in name and v > 1.0 for (name, _), v in per_token.items())
     rows = json.loads(output.read_text())["rows"]
-    assert all(r["rate"] > 0 and r["examples"] == 6 for r in rows)
+    assert all(r["rate"] > 0 for r in rows)
+    assert len({r["examples"] for r in rows}) == 1 and rows[0]["examples"] > 2
     assert all(r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] for r in rows if "p50_ms" in r)

@@ -18,8 +18,8 @@ a warm server has seen them). Rows:
 - `in process, sorted`: ours in process with XLA, the whole dev set sorted by length and
   padded per batch of the largest `--batch_sizes` (`bench_models.LengthSortedPredictor`):
   the figure the export aims at, though no server can sort its callers' requests;
-- keras-hub `AlbertTextClassifier` (its preprocessor, padding to `--max_seq_length`, then
-  `predict_on_batch`, per request) and transformers `AlbertForSequenceClassification`
+- keras-hub `AlbertTextClassifier` (`predict_on_batch` per request: its preprocessor,
+  padding to `--max_seq_length`, then the model) and transformers `AlbertForSequenceClassification`
   (fast tokenizer, `padding="longest"` per request, torch inference mode), where they
   import (benchmarks/requirements-peers.txt).
 
@@ -258,12 +258,12 @@ def keras_hub(rec) -> None:
         def call(request):
             a, b = request
             x = np.array(a) if b is None else (np.array(a), np.array(b))
-            return np.argmax(classifier.predict_on_batch(preprocessor(x)), axis=-1)
+            return np.argmax(classifier.predict_on_batch(x), axis=-1)  # preprocesses
 
         for size in batch_sizes():
             seconds = timed_passes(list(requests(texts_a, texts_b, size)), call)
-            add_row(rec, name, f"keras-hub AlbertTextClassifier: preprocessor(sequence_length"
-                    f"={FLAGS.max_seq_length}) + predict_on_batch", size, seconds,
+            add_row(rec, name, f"keras-hub AlbertTextClassifier.predict_on_batch, "
+                    f"preprocessor sequence_length={FLAGS.max_seq_length}", size, seconds,
                     examples=len(texts_a), tokens=0,
                     positions=len(texts_a) * FLAGS.max_seq_length)
 

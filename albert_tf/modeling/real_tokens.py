@@ -88,4 +88,3 @@ def first_positions(x, tokens: RealTokens | None):
     """Each sequence's position 0, [B, 1, ...], of x [B, S, ...] or, with `tokens`, of
     the real tokens' x [T, ...]."""
     return x[:, :1] if tokens is None else tokens.first(x)
-

@@ -514,6 +514,43 @@ def test_versions_increment_and_never_overwrite(exported, config, tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
+        exported, config, tmp_path, caplog):
+    """serving_precision="bfloat16": a mixed_bfloat16 copy of the model (its matmuls in
+    bfloat16), float32 outputs close to the float32 model's; export_info.json says so;
+    a CPU without bfloat16 instructions gets a warning; an unknown precision is refused
+    before anything is written."""
+    import tensorflow_text  # noqa: F401
+
+    from albert_tf.export import ExportError, export_savedmodel
+    from albert_tf.export.savedmodel import cpu_flags
+
+    model, _ = exported["classifier"]
+    with pytest.raises(ExportError, match="unknown serving precision 'float16'"):
+        export_savedmodel(model, tmp_path / "bad", kind="classifier", task_name="cola",
+                          spm_model_file=SPM, max_seq_length=MAX_SEQ,
+                          serving_precision="float16")
+    assert not (tmp_path / "bad").exists()
+    path = export_savedmodel(model, tmp_path / "bf16", kind="classifier", task_name="cola",
+                             spm_model_file=SPM, max_seq_length=MAX_SEQ,
+                             serving_precision="bfloat16")
+    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    assert info["serving_precision"] == "bfloat16"
+    assert info["signatures"]["serve_text"]["outputs"]["logits"]["dtype"] == "float32"
+    flags = cpu_flags()
+    lacks = flags is not None and not flags & {"avx512_bf16", "amx_bf16"}
+    assert ("multiplies bfloat16 slower" in caplog.text) == lacks
+    inputs = _random_inputs("classifier", config, np.random.default_rng(1), batch=4)
+    served = tf.saved_model.load(path).signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    want = model(inputs, training=False)
+    assert served["probabilities"].dtype == tf.float32
+    np.testing.assert_allclose(served["probabilities"], want["probabilities"], atol=0.02)
+    assert not np.array_equal(served["logits"], want["logits"])  # computed in bfloat16
+    text = tf.saved_model.load(path).signatures["serve_text"](text_a=tf.constant(TEXTS_A))
+    assert text["probabilities"].shape == (len(TEXTS_A), 2)
+
+
 def test_checkpoint_mismatch_fails_before_writing(tmp_path):
     from albert_tf.checkpoints import CheckpointError
     from albert_tf.export import load_model_from_checkpoint

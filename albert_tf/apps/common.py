@@ -19,6 +19,7 @@ from absl import flags, logging
 
 from albert_tf import brightmart, checkpoints, fileio, release
 from albert_tf.config import AlbertConfig
+from albert_tf.export.savedmodel import SERVING_PRECISIONS
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.optimizers import create_optimizer
@@ -104,6 +105,10 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
     flags.DEFINE_string("export_dir", None,
                         "Also export a SavedModel for TF Serving to <export_dir>/<version>/ "
                         "at the end (see export_savedmodel.py).")
+    flags.DEFINE_enum("serving_precision", "float32", list(SERVING_PRECISIONS),
+                      "What the --export_dir SavedModel computes in: bfloat16 runs its "
+                      "matmuls in bfloat16 (for CPUs with AVX512_BF16 or AMX), LayerNorm, "
+                      "softmax and outputs in float32.")
     flags.DEFINE_string("export_hf_dir", None,
                         "Also write the trained model as a Hugging Face directory "
                         "(config.json, model.safetensors, tokenizer files) that "
@@ -331,7 +336,8 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
     path = export_savedmodel(
         model, settings["export_dir"], kind=kind, spm_model_file=settings["spm_model_file"],
         vocab_file=settings["vocab_file"], do_lower_case=settings["do_lower_case"],
-        max_seq_length=settings["max_seq_length"], **options)
+        max_seq_length=settings["max_seq_length"],
+        serving_precision=settings["serving_precision"], **options)
     logging.info("exported the SavedModel to %s", path)
     return path
 

@@ -62,6 +62,7 @@ from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
 from albert_tf.export.savedmodel import (
     DEFAULT_MAX_QA_LENGTH,
     DEFAULT_MAX_QUERY_LENGTH,
+    SERVING_PRECISIONS,
     SIGNATURES,
     ExportError,
     build_model,
@@ -77,6 +78,7 @@ __all__ = [
     "DEFAULT_MAX_QUERY_LENGTH",
     "KINDS",
     "SERVING_KINDS",
+    "SERVING_PRECISIONS",
     "SIGNATURES",
     "ExportError",
     "ServingKind",

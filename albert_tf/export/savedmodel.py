@@ -13,6 +13,7 @@ import json
 import os
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf import brightmart, fileio, packing
 from albert_tf.config import AlbertConfig
@@ -25,6 +26,10 @@ from albert_tf.modeling import real_tokens
 from albert_tf.release import describe_checkpoint, load_checkpoint
 
 SIGNATURES = ("serving_default", "serve_examples", "serve_text")
+# What the exported graph computes in: "bfloat16" runs the matmuls in bfloat16 (Keras'
+# mixed_bfloat16 policy), LayerNorm, softmax and the heads' outputs in float32.
+SERVING_PRECISIONS = ("float32", "bfloat16")
+_BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 DEFAULT_MAX_QUERY_LENGTH = 64  # the original run_squad's --max_query_length
 EXTRA_DIR = "assets.extra"
 # What a missing build_model argument can also come from.
@@ -75,6 +80,40 @@ def load_model_from_checkpoint(kind: str, albert_config_file, checkpoint, *,
                         **kwargs)
     model.load_report = load_checkpoint(model, files, strict=True)
     return model
+
+
+def in_serving_precision(model, precision: str):
+    """`model` itself for "float32"; for "bfloat16" a copy of it (same class, config and
+    weights, which stay float32) computing under the mixed_bfloat16 policy. Warns when
+    this machine's CPU has no bfloat16 instructions: there bfloat16 runs slower than
+    float32 (the export still works, for the servers it is meant for)."""
+    if precision not in SERVING_PRECISIONS:
+        raise ExportError(f"unknown serving precision {precision!r}; expected one of "
+                          f"{', '.join(SERVING_PRECISIONS)}")
+    if precision == "float32":
+        return model
+    flags = cpu_flags()
+    if flags is not None and not flags & set(_BFLOAT16_CPU_FLAGS):
+        logging.warning(
+            "exporting for bfloat16 on a CPU without %s: this machine multiplies bfloat16 "
+            "slower than float32; serve it where the CPU has them",
+            " or ".join(_BFLOAT16_CPU_FLAGS))
+    config = dict(model.get_config(), dtype="mixed_bfloat16")
+    copy = type(model).from_config(config)
+    copy.set_weights(model.get_weights())
+    return copy
+
+
+def cpu_flags() -> set[str] | None:
+    """The CPU's feature flags (/proc/cpuinfo), or None where they cannot be read."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return None
 
 
 # --------------------------------------------------------------------- versioning
@@ -219,7 +258,8 @@ def _write_extras(version_dir, model, labels, info: dict) -> None:
 
 
 def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,
-                 do_lower_case: bool, task_name, labels, tokenizer_name) -> dict:
+                 do_lower_case: bool, task_name, labels, tokenizer_name,
+                 serving_precision: str) -> dict:
     """What export_info.json says the model serves: the common fields, then those the
     kind adds (from the model and from the text settings)."""
     entry, settings = module.serving_kind, module.settings
@@ -228,6 +268,7 @@ def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,
         "kind": entry.name, "max_seq_length": settings.max_seq_length,
         "do_lower_case": do_lower_case, "task_name": task_name,
         "is_pair": settings.is_pair, "labels": labels, "tokenizer": tokenizer_name,
+        "serving_precision": serving_precision,
         "signatures": {n: _signature_info(c) for n, c in signatures.items()},
     }
     info.update({name: getattr(module.model, name) for name in entry.model_info})
@@ -242,7 +283,8 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                       max_query_length: int = DEFAULT_MAX_QUERY_LENGTH,
                       max_qa_length: int = DEFAULT_MAX_QA_LENGTH,
                       word_split: str = "whitespace",
-                      warmup_requests: bool = True) -> str:
+                      warmup_requests: bool = True,
+                      serving_precision: str = "float32") -> str:
     """Writes `model` (of `kind`) as the SavedModel `<export_dir>/<version>/` and returns
     that directory. See `albert_tf.export` for the signatures.
 
@@ -257,6 +299,8 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     With `warmup_requests` (and `albert_tf.serving_warmup` with the
     tensorflow-serving-api package available) a `serving_default` warmup request for TF
     Serving goes to `assets.extra/tf_serving_warmup_requests`.
+    `serving_precision` "bfloat16" exports a mixed_bfloat16 copy of the model
+    (`in_serving_precision`); export_info.json records the precision.
     """
     entry = serving_kind(kind)
     _check_arguments(entry, model, spm_model_file=spm_model_file, vocab_file=vocab_file,
@@ -264,6 +308,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                      word_split=word_split)
     labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
     final_dir = _version_dir(export_dir, version)
+    model = in_serving_precision(model, serving_precision)
     settings = TextSettings(
         max_seq_length=max_seq_length, is_pair=is_pair, max_query_length=max_query_length,
         # The records refuse a longer one; here the option then fills the whole input.
@@ -279,6 +324,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
         warmup = warmup_requests and _write_warmup(temp_dir, module)
         _write_extras(temp_dir, model, labels, _export_info(
             module, signatures, warmup=warmup, do_lower_case=do_lower_case,
+            serving_precision=serving_precision,
             task_name=task_name, labels=labels,
             tokenizer_name=("sentencepiece" if spm_model_file else
                             "wordpiece" if vocab_file else None)))

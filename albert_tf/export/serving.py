@@ -52,8 +52,10 @@ class ServingModule(tf.Module):
         if self.min_length > 1:
             inputs = self._pad_to_min_length(inputs)
         outputs = self.model(inputs, training=False)
-        return {name: outputs[name] for name in self.serving_kind.outputs
-                if name in outputs}
+        # (A bfloat16 export answers in float32, as a float32 one.)
+        return {name: tf.cast(outputs[name], tf.float32)
+                if outputs[name].dtype == tf.bfloat16 else outputs[name]
+                for name in self.serving_kind.outputs if name in outputs}
 
     def _pad_to_min_length(self, inputs: dict) -> dict:
         """Sequences shorter than the model's minimum, padded at their end (each input

@@ -21,7 +21,7 @@ from absl import app, flags
 
 from albert_tf.apps import common
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
-from albert_tf.export import KINDS
+from albert_tf.export import KINDS, SERVING_PRECISIONS
 
 FLAGS = flags.FLAGS
 
@@ -49,6 +49,10 @@ flags.DEFINE_enum("word_split", "whitespace", ["whitespace", "characters"],
                   "one-character-per-word files).")
 flags.DEFINE_string("export_dir", None, "Where the version directories go.")
 flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
+flags.DEFINE_enum("serving_precision", "float32", list(SERVING_PRECISIONS),
+                  "What the SavedModel computes in: bfloat16 runs its matmuls in bfloat16 "
+                  "(for CPUs with AVX512_BF16 or AMX), LayerNorm, softmax and outputs in "
+                  "float32; export_info.json records it.")
 
 
 def main(argv):
@@ -81,7 +85,7 @@ def main(argv):
             labels=FLAGS.labels.split(",") if FLAGS.labels else None,
             version=FLAGS.version, task_name=FLAGS.task_name,
             max_query_length=FLAGS.max_query_length, max_qa_length=FLAGS.max_qa_length,
-            word_split=FLAGS.word_split)
+            word_split=FLAGS.word_split, serving_precision=FLAGS.serving_precision)
     except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
         raise SystemExit(f"error: {e}") from None
     print(f"exported {path}")

@@ -36,14 +36,14 @@ SMALL = dict(vocab_size=21128, embedding_size=64, hidden_size=128, num_hidden_la
 
 
 def cpu_flags() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                wanted = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "fma")
-                return " ".join(f for f in line.split(":", 1)[1].split() if f in wanted)
-    except OSError:
-        pass
-    return platform.processor() or "?"
+    """The CPU flags that decide our speed (what /proc/cpuinfo lists of them)."""
+    from albert_tf.export.savedmodel import cpu_flags as all_flags
+
+    flags = all_flags()
+    if flags is None:
+        return platform.processor() or "?"
+    wanted = ("fma", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
+    return " ".join(f for f in wanted if f in flags)
 
 
 def results(path: pathlib.Path) -> dict[str, float]:

@@ -143,7 +143,6 @@ def serve(rec, variant: str) -> None:
     import tensorflow_text  # noqa: F401  (the ops serve_text needs)
 
     from albert_tf import names
-    from albert_tf.packing import pack_inputs
     from albert_tf.text import AlbertTextTokenizer
 
     rec.versions.update(tensorflow=tf.__version__)
@@ -173,7 +172,7 @@ def serve(rec, variant: str) -> None:
             padded = sum(len(lengths[s:s + size]) * lengths[s:s + size].max() for s in starts)
             extra = {}
             if size == 1:
-                extra = one_text_costs(loaded, tokenizer, batches, pack_inputs)
+                extra = one_text_costs(loaded, tokenizer, batches)
             add_row(rec, name, LABELS[variant], size, seconds, examples=len(texts_a),
                     tokens=int(lengths.sum()),
                     positions=int(lengths.sum() if variant == "real_tokens" else padded),
@@ -181,12 +180,13 @@ def serve(rec, variant: str) -> None:
         del loaded
 
 
-def one_text_costs(loaded, tokenizer, batches, pack_inputs) -> dict:
+def one_text_costs(loaded, tokenizer, batches) -> dict:
     """For one text per request: the in-graph tokenizer's p50 per call (tokenizing and
     packing, as serve_text does) and serving_default's p50 on the packed ids."""
     import tensorflow as tf
 
     from albert_tf import names
+    from albert_tf.packing import pack_inputs
 
     @tf.function
     def tokenize(*texts):

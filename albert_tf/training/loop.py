@@ -40,6 +40,13 @@ def forward(model, features, training: bool):
     return model(to_model_inputs(features), training=training)
 
 
+def infer(model, features):
+    """`forward` for inference, traced as inference graphs are (on real tokens only,
+    without XLA kernels: `real_tokens.inference_graph`)."""
+    with inference_graph():
+        return forward(model, features, training=False)
+
+
 @dataclasses.dataclass
 class TrainResult:
     step: int                 # the global step reached
@@ -316,15 +323,14 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
             output_keys, feature_keys=()) -> dict[str, np.ndarray]:
     """Runs `model` over a finite dataset of global batches; returns the chosen outputs
     (and features, e.g. labels or unique ids) of every example, in order, as numpy.
-    The model computes on real tokens only, as `evaluate` (`real_tokens.inference_graph`).
+    The model runs as `infer` runs it (on real tokens only), as in `evaluate`.
 
     Sequence outputs are padded per batch; they come back as lists of arrays.
     """
     @tf.function(reduce_retracing=True)
     def step(batch):
         def replica_fn(batch):
-            with inference_graph():
-                outputs = forward(model, batch, training=False)
+            outputs = infer(model, batch)
             result = {k: outputs[k] for k in output_keys}
             result.update({k: batch[k] for k in feature_keys})
             return result
@@ -352,9 +358,7 @@ def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
     @tf.function(reduce_retracing=True)
     def step(batch):
         def replica_fn(batch):
-            with inference_graph():
-                outputs = forward(model, batch, training=False)
-            return metric_fn(outputs, batch)
+            return metric_fn(infer(model, batch), batch)
         per_replica = strategy.run(replica_fn, args=(batch,))
         return {k: (strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None),
                     strategy.reduce(tf.distribute.ReduceOp.SUM, c, axis=None))

@@ -6,20 +6,36 @@ For each GLUE task folder of `--data_dir` (e.g. ../shared/data/glue/SST-2,
 for `--train_steps` steps, evaluates it and exports it (`--export_dir`, float32, version
 1); `export_savedmodel.py --serving_precision=bfloat16` exports its model.ckpt-best, the
 same weights (version 2). Both SavedModels then answer the dev set through `serve_text`
-in one process; printed per task: the dev accuracy of each, the share of dev examples
-whose predictions agree, and the largest and mean |probability difference|. Without
-bfloat16 instructions the CPU rounds the matmul inputs to bfloat16 and accumulates in
-float32 as bfloat16 hardware does (up to summation order): the agreement carries over,
-the speed does not (bench_serving.py).
+in one process; printed per task: the dev accuracy of each, the share of each class
+among the float32 predictions (non-trivial predictions use more than one), the share of
+dev examples whose predictions agree, and the largest and mean |probability
+difference|.
+
+With `--squad_file` (e.g. ../shared/data/squad/dev-v1.1.json, the only SQuAD with
+answers among the shared data): its first `--squad_train_articles` articles train a
+model of the same size with `run_squad.py` (about `--squad_train_steps` steps), which exports
+float32 (version 1); a second `run_squad.py --do_predict --serving_precision=bfloat16`
+on the same output folder exports bfloat16 (version 2). Both exports' `serve_text`
+answer every question of the other articles (the context cut to one window of
+`--squad_max_seq_length`, as serve_text does), `postprocess_serve_text` reads the
+answers; printed: exact match and F1 of each against the gold answers, and the share of
+questions whose answers are the same text.
+
+Without bfloat16 instructions the CPU rounds the matmul inputs to bfloat16 and
+accumulates in float32 as bfloat16 hardware does (up to summation order): the agreement
+carries over, the speed does not (bench_serving.py). A task whose output folder in
+`--work_dir` holds a finished run is not trained again (the scripts resume).
 
     python benchmarks/bench_bf16_agreement.py \\
-        --data_dir=../shared/data/glue/SST-2,../shared/data/glue/MRPC
+        --data_dir=../shared/data/glue/SST-2,../shared/data/glue/MRPC \\
+        --squad_file=../shared/data/squad/dev-v1.1.json
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,14 +50,24 @@ flags.DEFINE_list("data_dir", [], "GLUE task folders (the folder name is the tas
 flags.DEFINE_string("spm_model_file", os.path.join(
     REPOSITORY, "tests", "fixtures", "spm", "albert_en_30k_reconstructed.model"),
     "SentencePiece model.")
-flags.DEFINE_integer("train_steps", 300, "Fine-tuning steps.")
+flags.DEFINE_integer("train_steps", 600, "Fine-tuning steps.")
+flags.DEFINE_float("learning_rate", 1e-4, "Peak learning rate (10% warmup, then linear "
+                   "decay). From random weights, 5e-4 left these models at chance.")
 flags.DEFINE_integer("layers", 4, "Layers of the small model.")
 flags.DEFINE_integer("hidden", 256, "Hidden size of the small model (E = H / 2).")
-flags.DEFINE_integer("max_seq_length", 128, "max_seq_length of training and serving.")
+flags.DEFINE_list("max_seq_length", ["SST-2:64", "MRPC:128"], "max_seq_length of "
+                  "training and serving: TASK:LENGTH entries; 128 for a task not named.")
+flags.DEFINE_string("squad_file", None, "SQuAD v1.1 JSON with answers: its first "
+                    "--squad_train_articles articles train, the others are asked.")
+flags.DEFINE_integer("squad_train_articles", 40, "Articles of --squad_file that train.")
+flags.DEFINE_integer("squad_max_seq_length", 192, "SQuAD's max_seq_length.")
+flags.DEFINE_integer("squad_train_steps", 300, "SQuAD's fine-tuning steps (about: "
+                     "run_squad.py counts epochs).")
 flags.DEFINE_integer("batch_size", 32, "Training batch and serving request size.")
 flags.DEFINE_integer("max_examples", 0, "Dev examples (0: all).")
 flags.DEFINE_string("work_dir", None, "Where the runs go (default: a temporary folder).")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the data order.")
+flags.DEFINE_string("json_output", None, "Also write the results to this file.")
 
 FLAGS = flags.FLAGS
 
@@ -52,10 +78,17 @@ def small_config(path: str) -> str:
     config.update(num_hidden_layers=FLAGS.layers, hidden_size=FLAGS.hidden,
                   embedding_size=FLAGS.hidden // 2, intermediate_size=4 * FLAGS.hidden,
                   num_attention_heads=max(1, FLAGS.hidden // 64),
-                  max_position_embeddings=max(FLAGS.max_seq_length, 128))
+                  max_position_embeddings=max([FLAGS.squad_max_seq_length, 128] + [
+                      seq_length(task) for task in FLAGS.data_dir]))
     with open(path, "w") as f:
         json.dump(config, f)
     return path
+
+
+def seq_length(task_dir: str) -> int:
+    """The task's --max_seq_length entry (TASK:LENGTH), 128 if it has none."""
+    lengths = dict(entry.rsplit(":", 1) for entry in FLAGS.max_seq_length)
+    return int(lengths.get(os.path.basename(task_dir.rstrip("/")), 128))
 
 
 def run(script: str, *args) -> None:
@@ -94,7 +127,10 @@ def compare(task_dir: str, export_dir: str) -> dict:
         probabilities[precision] = np.concatenate(rows)
     p32, p16 = probabilities["float32"], probabilities["bfloat16"]
     difference = np.abs(p32 - p16)
+    shares = np.bincount(p32.argmax(-1), minlength=len(task.labels)) / len(examples)
     return {"task": task.dir_name, "examples": len(examples),
+            "float32_prediction_shares": {label: float(share) for label, share in
+                                          zip(task.labels, shares)},
             "accuracy_float32": float((p32.argmax(-1) == labels).mean()),
             "accuracy_bfloat16": float((p16.argmax(-1) == labels).mean()),
             "agreement": float((p32.argmax(-1) == p16.argmax(-1)).mean()),
@@ -102,43 +138,147 @@ def compare(task_dir: str, export_dir: str) -> dict:
             "mean_abs_probability_difference": float(difference.mean())}
 
 
+def exported(export_dir: str) -> bool:
+    """Both exports (float32 version 1, bfloat16 version 2) are there: a finished run."""
+    return all(os.path.exists(os.path.join(export_dir, v, "saved_model.pb")) for v in "12")
+
+
+def split_squad(path: str, work: str) -> tuple[str, str]:
+    """--squad_file's first --squad_train_articles articles, and the others, as files."""
+    with open(path) as f:
+        document = json.load(f)
+    articles = document["data"]
+    if not 0 < FLAGS.squad_train_articles < len(articles):
+        raise app.UsageError(f"--squad_train_articles: 1 to {len(articles) - 1} (the "
+                             f"{path} has {len(articles)} articles)")
+    files = []
+    for part, chosen in (("train", articles[:FLAGS.squad_train_articles]),
+                         ("asked", articles[FLAGS.squad_train_articles:])):
+        files.append(os.path.join(work, f"squad_{part}.json"))
+        with open(files[-1], "w") as f:
+            json.dump(dict(document, data=chosen), f)
+    return files[0], files[1]
+
+
+def squad_questions(path: str) -> list[tuple[str, str, str]]:
+    with open(path) as f:
+        return [(qa["id"], qa["question"], paragraph["context"])
+                for article in json.load(f)["data"]
+                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+
+
+def compare_squad(asked_file: str, export_dir: str) -> dict:
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the ops serve_text needs)
+
+    from albert_tf.evaluation.squad_metrics import evaluate_v1
+    from albert_tf.evaluation.squad_postprocess import postprocess_serve_text
+
+    questions = squad_questions(asked_file)
+    answers = {}
+    for version, precision in (("1", "float32"), ("2", "bfloat16")):
+        path = os.path.join(export_dir, version)
+        with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
+            assert json.load(f)["serving_precision"] == precision, path
+        serve = tf.saved_model.load(path).signatures["serve_text"]
+        answers[precision] = {}
+        for start in range(0, len(questions), FLAGS.batch_size):
+            ids, asked, contexts = zip(*questions[start:start + FLAGS.batch_size])
+            outputs = serve(question=tf.constant(asked), context=tf.constant(contexts))
+            answers[precision].update(postprocess_serve_text(
+                asked, contexts, {k: v.numpy() for k, v in outputs.items()},
+                qas_ids=ids).predictions)
+    p32, p16 = answers["float32"], answers["bfloat16"]
+    scores = {precision: evaluate_v1(asked_file, answers[precision])
+              for precision in answers}
+    return {"task": "SQuAD v1.1", "examples": len(questions),
+            "exact_match_float32": scores["float32"]["exact_match"],
+            "f1_float32": scores["float32"]["f1"],
+            "exact_match_bfloat16": scores["bfloat16"]["exact_match"],
+            "f1_bfloat16": scores["bfloat16"]["f1"],
+            "answer_agreement": sum(p32[i] == p16[i] for i in p32) / len(p32)}
+
+
 def main(argv):
     del argv
-    if not FLAGS.data_dir:
-        raise app.UsageError("--data_dir: one GLUE task folder or more")
+    if not FLAGS.data_dir and not FLAGS.squad_file:
+        raise app.UsageError("--data_dir (GLUE task folders) and/or --squad_file")
     work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_bf16_")
+    os.makedirs(work, exist_ok=True)
     config = small_config(os.path.join(work, "albert_config.json"))
+    model = [f"--albert_config_file={config}", f"--spm_model_file={FLAGS.spm_model_file}",
+             f"--seed={FLAGS.seed}", f"--learning_rate={FLAGS.learning_rate}"]
     results = []
     for task_dir in FLAGS.data_dir:
         task_dir = os.path.abspath(task_dir)
         name = os.path.basename(task_dir.rstrip("/"))
         out, export_dir = os.path.join(work, name), os.path.join(work, name, "export")
-        common = [f"--albert_config_file={config}", f"--spm_model_file={FLAGS.spm_model_file}",
-                  f"--max_seq_length={FLAGS.max_seq_length}"]
-        run("run_classifier.py", *common, f"--task_name={name}", "--do_train", "--do_eval",
-            f"--data_dir={os.path.dirname(task_dir)}", f"--output_dir={out}",
-            f"--train_step={FLAGS.train_steps}", f"--warmup_step={FLAGS.train_steps // 10}",
-            f"--train_batch_size={FLAGS.batch_size}", "--learning_rate=5e-4",
-            f"--seed={FLAGS.seed}", f"--save_checkpoints_steps={FLAGS.train_steps}",
-            f"--export_dir={export_dir}")
-        run("export_savedmodel.py", *common, "--kind=classifier", f"--task_name={name}",
-            f"--checkpoint={os.path.join(out, 'model.ckpt-best')}",
-            f"--export_dir={export_dir}",
-            "--serving_precision=bfloat16")
+        if not exported(export_dir):
+            shutil.rmtree(export_dir, ignore_errors=True)  # versions 1 and 2 from here
+            common = model + [f"--max_seq_length={seq_length(task_dir)}"]
+            run("run_classifier.py", *common, f"--task_name={name}", "--do_train",
+                "--do_eval", f"--data_dir={os.path.dirname(task_dir)}",
+                f"--output_dir={out}", f"--train_step={FLAGS.train_steps}",
+                f"--warmup_step={FLAGS.train_steps // 10}",
+                f"--train_batch_size={FLAGS.batch_size}",
+                f"--save_checkpoints_steps={FLAGS.train_steps}",
+                f"--export_dir={export_dir}")
+            run("export_savedmodel.py", *common[:2], "--kind=classifier",
+                f"--max_seq_length={seq_length(task_dir)}", f"--task_name={name}",
+                f"--checkpoint={os.path.join(out, 'model.ckpt-best')}",
+                f"--export_dir={export_dir}", "--version=2", "--serving_precision=bfloat16")
         results.append(compare(task_dir, export_dir))
+    squad = None
+    if FLAGS.squad_file:
+        train_file, asked_file = split_squad(FLAGS.squad_file, work)
+        out, export_dir = os.path.join(work, "squad"), os.path.join(work, "squad", "export")
+        with open(train_file) as f:
+            count = len([q for a in json.load(f)["data"] for p in a["paragraphs"]
+                         for q in p["qas"]])
+        if not exported(export_dir):
+            shutil.rmtree(export_dir, ignore_errors=True)
+            common = model + [f"--max_seq_length={FLAGS.squad_max_seq_length}",
+                              f"--output_dir={out}", f"--predict_file={asked_file}",
+                              "--do_predict", f"--export_dir={export_dir}"]
+            run("run_squad.py", *common, "--do_train", f"--train_file={train_file}",
+                f"--train_batch_size={FLAGS.batch_size}",
+                f"--num_train_epochs={FLAGS.squad_train_steps * FLAGS.batch_size / count}",
+                f"--save_checkpoints_steps={FLAGS.squad_train_steps}")
+            run("run_squad.py", *common, "--serving_precision=bfloat16")
+        squad = compare_squad(asked_file, export_dir)
     print(f"Small ALBERT: {FLAGS.layers} layers, H {FLAGS.hidden}, E {FLAGS.hidden // 2}, "
-          f"{FLAGS.train_steps} fine-tuning steps of {FLAGS.batch_size} from random "
-          f"weights (seed {FLAGS.seed}); dev sets through serve_text, float32 (v1) and "
-          "bfloat16 (v2) exports of one checkpoint")
-    print()
-    print("| task | dev examples | accuracy fp32 | accuracy bf16 | predictions agreeing "
-          "| max abs prob. difference | mean abs prob. difference |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for r in results:
-        print(f"| {r['task']} | {r['examples']} | {r['accuracy_float32']:.4f} | "
-              f"{r['accuracy_bfloat16']:.4f} | {100 * r['agreement']:.2f}% | "
-              f"{r['max_abs_probability_difference']:.4f} | "
-              f"{r['mean_abs_probability_difference']:.5f} |")
+          f"about {FLAGS.train_steps} fine-tuning steps of {FLAGS.batch_size} from random "
+          f"weights, learning rate {FLAGS.learning_rate:g} (seed {FLAGS.seed}); "
+          "float32 (v1) and bfloat16 (v2) exports of one checkpoint, through serve_text")
+    if results:
+        print()
+        print("| task | max_seq_length | dev examples | fp32 predictions by class "
+              "| accuracy fp32 | accuracy bf16 | predictions agreeing "
+              "| max abs prob. difference | mean abs prob. difference |")
+        print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+        for r in results:
+            shares = ", ".join(f"{label} {100 * share:.0f}%" for label, share in
+                               r["float32_prediction_shares"].items())
+            print(f"| {r['task']} | {seq_length(r['task'])} | {r['examples']} | {shares} | "
+                  f"{r['accuracy_float32']:.4f} | {r['accuracy_bfloat16']:.4f} | "
+                  f"{100 * r['agreement']:.2f}% | "
+                  f"{r['max_abs_probability_difference']:.4f} | "
+                  f"{r['mean_abs_probability_difference']:.5f} |")
+    if squad:
+        print()
+        print(f"SQuAD v1.1 ({os.path.basename(FLAGS.squad_file)}: "
+              f"{FLAGS.squad_train_articles} articles train for about "
+              f"{FLAGS.squad_train_steps} steps, {squad['examples']} questions "
+              f"of the others asked, max_seq_length {FLAGS.squad_max_seq_length}):")
+        print()
+        print("| export | exact match | F1 | answers identical to fp32's |")
+        print("|---|---:|---:|---:|")
+        print(f"| float32 | {squad['exact_match_float32']:.2f} | {squad['f1_float32']:.2f} | |")
+        print(f"| bfloat16 | {squad['exact_match_bfloat16']:.2f} | "
+              f"{squad['f1_bfloat16']:.2f} | {100 * squad['answer_agreement']:.2f}% |")
+    if FLAGS.json_output:
+        with open(FLAGS.json_output, "w") as f:
+            json.dump({"classification": results, "squad": squad}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@ Measured side by side, in the same run, for albert_tf ("ours") and each importab
 
 1. forward: the encoder on a fixed batch of `--batch_size` x `--seq_length` random ids
    (all real tokens), sequences/s;
-2. train: one fine-tuning step (classifier head, AdamW, clip 1.0), same batch, sequences/s;
+2. train: one fine-tuning step (classifier head, AdamW, clip 1.0), same batch, sequences/s,
+   in each of `--train_precisions`: float32, and mixed_bfloat16 (Keras' policy: bfloat16
+   matmuls, float32 variables; ours as `--precision=mixed_bfloat16` trains, keras-hub
+   under the same global policy, transformers under `torch.autocast("cpu", bfloat16)`);
 3. end_to_end: raw text in -> predictions out on a GLUE dev set (`--data_dir`, one task
    folder per entry, e.g. `../shared/data/glue/SST-2,../shared/data/glue/MRPC`),
    sequences/s, each with its standard pipeline at the same `--max_seq_length`;
@@ -38,6 +41,7 @@ environment); a peer that does not import is skipped with a note.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -54,6 +58,7 @@ if REPOSITORY not in sys.path:  # run as a script from anywhere
 
 IMPLEMENTATIONS = ("ours", "keras_hub", "transformers")
 BENCHMARKS = ("forward", "train", "end_to_end", "create_pretraining_data", "tokenize")
+TRAIN_PRECISIONS = ("float32", "mixed_bfloat16")
 
 flags.DEFINE_string("config", os.path.join(REPOSITORY, "albert_tf", "configs",
                                            "albert_base_v2.json"),
@@ -87,6 +92,8 @@ flags.DEFINE_integer("wait_idle", 0, "Before each process, wait up to this many 
                      "for the machine to be idle (CPU busy < 10% over 2 s): on a shared "
                      "machine, fewer measurements are slowed by other jobs.")
 flags.DEFINE_integer("train_steps", 3, "Training steps per timed repeat.")
+flags.DEFINE_list("train_precisions", list(TRAIN_PRECISIONS), "Precisions of the train "
+                  "benchmark (float32, mixed_bfloat16).")
 flags.DEFINE_integer("matmul_size", 4096, "Size of the square matmuls of the peak.")
 flags.DEFINE_integer("tokenize_texts", 4000, "Texts of the tokenization benchmark "
                      "(from --data_dir, repeated, else seeded synthetic sentences).")
@@ -136,6 +143,23 @@ def _best_time(fn, repeats: int, warmup: int = 1) -> float:
 
 
 # -------------------------------------------------------------------------- the data
+def train_benchmark(precision: str) -> str:
+    """The benchmark name of a training step in `precision`: one table section each."""
+    return "train" if precision == "float32" else f"train:{precision}"
+
+
+@contextlib.contextmanager
+def keras_policy(precision: str):
+    """Keras' global dtype policy `precision` while models are built, then float32."""
+    import keras
+
+    keras.mixed_precision.set_dtype_policy(precision)
+    try:
+        yield
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+
+
 def read_dev_set(task_dir: str, max_examples: int, seed: int):
     """(task name, texts_a, texts_b or None, num_labels) of a GLUE task folder's dev
     set, as the original processors read it (raw text, no preprocessing)."""
@@ -255,10 +279,12 @@ def run_ours(rec: Recorder) -> None:
         del encoder
 
     if "train" in FLAGS.benchmarks:
-        for xla in variants:
-            rate = _ours_train_rate(config, ids, mask, types, labels, xla)
-            rec.add("train", label(xla) + " (Trainer loop)", rate, "sequences/s",
-                    flops_per_item=model_flops(config, sl, train=True), primary=True)
+        for precision in FLAGS.train_precisions:
+            for xla in variants:
+                rate = _ours_train_rate(config, ids, mask, types, labels, xla, precision)
+                rec.add(train_benchmark(precision), label(xla) + " (Trainer loop)", rate,
+                        "sequences/s", flops_per_item=model_flops(config, sl, train=True),
+                        primary=True)
 
     if "end_to_end" in FLAGS.benchmarks and FLAGS.data_dir:
         from albert_tf.text import AlbertTextTokenizer
@@ -307,23 +333,27 @@ def run_ours(rec: Recorder) -> None:
                     f"{batch} texts)", len(texts) / seconds, "texts/s", primary=True)
 
 
-def _ours_train_rate(config, ids, mask, types, labels, xla: bool) -> float:
+def _ours_train_rate(config, ids, mask, types, labels, xla: bool,
+                     precision: str = "float32") -> float:
     """Steps of `albert_tf.training.loop.Trainer`'s own loop (steps_per_loop steps in one
-    tf.function, XLA around the gradient computation) on a repeated batch."""
+    tf.function, XLA around the gradient computation) on a repeated batch, the model and
+    optimizer built as the scripts' `--precision` builds them."""
     import tensorflow as tf
 
     from albert_tf import losses
+    from albert_tf.apps.common import make_optimizer
     from albert_tf.modeling.tasks import AlbertClassifier
     from albert_tf.training import distribute
     from albert_tf.training.loop import Trainer
     from albert_tf.training.objectives import MeanObjective
-    from albert_tf.training.optimizers import create_optimizer
 
     strategy = distribute.get_strategy("one_device")
-    with strategy.scope():
+    with strategy.scope(), keras_policy(precision):
         model = AlbertClassifier(config, 2, seed=FLAGS.seed)
-        optimizer = create_optimizer(2e-5, 10_000, 100, optimizer="adamw",
-                                     weight_decay_rate=0.01, clip_norm=1.0)
+        optimizer = make_optimizer(learning_rate=2e-5, num_train_steps=10_000,
+                                   num_warmup_steps=100, optimizer="adamw",
+                                   precision=precision, weight_decay_rate=0.01,
+                                   clip_norm=1.0)
     objective = MeanObjective(lambda o, f: losses.classification_loss(
         o["logits"], f["label_ids"], per_example=True))
     with tempfile.TemporaryDirectory(prefix="bench_models_") as output_dir:
@@ -456,9 +486,10 @@ def run_keras_hub(rec: Recorder) -> None:
 
     if "train" in FLAGS.benchmarks:
         x = {"token_ids": ids, "segment_ids": types, "padding_mask": mask}
-        for xla in variants:
-            classifier = keras_hub.models.AlbertTextClassifier(
-                backbone(), num_classes=2, preprocessor=None)
+        for precision, xla in ((p, v) for p in FLAGS.train_precisions for v in variants):
+            with keras_policy(precision):  # keras-hub's way to mixed precision
+                classifier = keras_hub.models.AlbertTextClassifier(
+                    backbone(), num_classes=2, preprocessor=None)
             classifier.compile(
                 optimizer=keras.optimizers.AdamW(2e-5, weight_decay=0.01, epsilon=1e-6,
                                                  global_clipnorm=1.0),
@@ -470,8 +501,9 @@ def run_keras_hub(rec: Recorder) -> None:
                 classifier.fit(dataset, steps_per_epoch=FLAGS.train_steps, epochs=1,
                                verbose=0)
             seconds = _best_time(steps, FLAGS.repeats)
-            rec.add("train", label(xla) + " (fit)", bs * FLAGS.train_steps / seconds,
-                    "sequences/s", flops_per_item=model_flops(config, sl, train=True))
+            rec.add(train_benchmark(precision), label(xla) + " (fit)",
+                    bs * FLAGS.train_steps / seconds, "sequences/s",
+                    flops_per_item=model_flops(config, sl, train=True))
             del classifier
 
     if "end_to_end" in FLAGS.benchmarks and FLAGS.data_dir:
@@ -589,25 +621,28 @@ def run_transformers(rec: Recorder) -> None:
                 bs / seconds, "sequences/s", flops_per_item=model_flops(config, sl))
         del model
 
-    if "train" in FLAGS.benchmarks:
+    for precision in FLAGS.train_precisions if "train" in FLAGS.benchmarks else ():
         torch.manual_seed(FLAGS.seed)
         model = AlbertForSequenceClassification(hf_config(num_labels=2)).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01,
                                       eps=1e-6)
         target = torch.tensor(labels, dtype=torch.long)
+        autocast = torch.autocast("cpu", dtype=torch.bfloat16,
+                                  enabled=precision == "mixed_bfloat16")
 
         def steps():
             for _ in range(FLAGS.train_steps):
-                loss = model(**inputs, labels=target).loss
+                with autocast:  # torch's mixed precision: bfloat16 matmuls
+                    loss = model(**inputs, labels=target).loss
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
         seconds = _best_time(steps, FLAGS.repeats)
-        rec.add("train", "transformers (torch eager, AdamW)",
+        rec.add(train_benchmark(precision), "transformers (torch eager, AdamW" + (
+            ", autocast bfloat16)" if precision == "mixed_bfloat16" else ")"),
                 bs * FLAGS.train_steps / seconds, "sequences/s",
                 flops_per_item=model_flops(config, sl, train=True))
-        del model, optimizer
 
     tokenizer = None
     if ("end_to_end" in FLAGS.benchmarks and FLAGS.data_dir) or \
@@ -758,7 +793,7 @@ def _passthrough_flags() -> list[str]:
     names = ("config", "spm_model_file", "batch_size", "seq_length", "data_dir",
              "max_seq_length", "e2e_batch_size", "e2e_max_examples", "length_multiple",
              "benchmarks", "ours_variants", "peer_variants", "repeats", "e2e_repeats",
-             "train_steps", "matmul_size", "tokenize_texts", "seed")
+             "train_steps", "train_precisions", "matmul_size", "tokenize_texts", "seed")
     args = []
     for name in names:
         value = getattr(FLAGS, name)
@@ -819,6 +854,10 @@ def main(argv):
     if unknown:
         raise app.UsageError(f"unknown --benchmarks {sorted(unknown)}; choose from "
                              f"{', '.join(BENCHMARKS)}")
+    unknown = set(FLAGS.train_precisions) - set(TRAIN_PRECISIONS)
+    if unknown:
+        raise app.UsageError(f"unknown --train_precisions {sorted(unknown)}; choose from "
+                             f"{', '.join(TRAIN_PRECISIONS)}")
     with open(FLAGS.config) as f:
         max_positions = json.load(f).get("max_position_embeddings", 512)
     if max(FLAGS.max_seq_length, FLAGS.seq_length) > max_positions:

@@ -15,6 +15,9 @@ a warm server has seen them). Rows:
 - `SavedModel, padded`: the same export traced with real-token inference switched off
   (every text of a request padded to the request's longest and computed there: the
   export before real-token inference);
+- `SavedModel, bfloat16`: the same weights exported with `serving_precision="bfloat16"`
+  (matmuls in bfloat16: faster only where the CPU has AVX512_BF16 or AMX; the export
+  warns elsewhere; its agreement with float32: bench_bf16_agreement.py);
 - `in process, sorted`: ours in process with XLA, the whole dev set sorted by length and
   padded per batch of the largest `--batch_sizes` (`bench_models.LengthSortedPredictor`):
   the figure the export aims at, though no server can sort its callers' requests;
@@ -58,9 +61,10 @@ flags.DEFINE_string("export_root", None, "Internal: where the export child write
 flags.DEFINE_string("exports", None, "Internal: JSON {task: {variant: SavedModel dir}}.")
 
 FLAGS = flags.FLAGS
-VARIANTS = ("real_tokens", "padded")
+VARIANTS = ("real_tokens", "padded", "bfloat16")
 LABELS = {"real_tokens": "ours, SavedModel serve_text",
-          "padded": "ours, SavedModel serve_text, padded (real-token inference off)"}
+          "padded": "ours, SavedModel serve_text, padded (real-token inference off)",
+          "bfloat16": "ours, SavedModel serve_text, bfloat16 export"}
 
 
 def batch_sizes() -> list[int]:
@@ -102,8 +106,8 @@ def add_row(rec, task: str, variant: str, size: int, seconds: list[float], *,
 
 # ------------------------------------------------------------------- ours: the exports
 def export_models(output_dir: str) -> dict:
-    """Writes each dev set's classifier as exported and as exported before real-token
-    inference; returns {task: {variant: version dir}}."""
+    """Writes each dev set's classifier as exported, as exported before real-token
+    inference and exported in bfloat16; returns {task: {variant: version dir}}."""
     from unittest import mock
 
     from albert_tf import AlbertConfig
@@ -123,7 +127,8 @@ def export_models(output_dir: str) -> dict:
                 paths.setdefault(name, {})[variant] = export_savedmodel(
                     model, os.path.join(output_dir, name, variant), kind="classifier",
                     spm_model_file=FLAGS.spm_model_file, task_name=name,
-                    max_seq_length=FLAGS.max_seq_length, warmup_requests=False)
+                    max_seq_length=FLAGS.max_seq_length, warmup_requests=False,
+                    serving_precision="bfloat16" if variant == "bfloat16" else "float32")
     return paths
 
 
@@ -175,7 +180,7 @@ def serve(rec, variant: str) -> None:
                 extra = one_text_costs(loaded, tokenizer, batches)
             add_row(rec, name, LABELS[variant], size, seconds, examples=len(texts_a),
                     tokens=int(lengths.sum()),
-                    positions=int(lengths.sum() if variant == "real_tokens" else padded),
+                    positions=int(padded if variant == "padded" else lengths.sum()),
                     **extra)
         del loaded
 
@@ -307,6 +312,7 @@ def transformers(rec) -> None:
 
 CHILDREN = {"savedmodel": lambda rec: serve(rec, "real_tokens"),
             "savedmodel_padded": lambda rec: serve(rec, "padded"),
+            "savedmodel_bf16": lambda rec: serve(rec, "bfloat16"),
             "in_process": in_process, "keras_hub": keras_hub, "transformers": transformers}
 IMPORTS = {"keras_hub": "keras_hub", "transformers": "transformers"}
 
@@ -377,7 +383,7 @@ def main(argv):
     if not FLAGS.data_dir:
         raise app.UsageError("--data_dir: one GLUE task folder or more (e.g. "
                              "../shared/data/glue/SST-2)")
-    names = ["savedmodel", "savedmodel_padded", "in_process"] + [
+    names = ["savedmodel", "savedmodel_padded", "savedmodel_bf16", "in_process"] + [
         p for p in FLAGS.peers if p]
     unknown = [n for n in names if n not in CHILDREN]
     if unknown:
@@ -419,6 +425,12 @@ def main(argv):
     for note in {n for r in results for n in r["notes"]}:
         print(f"Note: {note}")
     rows = list(best.values())
+    for r in rows:
+        if r["variant"] == LABELS["bfloat16"]:
+            other = best.get((r["benchmark"], LABELS["real_tokens"], r["batch"]))
+            if other:
+                print(f"{r['benchmark']} batch {r['batch']}: the bfloat16 export serves "
+                      f"{r['rate'] / other['rate']:.2f}x the float32 export's sequences/s")
     for r in rows:
         if "tokenizer_p50_ms" in r:
             print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "

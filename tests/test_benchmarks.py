@@ -55,7 +55,8 @@ def test_bench_models_prints_one_table(tmp_path):
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table[2:]]
     assert all(len(row) == len(header) for row in rows)
     benchmarks = {row[0] for row in rows}
-    assert {"forward", "train", "tokenize", "create_pretraining_data"} <= benchmarks
+    assert {"forward", "train", "train:mixed_bfloat16", "tokenize",
+            "create_pretraining_data"} <= benchmarks
     if task_dir is not None:
         assert f"end_to_end:{task_dir.name}" in benchmarks
     for row in rows:
@@ -112,8 +113,8 @@ def test_bench_resume_prints_its_table():
 def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     """The harness of benchmarks/bench_serving.py (a tiny model, no peers; times
     nothing): the export served in a fresh process computes one position per real token,
-    the padded export and the in-process pipeline more; the batch-1 split of the latency
-    into tokenizer and model is printed."""
+    the padded export and the in-process pipeline more, the bfloat16 export one too; the
+    batch-1 split of the latency into tokenizer and model is printed."""
     task_dir = _glue_task_dir()
     if task_dir is None:
         pytest.skip("no GLUE dev.tsv among the fixtures")
@@ -139,6 +140,9 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     padded = [v for (name, batch), v in per_token.items() if "padded (real" in name]
     assert len(padded) == 2 and min(padded) == 1.0 < max(padded)  # batch 1: no padding
     assert any("in process" in name and v > 1.0 for (name, _), v in per_token.items())
+    bfloat16 = "ours, SavedModel serve_text, bfloat16 export"
+    assert per_token[(bfloat16, 1)] == per_token[(bfloat16, 2)] == 1.0
+    assert f"{task_dir.name} batch 2: the bfloat16 export serves " in done.stdout
     rows = json.loads(output.read_text())["rows"]
     assert all(r["rate"] > 0 for r in rows)
     assert len({r["examples"] for r in rows}) == 1 and rows[0]["examples"] > 2

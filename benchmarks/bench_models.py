@@ -584,6 +584,13 @@ def transformers_tokenizer(spm_model_file: str):
     return tokenizer, "fast" if getattr(tokenizer, "is_fast", False) else "Python"
 
 
+def _torch_matmul_rate(torch, dtype, size: int) -> float:
+    """GFLOP/s of a `size`^2 torch matmul in `dtype` (best of 3 after one)."""
+    generator = torch.Generator().manual_seed(FLAGS.seed)
+    a, b = (torch.randn(size, size, generator=generator).to(dtype) for _ in range(2))
+    return 2 * size ** 3 / _best_time(lambda: torch.mm(a, b), 3) / 1e9
+
+
 def run_transformers(rec: Recorder) -> None:
     import numpy as np
     import torch
@@ -622,6 +629,18 @@ def run_transformers(rec: Recorder) -> None:
         del model
 
     for precision in FLAGS.train_precisions if "train" in FLAGS.benchmarks else ():
+        if precision == "mixed_bfloat16":
+            # Without bfloat16 instructions torch's bfloat16 matmuls can be ~100x slower
+            # than float32 (0.9 against 92 GFLOP/s on an AVX2 CPU): a step would take
+            # most of an hour. Measured on a small matmul first; skipped, said so.
+            rates = {dtype: _torch_matmul_rate(torch, dtype, 512)
+                     for dtype in (torch.float32, torch.bfloat16)}
+            if rates[torch.bfloat16] < rates[torch.float32] / 4:
+                rec.notes.append(
+                    f"transformers mixed_bfloat16 not measured: torch's bfloat16 matmuls "
+                    f"run at {rates[torch.bfloat16]:.1f} GFLOP/s on this CPU against "
+                    f"{rates[torch.float32]:.0f} in float32 (512^2)")
+                continue
         torch.manual_seed(FLAGS.seed)
         model = AlbertForSequenceClassification(hf_config(num_labels=2)).train()
         optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01,

@@ -99,10 +99,22 @@ def run(script: str, *args) -> None:
         sys.exit(f"{script} failed:\n{done.stderr[-3000:]}")
 
 
+def serve_texts(export_dir: str):
+    """(precision, serve_text) of the float32 (version 1) and bfloat16 (version 2)
+    exports, each checked against its export_info.json."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the ops serve_text needs)
+
+    for version, precision in (("1", "float32"), ("2", "bfloat16")):
+        path = os.path.join(export_dir, version)
+        with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
+            assert json.load(f)["serving_precision"] == precision, path
+        yield precision, tf.saved_model.load(path).signatures["serve_text"]
+
+
 def compare(task_dir: str, export_dir: str) -> dict:
     import numpy as np
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the ops serve_text needs)
 
     from albert_tf.data import glue
 
@@ -112,11 +124,7 @@ def compare(task_dir: str, export_dir: str) -> dict:
         examples = examples[:FLAGS.max_examples]
     labels = np.array([task.labels.index(e.label) for e in examples])
     probabilities = {}
-    for version, precision in (("1", "float32"), ("2", "bfloat16")):
-        path = os.path.join(export_dir, version)
-        with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
-            assert json.load(f)["serving_precision"] == precision, path
-        serve = tf.saved_model.load(path).signatures["serve_text"]
+    for precision, serve in serve_texts(export_dir):
         rows = []
         for start in range(0, len(examples), FLAGS.batch_size):
             batch = examples[start:start + FLAGS.batch_size]
@@ -169,18 +177,13 @@ def squad_questions(path: str) -> list[tuple[str, str, str]]:
 
 def compare_squad(asked_file: str, export_dir: str) -> dict:
     import tensorflow as tf
-    import tensorflow_text  # noqa: F401  (the ops serve_text needs)
 
     from albert_tf.evaluation.squad_metrics import evaluate_v1
     from albert_tf.evaluation.squad_postprocess import postprocess_serve_text
 
     questions = squad_questions(asked_file)
     answers = {}
-    for version, precision in (("1", "float32"), ("2", "bfloat16")):
-        path = os.path.join(export_dir, version)
-        with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
-            assert json.load(f)["serving_precision"] == precision, path
-        serve = tf.saved_model.load(path).signatures["serve_text"]
+    for precision, serve in serve_texts(export_dir):
         answers[precision] = {}
         for start in range(0, len(questions), FLAGS.batch_size):
             ids, asked, contexts = zip(*questions[start:start + FLAGS.batch_size])

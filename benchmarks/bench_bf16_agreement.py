@@ -168,31 +168,26 @@ def split_squad(path: str, work: str) -> tuple[str, str]:
     return files[0], files[1]
 
 
-def squad_questions(path: str) -> list[tuple[str, str, str]]:
-    with open(path) as f:
-        return [(qa["id"], qa["question"], paragraph["context"])
-                for article in json.load(f)["data"]
-                for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
-
-
 def compare_squad(asked_file: str, export_dir: str) -> dict:
     import tensorflow as tf
 
+    from albert_tf.data.squad.examples import read_squad_examples
     from albert_tf.evaluation.squad_metrics import evaluate_v1
     from albert_tf.evaluation.squad_postprocess import postprocess_serve_text
 
-    questions = squad_questions(asked_file)
+    questions = read_squad_examples(asked_file, is_training=False)
     answers = {}
     for precision, serve in serve_texts(export_dir):
         answers[precision] = {}
         for start in range(0, len(questions), FLAGS.batch_size):
-            ids, asked, contexts = zip(*questions[start:start + FLAGS.batch_size])
+            ids, asked, contexts = zip(*((e.qas_id, e.question_text, e.paragraph_text)
+                                        for e in questions[start:start + FLAGS.batch_size]))
             outputs = serve(question=tf.constant(asked), context=tf.constant(contexts))
             answers[precision].update(postprocess_serve_text(
                 asked, contexts, {k: v.numpy() for k, v in outputs.items()},
                 qas_ids=ids).predictions)
     p32, p16 = answers["float32"], answers["bfloat16"]
-    scores = {precision: evaluate_v1(asked_file, answers[precision])
+    scores = {precision: evaluate_v1(questions, answers[precision])
               for precision in answers}
     return {"task": "SQuAD v1.1", "examples": len(questions),
             "exact_match_float32": scores["float32"]["exact_match"],
@@ -235,10 +230,10 @@ def main(argv):
     if FLAGS.squad_file:
         train_file, asked_file = split_squad(FLAGS.squad_file, work)
         out, export_dir = os.path.join(work, "squad"), os.path.join(work, "squad", "export")
-        with open(train_file) as f:
-            count = len([q for a in json.load(f)["data"] for p in a["paragraphs"]
-                         for q in p["qas"]])
         if not exported(export_dir):
+            from albert_tf.data.squad.examples import read_squad_examples
+
+            count = len(read_squad_examples(train_file, is_training=False))
             shutil.rmtree(export_dir, ignore_errors=True)
             common = model + [f"--max_seq_length={FLAGS.squad_max_seq_length}",
                               f"--output_dir={out}", f"--predict_file={asked_file}",

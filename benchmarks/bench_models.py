@@ -584,11 +584,14 @@ def transformers_tokenizer(spm_model_file: str):
     return tokenizer, "fast" if getattr(tokenizer, "is_fast", False) else "Python"
 
 
-def _torch_matmul_rate(torch, dtype, size: int) -> float:
-    """GFLOP/s of a `size`^2 torch matmul in `dtype` (best of 3 after one)."""
+def torch_matmul_peak(size: int, repeats: int, dtype=None) -> float:
+    """GFLOP/s of the best `size`^2 matmul in torch, in `dtype` (float32)."""
+    import torch
+
     generator = torch.Generator().manual_seed(FLAGS.seed)
-    a, b = (torch.randn(size, size, generator=generator).to(dtype) for _ in range(2))
-    return 2 * size ** 3 / _best_time(lambda: torch.mm(a, b), 3) / 1e9
+    a, b = (torch.randn(size, size, generator=generator).to(dtype or torch.float32)
+            for _ in range(2))
+    return 2 * size ** 3 / _best_time(lambda: torch.mm(a, b), repeats) / 1e9
 
 
 def run_transformers(rec: Recorder) -> None:
@@ -600,12 +603,7 @@ def run_transformers(rec: Recorder) -> None:
     from albert_tf import AlbertConfig
 
     rec.versions.update(torch=torch.__version__, transformers=transformers.__version__)
-    size = FLAGS.matmul_size
-    generator = torch.Generator().manual_seed(FLAGS.seed)
-    a = torch.randn(size, size, generator=generator)
-    b = torch.randn(size, size, generator=generator)
-    rec.matmul_gflops = 2 * size ** 3 / _best_time(lambda: torch.mm(a, b),
-                                                   FLAGS.repeats) / 1e9
+    rec.matmul_gflops = torch_matmul_peak(FLAGS.matmul_size, FLAGS.repeats)
     rec.notes.append(f"torch threads: {torch.get_num_threads()}")
     config = AlbertConfig.from_json_file(FLAGS.config)
     bs, sl = FLAGS.batch_size, FLAGS.seq_length
@@ -633,7 +631,7 @@ def run_transformers(rec: Recorder) -> None:
             # Without bfloat16 instructions torch's bfloat16 matmuls can be ~100x slower
             # than float32 (0.9 against 92 GFLOP/s on an AVX2 CPU): a step would take
             # most of an hour. Measured on a small matmul first; skipped, said so.
-            rates = {dtype: _torch_matmul_rate(torch, dtype, 512)
+            rates = {dtype: torch_matmul_peak(512, 3, dtype)
                      for dtype in (torch.float32, torch.bfloat16)}
             if rates[torch.bfloat16] < rates[torch.float32] / 4:
                 rec.notes.append(

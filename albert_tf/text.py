@@ -363,9 +363,12 @@ def _search_rows(sorted_rows, values, side: str):
     """Row-wise `searchsorted`: for each value of row i of dense [N, K] `values`, its
     index in row i of ragged `sorted_rows` [N, (O)]."""
     sequence = sorted_rows.to_tensor(default_value=_BIG)
-    # A row of `sorted_rows` may be empty; searchsorted wants at least one column.
+    # A row of `sorted_rows` may be empty, and a batch may have no rows: searchsorted
+    # wants at least one column on both sides (a 0 x 0 batch would not reshape).
     sequence = tf.pad(sequence, [[0, 0], [0, 1]], constant_values=_BIG)
-    return tf.searchsorted(sequence, values, side=side, out_type=tf.int64)
+    index = tf.searchsorted(sequence, tf.pad(values, [[0, 0], [0, 1]]), side=side,
+                            out_type=tf.int64)
+    return index[:, :-1]
 
 
 def _gather_rows(ragged, index):

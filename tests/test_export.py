@@ -56,7 +56,7 @@ for index, (path, signature, numeric, strings) in enumerate(calls):
     inputs = {k: tf.constant(arrays[f"{index}/{k}"]) for k in numeric}
     for k, (shape, values) in strings.items():
         texts = np.array([base64.b64decode(v) for v in values], dtype=object)
-        inputs[k] = tf.constant(texts.reshape(shape))
+        inputs[k] = tf.constant(texts.reshape(shape), dtype=tf.string)
     outputs = loaded[path].signatures[signature](**inputs)
     for k, v in outputs.items():
         v = v.numpy()
@@ -347,6 +347,9 @@ def reloaded(config, exported, tmp_path_factory):
         text_inputs = _text_model_inputs(case)
         expected[(case, "serve_text")] = {**_expected(case, model, text_inputs),
                                           "_inputs": text_inputs}
+        for signature in NO_ROWS:  # the same requests, cut to no rows
+            calls[(case, f"{signature}:no_rows")] = (path, signature, {
+                k: v[:0] for k, v in calls[(case, signature)][2].items()})
     for case, (_, path) in exported.items():  # TF Serving's warmup request replays
         logs = read_warmup_requests(warmup_path(path))
         assert len(logs) == 1
@@ -433,6 +436,23 @@ def test_serve_text_truncates_long_and_handles_empty(reloaded):
     assert empty["end_top_index"].shape == (2, 6)
     assert np.isfinite(empty["cls_logits"]).all()
     np.testing.assert_array_equal(empty["token_start_char"], [[-1] * 3] * 2)
+
+
+NO_ROWS = ("serving_default", "serve_examples", "serve_text")
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_request_of_no_rows_answers_no_rows(reloaded, case):
+    """An empty batch (ids [0, S], no tf.Examples, no texts): every output of the full
+    request, each with no rows and its own rank (a request of no rows packs to no
+    positions; the model still gets its one position)."""
+    results, _ = reloaded
+    for signature in NO_ROWS:
+        full, empty = results[(case, signature)], results[(case, f"{signature}:no_rows")]
+        assert sorted(empty) == sorted(full), signature
+        for name, value in empty.items():
+            assert value.shape[0] == 0 and value.ndim == full[name].ndim, (signature, name)
+            assert value.dtype == full[name].dtype, (signature, name)
 
 
 def test_squad_offsets_keep_the_quotes_as_pieces(reloaded):

@@ -132,6 +132,7 @@ def test_offsets_give_each_pieces_raw_text(spm_tokenizer, offsets_graph):
     assert shown["2½ ⅓ … ɐ̯"][:3] == [("▁21", "2½"), ("<unk>", "½"), ("2", "½")]
     assert shown["  pad  "] == [("▁pad", "pad")]
     assert piece_spans(offsets_graph, [""]) == [[]]
+    assert piece_spans(offsets_graph, []) == []  # a batch of no texts
 
 
 def test_preprocessed_lengths_are_the_preprocessed_texts():

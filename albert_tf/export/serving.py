@@ -49,8 +49,8 @@ class ServingModule(tf.Module):
     def run(self, inputs: dict) -> dict:
         """The kind's outputs of the model on `inputs` (those the model takes)."""
         inputs = {name: inputs[name] for name in self.serving_kind.input_names}
-        if self.min_length > 1:
-            inputs = self._pad_to_min_length(inputs)
+        # (Also a request of no rows, whose packing is 0 wide, gets its one position.)
+        inputs = self._pad_to_min_length(inputs)
         outputs = self.model(inputs, training=False)
         # (A bfloat16 export answers in float32, as a float32 one.)
         return {name: tf.cast(outputs[name], tf.float32)

@@ -13,7 +13,7 @@ setup(
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
     # The official albert_config.json files (configs/ is a link to albert_tf/configs),
     # and the public-domain text the demo trains its SentencePiece model on.
-    package_data={"albert_tf": ["configs/*.json", "demo_text/*.txt"]},
+    package_data={"albert_tf": ["configs/*.json", "demo_text/*.txt", "character_classes.json"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21,<2.22",

@@ -48,11 +48,28 @@ def _ranges_class(predicate) -> str:
     return "[" + "".join(parts) + "]"
 
 
+# `computed_character_classes()` for the Unicode versions of the Pythons we run on, by
+# `unicodedata.unidata_version`: computing them takes seconds (every code point through
+# each rule), which every process that builds a tokenizer graph would pay. Checked by
+# tests/test_text.py; `python -m albert_tf.text` adds the running Python's version.
+CHARACTER_CLASSES_FILE = os.path.join(os.path.dirname(__file__), "character_classes.json")
+
+
 @functools.lru_cache(maxsize=None)
 def character_classes() -> dict[str, str]:
     """RE2 classes of the Python tokenizers' character rules, by name: `space`
     (str.isspace), `combining`, `control`, `bert_space`, `nonspacing`, `punctuation`,
-    `cjk`."""
+    `cjk` (`computed_character_classes()`, read from `CHARACTER_CLASSES_FILE` when it
+    holds those of this Python's Unicode version)."""
+    import json
+
+    with open(CHARACTER_CLASSES_FILE, encoding="utf-8") as f:
+        stored = json.load(f).get(unicodedata.unidata_version)
+    return stored if stored is not None else computed_character_classes()
+
+
+def computed_character_classes() -> dict[str, str]:
+    """`character_classes()` computed from this Python's `unicodedata`."""
     from albert_tf.tokenization import _is_chinese_char, _is_control, _is_punctuation
 
     return {
@@ -462,3 +479,19 @@ def _preprocessed_lengths(texts, lower: bool):
 
     attached = tf.logical_and(tf.equal(lengths, 0), tf.logical_not(is_space))
     return chars.with_flat_values(lengths), chars.with_flat_values(attached)
+
+
+def _store_character_classes() -> None:
+    """Adds this Python's `computed_character_classes()` to `CHARACTER_CLASSES_FILE`."""
+    import json
+
+    with open(CHARACTER_CLASSES_FILE, encoding="utf-8") as f:
+        stored = json.load(f)
+    stored[unicodedata.unidata_version] = computed_character_classes()
+    fileio.write_text_atomically(CHARACTER_CLASSES_FILE,
+                                 json.dumps(stored, indent=1, sort_keys=True) + "\n")
+    print(f"{CHARACTER_CLASSES_FILE}: Unicode {', '.join(sorted(stored))}")
+
+
+if __name__ == "__main__":
+    _store_character_classes()

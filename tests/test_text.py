@@ -135,6 +135,22 @@ def test_offsets_give_each_pieces_raw_text(spm_tokenizer, offsets_graph):
     assert piece_spans(offsets_graph, []) == []  # a batch of no texts
 
 
+def test_stored_character_classes_are_this_pythons():
+    """The classes every tokenizer graph reads are those computed from this Python's
+    `unicodedata` (stored, so that no process computes them again)."""
+    import json
+
+    from albert_tf import text
+
+    with open(text.CHARACTER_CLASSES_FILE, encoding="utf-8") as f:
+        stored = json.load(f)
+    version = unicodedata.unidata_version
+    assert version in stored, (
+        f"{text.CHARACTER_CLASSES_FILE} lacks Unicode {version}: run python -m albert_tf.text")
+    assert stored[version] == text.computed_character_classes()
+    assert text.character_classes() == stored[version]
+
+
 def test_preprocessed_lengths_are_the_preprocessed_texts():
     from albert_tf.text import _preprocessed_lengths
 

@@ -209,9 +209,12 @@ def _build_tokenizer(entry: ServingKind, spm_model_file, vocab_file, do_lower_ca
 # ------------------------------------------------------------------ the signatures
 def _trace_signatures(module: ServingModule) -> dict:
     """The concrete functions of each signature (`serve_text` only with a tokenizer),
-    traced as inference graphs: on real tokens only, without XLA kernels."""
+    traced as inference graphs: on real tokens only, without XLA kernels. The serving
+    code is plain TensorFlow ops (no Python control flow on tensors): traced without
+    AutoGraph's source conversion, the tiny export of tests/ took 6.3 s instead of 9.5."""
     def trace(function, specs):
-        return tf.function(function, input_signature=specs).get_concrete_function()
+        return tf.function(function, input_signature=specs,
+                           autograph=False).get_concrete_function()
 
     with real_tokens.inference_graph():
         signatures = {

@@ -148,9 +148,11 @@ class AlbertTextTokenizer(tf.Module):
             self._build_wordpiece(python, os.fspath(vocab_file), with_offsets)
         self.with_offsets = with_offsets
         spec = [tf.TensorSpec([None], tf.string)]
-        self._tokenize_compiled = tf.function(self._tokenize_vector, input_signature=spec)
+        # Plain TensorFlow ops: traced without AutoGraph's source conversion (faster).
+        self._tokenize_compiled = tf.function(self._tokenize_vector, input_signature=spec,
+                                              autograph=False)
         self._offsets_compiled = tf.function(
-            self._tokenize_with_offsets_vector, input_signature=spec) \
+            self._tokenize_with_offsets_vector, input_signature=spec, autograph=False) \
             if with_offsets else None
 
     def _build_sentencepiece(self, python: FullTokenizer, path: str, with_offsets: bool):

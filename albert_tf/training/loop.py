@@ -210,13 +210,16 @@ class Trainer:
         accumulation = self.gradient_accumulation_steps
 
         names = self.objective.term_names
+        # AutoGraph converts the loop over steps below; the step itself (the model, the
+        # loss, the optimizer) is plain TensorFlow ops, traced as it is written (faster).
+        replica_step = tf.autograph.experimental.do_not_convert(self._replica_step)
 
         @tf.function
         def train_loop(iterator, num_steps):
             sums = {k: tf.constant(0.0) for k in names}
             for _ in tf.range(num_steps):
                 micro_batches = tuple(next(iterator) for _ in range(accumulation))
-                per_replica = self.strategy.run(self._replica_step, args=(micro_batches,))
+                per_replica = self.strategy.run(replica_step, args=(micro_batches,))
                 sums = {k: sums[k] + self.strategy.reduce(
                     tf.distribute.ReduceOp.SUM, per_replica[k], axis=None) for k in names}
             return {k: v / tf.cast(num_steps, tf.float32) for k, v in sums.items()}
@@ -327,7 +330,7 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
 
     Sequence outputs are padded per batch; they come back as lists of arrays.
     """
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)  # plain ops: no conversion
     def step(batch):
         def replica_fn(batch):
             outputs = infer(model, batch)
@@ -355,7 +358,7 @@ def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
     """Sums `metric_fn(outputs, features) -> {name: (sum, count)}` over a dataset of
     global batches (at most `max_steps` of them) on every replica; returns sum / count
     for each name."""
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)  # plain ops: no conversion
     def step(batch):
         def replica_fn(batch):
             return metric_fn(infer(model, batch), batch)

@@ -39,6 +39,8 @@ CASES = {
     "mlm": ({}, {}),
     "token_classifier": ({"num_labels": 5}, {"labels": NER_LABELS}),
 }
+# The signatures each case is also called with its request cut to no rows.
+NO_ROWS = ("serving_default", "serve_examples", "serve_text")
 
 RELOAD = r"""
 import base64, json, sys
@@ -436,9 +438,6 @@ def test_serve_text_truncates_long_and_handles_empty(reloaded):
     assert empty["end_top_index"].shape == (2, 6)
     assert np.isfinite(empty["cls_logits"]).all()
     np.testing.assert_array_equal(empty["token_start_char"], [[-1] * 3] * 2)
-
-
-NO_ROWS = ("serving_default", "serve_examples", "serve_text")
 
 
 @pytest.mark.parametrize("case", list(CASES))

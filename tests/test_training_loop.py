@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import keras
 import pytest
 
 from albert_tf.training import distribute
@@ -210,6 +211,18 @@ def test_xla_is_turned_off_with_a_message_for_replicas_on_cpu(caplog):
     assert "XLA cannot run under TwoCpuReplicas over 2 CPU devices" in caplog.text
     assert not distribute.use_xla(False, distribute.get_strategy("one_device"))
     assert distribute.use_xla(True, distribute.get_strategy("one_device"))
+    assert "mixed_bfloat16" not in caplog.text
+
+
+def test_xla_under_mixed_bfloat16_on_cpu_warns_that_it_is_slower(caplog):
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_dtype_policy("mixed_bfloat16")
+    try:
+        assert distribute.use_xla(True, distribute.get_strategy("one_device"))
+    finally:
+        keras.mixed_precision.set_dtype_policy(previous)
+    assert ("--enable_xla with mixed_bfloat16 on CPU: XLA's CPU matmuls run bfloat16 no "
+            "faster than float32") in caplog.text
 
 
 def test_an_unreadable_latest_checkpoint_resumes_from_the_one_before(tmp_path, caplog):

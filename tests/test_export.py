@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
 
+from albert_tf.modeling import real_tokens
 from albert_tf.names import MODEL_TO_RECORD
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -535,14 +536,15 @@ def test_versions_increment_and_never_overwrite(exported, config, tmp_path):
 
 def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
         exported, config, tmp_path, caplog):
-    """serving_precision="bfloat16": a mixed_bfloat16 copy of the model (its matmuls in
-    bfloat16), float32 outputs close to the float32 model's; export_info.json says so;
-    a CPU without bfloat16 instructions gets a warning; an unknown precision is refused
-    before anything is written."""
+    """serving_precision="bfloat16": a copy of the model with its weights stored in
+    bfloat16 (LayerNorm's in float32) answers as the mixed_bfloat16 model does (its
+    matmuls in bfloat16), float32 outputs close to the float32 model's; export_info.json
+    says so; a CPU without bfloat16 instructions gets a warning; an unknown precision is
+    refused before anything is written."""
     import tensorflow_text  # noqa: F401
 
     from albert_tf.export import ExportError, export_savedmodel
-    from albert_tf.export.savedmodel import cpu_flags
+    from albert_tf.export.savedmodel import cpu_flags, in_serving_precision
 
     model, _ = exported["classifier"]
     with pytest.raises(ExportError, match="unknown serving precision 'float16'"):
@@ -566,6 +568,24 @@ def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
     assert served["probabilities"].dtype == tf.float32
     np.testing.assert_allclose(served["probabilities"], want["probabilities"], atol=0.02)
     assert not np.array_equal(served["logits"], want["logits"])  # computed in bfloat16
+    # The weights rounded to bfloat16 once, at export, give the numbers of rounding them
+    # at every request (Keras' mixed_bfloat16 policy): the same in process, and within
+    # bfloat16's summation-order noise served.
+    mixed = type(model).from_config(dict(model.get_config(), dtype="mixed_bfloat16"))
+    mixed.set_weights(model.get_weights())
+    stored_once = in_serving_precision(model, "bfloat16")
+    with real_tokens.inference_graph():
+        again, same = (tf.function(lambda x, m=m: m(x, training=False))(inputs)
+                       for m in (mixed, stored_once))
+    np.testing.assert_array_equal(same["probabilities"], again["probabilities"])
+    np.testing.assert_allclose(served["probabilities"], again["probabilities"], atol=1e-4)
+    stored = tf.train.load_checkpoint(str(pathlib.Path(path) / "variables" / "variables"))
+    dtypes = {name: dtype for name, dtype in stored.get_variable_to_dtype_map().items()
+              if name.endswith("VARIABLE_VALUE")}
+    in_float32 = sorted(name for name, dtype in dtypes.items() if dtype == tf.float32)
+    assert in_float32 and all("layer_norm" in name for name in in_float32), in_float32
+    assert {dtype for name, dtype in dtypes.items() if name not in in_float32} == {
+        tf.bfloat16}
     text = tf.saved_model.load(path).signatures["serve_text"](text_a=tf.constant(TEXTS_A))
     assert text["probabilities"].shape == (len(TEXTS_A), 2)
 

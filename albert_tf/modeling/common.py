@@ -155,8 +155,13 @@ class LayerNorm(keras.layers.LayerNormalization):
 
 
 def layer_norm(name: str, dtype) -> LayerNorm:
-    """LayerNorm over the last axis with the original's epsilon and `gamma`/`beta`."""
-    return LayerNorm(axis=-1, epsilon=LAYER_NORM_EPSILON, name=name, dtype=dtype)
+    """LayerNorm over the last axis with the original's epsilon and `gamma`/`beta`.
+    `gamma` and `beta` are float32 under any policy, as the computation is (under a
+    "bfloat16" policy the layer computes as under "mixed_bfloat16")."""
+    policy = keras.dtype_policies.get(dtype)
+    if policy.variable_dtype != "float32":
+        policy = keras.dtype_policies.get(f"mixed_{policy.compute_dtype}")
+    return LayerNorm(axis=-1, epsilon=LAYER_NORM_EPSILON, name=name, dtype=policy)
 
 
 class _Draws(threading.local):

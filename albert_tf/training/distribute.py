@@ -83,7 +83,7 @@ def use_xla(enable_xla: bool, strategy: tf.distribute.Strategy) -> bool:
     functions of `albert_tf.fused` (GELU, LayerNorm, the optimizer update), which run
     under any strategy. Under mixed_bfloat16 on CPUs it stays on, with a warning: XLA's
     CPU matmuls ran bfloat16 no faster than float32 on an AVX512_BF16 CPU, where
-    TensorFlow's own (oneDNN) ran it twice as fast, and the step 1.9x slower with XLA
+    TensorFlow's own (oneDNN) ran it twice as fast, and the step 2.1x slower with XLA
     than without (BENCHMARKS.md).
     """
     if not enable_xla:

@@ -1,13 +1,12 @@
 """What the scripts share (`albert_tf.apps.common`): flag names read from the
 definitions, and the model flags every script takes the same way."""
 
-import subprocess
-import sys
 
 import pytest
 from conftest import FIXTURE_CHECKPOINT
 
 from albert_tf.config import available_configs
+from tests.helpers.forked import run_python
 from tests.helpers.scripts import FIXTURES, ROOT, SPM, run_script
 
 MODEL_FLAGS = {
@@ -45,8 +44,7 @@ APP_FLAGS = {
 
 
 def python(code: str) -> str:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=300, cwd=ROOT)
+    result = run_python(["-c", code], timeout=300, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 

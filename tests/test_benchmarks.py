@@ -4,11 +4,11 @@ model, a few iterations, no peers: this checks the harness, it times nothing).""
 import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
 
+from tests.helpers.forked import run_python
 from tests.helpers.tiny import write_tiny_config
 
 REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
@@ -28,7 +28,7 @@ def test_bench_models_prints_one_table(tmp_path):
     config = write_tiny_config(tmp_path)  # the SentencePiece fixture's vocabulary
     output = tmp_path / "results.json"
     task_dir = _glue_task_dir()
-    command = [sys.executable, str(SCRIPT), f"--config={config}", "--peers=",
+    command = [SCRIPT, f"--config={config}", "--peers=",
                "--rounds=1", "--repeats=1", "--train_steps=1", "--batch_size=2",
                "--seq_length=16", "--matmul_size=64", "--tokenize_texts=20",
                "--ours_variants=no_xla", "--e2e_batch_size=4", "--e2e_max_examples=8",
@@ -37,8 +37,7 @@ def test_bench_models_prints_one_table(tmp_path):
     if task_dir is not None:
         command.append(f"--data_dir={task_dir}")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPOSITORY,
-                          env=env, timeout=300)
+    done = run_python(command, cwd=REPOSITORY, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
 
     lines = done.stdout.splitlines()
@@ -95,11 +94,11 @@ def test_bench_resume_prints_its_table():
     from tests.helpers.paths import ALICE
     from tests.helpers.scripts import SPM
 
-    done = subprocess.run(
-        [sys.executable, str(REPOSITORY / "benchmarks" / "bench_resume.py"),
+    done = run_python(
+        [REPOSITORY / "benchmarks" / "bench_resume.py",
          f"--input_text={ALICE}", f"--spm_model_file={SPM}", "--batch_size=4",
          "--max_seq_length=32", "--max_predictions_per_seq=4", "--skips=0,3"],
-        capture_output=True, text=True, cwd=REPOSITORY, timeout=300,
+        cwd=REPOSITORY, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line.split("|")[1:-1] for line in done.stdout.splitlines()
@@ -121,13 +120,13 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     from tests.helpers.scripts import SPM
 
     output = tmp_path / "results.json"
-    done = subprocess.run(
-        [sys.executable, str(REPOSITORY / "benchmarks" / "bench_serving.py"),
+    done = run_python(
+        [REPOSITORY / "benchmarks" / "bench_serving.py",
          f"--config={write_tiny_config(tmp_path)}", f"--spm_model_file={SPM}",
          f"--data_dir={task_dir}", "--peers=", "--rounds=1", "--repeats=1",
          "--matmul_size=64", "--batch_sizes=1,2",
          "--max_seq_length=64", "--length_multiple=8", f"--json_output={output}"],
-        capture_output=True, text=True, cwd=REPOSITORY, timeout=300,
+        cwd=REPOSITORY, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "CPU flags:" in done.stdout and "bf16" in done.stdout

@@ -3,21 +3,19 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from albert_tf import demo, demo_data
+from tests.helpers.forked import run_python
 from tests.helpers.scripts import ROOT
 
 NUMBER = r"([0-9]+\.[0-9]+)"
 
 
 def run_demo(work_dir, *args):
-    result = subprocess.run([sys.executable, str(ROOT / "demo.py"), f"--work_dir={work_dir}",
-                             "--quick", *args], capture_output=True, text=True, timeout=600,
-                            cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    result = run_python([ROOT / "demo.py", f"--work_dir={work_dir}", "--quick", *args],
+                        timeout=600, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
@@ -84,9 +82,8 @@ def test_sentencepiece_model_follows_albert_conventions(quick_run):
 def test_the_saved_model_answers_raw_text_in_a_fresh_process(quick_run):
     work_dir, output = quick_run
     texts = [text for text, _ in demo.SAMPLE_REVIEWS]
-    result = subprocess.run([sys.executable, str(work_dir / "ask.py"), "--json", *texts],
-                            capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    result = run_python([work_dir / "ask.py", "--json", *texts], timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stderr[-3000:]
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer["model"] == str(work_dir / "savedmodel" / "1")

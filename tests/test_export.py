@@ -14,6 +14,7 @@ from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
 
 from albert_tf.modeling import real_tokens
 from albert_tf.names import MODEL_TO_RECORD
+from tests.helpers.forked import run_python
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SPM = str(REPO / "tests" / "fixtures" / "spm" / "albert_en_30k_reconstructed.model")
@@ -97,8 +98,8 @@ def call_in_a_fresh_process(calls: dict, work: pathlib.Path) -> dict:
                          [n for n in inputs if n not in strings], strings])
     (work / "calls.json").write_text(json.dumps(manifest))
     np.savez(work / "inputs.npz", **numeric)
-    subprocess.run([sys.executable, "-c", RELOAD, str(work)], check=True, cwd=work,
-                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    run_python(["-c", RELOAD, work], cwd=work, check=True,
+               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     results = {k: {} for k in keys}
     with np.load(work / "results.npz", allow_pickle=False) as saved:
         for name in saved.files:
@@ -607,12 +608,11 @@ def test_checkpoint_mismatch_fails_before_writing(tmp_path):
         load_model_from_checkpoint("encoder", tmp_path / "other.json", FIXTURE_CHECKPOINT)
 
     export_dir = tmp_path / "serving"
-    result = subprocess.run(
-        [sys.executable, str(REPO / "export_savedmodel.py"), "--kind=classifier",
+    result = run_python(
+        [REPO / "export_savedmodel.py", "--kind=classifier",
          f"--albert_config_file={config_file}", f"--checkpoint={FIXTURE_CHECKPOINT}",
          "--task_name=MRPC", f"--export_dir={export_dir}"],
-        capture_output=True, text=True, cwd=tmp_path,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        cwd=tmp_path, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode != 0
     assert "error:" in result.stderr
     assert not export_dir.exists()
@@ -620,13 +620,12 @@ def test_checkpoint_mismatch_fails_before_writing(tmp_path):
 
 def test_script_exports_a_checkpoint(tmp_path):
     export_dir = tmp_path / "serving"
-    result = subprocess.run(
-        [sys.executable, str(REPO / "export_savedmodel.py"), "--kind=encoder",
+    result = run_python(
+        [REPO / "export_savedmodel.py", "--kind=encoder",
          f"--albert_config_file={FIXTURE_DIR / 'albert_config.json'}",
          f"--checkpoint={FIXTURE_CHECKPOINT}", "--max_seq_length=16",
          f"--export_dir={export_dir}"],
-        capture_output=True, text=True, cwd=tmp_path,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        cwd=tmp_path, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(os.listdir(export_dir)) == ["1"]
     info = json.loads((export_dir / "1" / "assets.extra" / "export_info.json").read_text())
@@ -762,8 +761,9 @@ def test_multiple_choice_export_serves_the_records_packing(tmp_path):
                   training=False)["logits"].numpy()
     assert np.abs(other - want[:1]).max() > 1e-3
     five = {**text, "choices": np.concatenate([text["choices"], text["choices"][:, :1]], 1)}
-    with pytest.raises(subprocess.CalledProcessError):
+    with pytest.raises(subprocess.CalledProcessError) as refused:
         call_in_a_fresh_process({"five": (path, "serve_text", five)}, tmp_path)
+    assert "at most 4 choices per question" in refused.value.stderr
 
 
 def test_failed_export_leaves_nothing(exported, monkeypatch):

@@ -4,8 +4,6 @@ replace: values and gradients, XLA on and off, float32 and float16; exports with
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +12,7 @@ import tensorflow as tf
 from albert_tf import fused
 from albert_tf.modeling import common
 from tests.helpers import tiny
+from tests.helpers.forked import run_python
 
 
 def plain_gelu(x):  # the original modeling.gelu
@@ -169,8 +168,7 @@ def test_exported_savedmodel_has_no_xla_kernels_and_matches_keras(tiny_config, t
               "inputs = {k: tf.constant(v) for k, v in json.loads(sys.argv[2]).items()}\n"
               "f = tf.saved_model.load(sys.argv[1]).signatures['serving_default']\n"
               "print(json.dumps(f(**inputs)['logits'].numpy().tolist()))\n")
-    out = subprocess.run(
-        [sys.executable, "-c", script, path,
-         json.dumps({k: v.tolist() for k, v in inputs.items()})],
-        check=True, capture_output=True, text=True).stdout
+    out = run_python(["-c", script, path,
+                      json.dumps({k: v.tolist() for k, v in inputs.items()})],
+                     check=True).stdout
     assert_close(json.loads(out.strip().splitlines()[-1]), want, 1e-5)

@@ -8,8 +8,6 @@ from `model.ckpt` (zero slots, global_step 0), init_lr 1e-2, num_train_steps 10.
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import keras
@@ -32,6 +30,7 @@ from albert_tf.training.optimizers import (
     create_optimizer,
     tf1_optimizer_variables,
 )
+from tests.helpers.forked import run_python
 
 # Slots are linear (m) or quadratic (v) in the clipped gradients: they match the original
 # to ~3e-8. Weights go through Adam's m / (sqrt(v) + 1e-6), which gives a near-zero
@@ -476,8 +475,7 @@ def test_mirrored_strategy_on_two_devices_equals_one_device(tmp_path):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="", TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([sys.executable, str(script), str(FIXTURE_DIR)], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = run_python([script, FIXTURE_DIR], env=env, timeout=300)
     lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT")]
     assert run.returncode == 0 and lines, run.stderr[-3000:]
     result = json.loads(lines[-1][len("RESULT"):])

@@ -1,14 +1,13 @@
 """The parameter-count command, run as a user runs it."""
 
-import subprocess
-import sys
 
 from conftest import FIXTURE_DIR
 
+from tests.helpers.forked import run_python
+
 
 def run(*args):
-    return subprocess.run([sys.executable, "-m", "albert_tf.param_count", *args],
-                          capture_output=True, text=True, timeout=120)
+    return run_python(["-m", "albert_tf.param_count", *args], timeout=120)
 
 
 def test_prints_counts_and_the_papers_figures():

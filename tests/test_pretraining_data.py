@@ -8,8 +8,6 @@ import logging
 import pathlib
 import random
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ import tensorflow as tf
 
 from albert_tf.data import masking, records
 from albert_tf.data import pretraining as pt
+from tests.helpers.forked import run_python
 from tests.helpers.masking_checks import SIGMAS, words_of
 from tests.helpers.paths import ALICE, SHARED_DATA, SPM_MODEL
 from tests.helpers.pretraining_data import config, spm_spec_of
@@ -89,13 +88,12 @@ def test_fast_tokenization_equals_the_tokenizer_on_real_text(tokenizer, spm_spec
 
 def test_script_writes_sharded_records(tmp_path, spm_spec):
     out = tmp_path / "out"
-    command = [sys.executable, str(ROOT / "create_pretraining_data.py"),
-               f"--input_file={ALICE}", f"--output_file={out}/pt.tfrecord@3",
+    command = [ROOT / "create_pretraining_data.py", f"--input_file={ALICE}",
+               f"--output_file={out}/pt.tfrecord@3",
                f"--spm_model_file={SPM_MODEL}", "--max_seq_length=64",
                "--max_predictions_per_seq=10", "--dupe_factor=3", "--num_workers=2",
                "--chunk_bytes=3000"]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=tmp_path,
-                            timeout=120)
+    result = run_python(command, cwd=tmp_path, timeout=120)
     assert result.returncode == 0, result.stderr[-3000:]
     shards = sorted(out.iterdir())
     assert [p.name for p in shards] == [f"pt.tfrecord-0000{i}-of-00003" for i in range(3)]
@@ -255,10 +253,10 @@ def test_missing_inputs_and_bad_settings_fail_before_any_work(tmp_path, spm_spec
 
 
 def test_script_reports_missing_input_clearly(tmp_path):
-    command = [sys.executable, str(ROOT / "create_pretraining_data.py"),
-               "--input_file=missing_dir/*.txt", f"--output_file={tmp_path}/o",
+    command = [ROOT / "create_pretraining_data.py", "--input_file=missing_dir/*.txt",
+               f"--output_file={tmp_path}/o",
                f"--spm_model_file={SPM_MODEL}"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    result = run_python(command, timeout=120)
     assert result.returncode == 1
     assert "no file matches 'missing_dir/*.txt'" in result.stderr.splitlines()[-1]
 

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests.helpers.forked import run_python
 from tests.helpers.paths import ALICE
 
 ROOT = pathlib.Path(__file__).parent.parent
@@ -109,9 +110,8 @@ def run_python_command(args, cwd):
     repository root are found there)."""
     if args[1].endswith(".py"):
         args = [args[0], str(ROOT / args[1]), *args[2:]]
-    return subprocess.run([sys.executable, *args[1:]], capture_output=True, text=True,
-                          timeout=300, cwd=cwd,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    return run_python(args[1:], timeout=300, cwd=cwd,
+                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
 
 def test_examples_run_in_order(release_dir, capsys):

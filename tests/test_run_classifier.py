@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.helpers.forked import run_python
 from tests.helpers.scripts import FIXTURES, SPM, run_script
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
@@ -72,8 +73,6 @@ def test_mrpc_train_eval_predict(tmp_path, config_file):
 def serve_text(version_dir, pairs):
     """Probabilities from the export's serve_text signature, in a fresh process."""
     import json
-    import subprocess
-    import sys
 
     code = (
         "import json, sys\n"
@@ -84,8 +83,7 @@ def serve_text(version_dir, pairs):
         "out = serve(text_a=tf.constant([p[0] for p in pairs]),\n"
         "            text_b=tf.constant([p[1] for p in pairs]))\n"
         "print(json.dumps(out['probabilities'].numpy().tolist()))\n")
-    result = subprocess.run([sys.executable, "-c", code, str(version_dir), json.dumps(pairs)],
-                            capture_output=True, text=True, timeout=120)
+    result = run_python(["-c", code, version_dir, json.dumps(pairs)], timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -2,11 +2,10 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests.helpers.forked import run_python
 from tests.helpers.scripts import FIXTURES, ROOT, SPM, run_script
 from tests.helpers.tiny import write_tiny_config
 
@@ -124,9 +123,9 @@ def test_export_serve_text_reproduces_run_squad(tmp_path, version):
     items, skipped = one_window_questions(data, 384, 64)
     assert len(items) >= 20 and len(skipped) <= 4  # only the 1042-piece v1.1 paragraph
     (tmp_path / "items.json").write_text(json.dumps(items))
-    subprocess.run([sys.executable, "-c", SERVE_TEXT, str(out / "export" / "1"),
-                    str(tmp_path / "items.json"), str(tmp_path / "served.json")],
-                   check=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    run_python(["-c", SERVE_TEXT, out / "export" / "1", tmp_path / "items.json",
+                tmp_path / "served.json"],
+               check=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     served = json.loads((tmp_path / "served.json").read_text())
     expected_nbest = json.loads((out / "nbest_predictions.json").read_text())
     for qas_id, _, _ in items:

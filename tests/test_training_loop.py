@@ -13,15 +13,15 @@ import pytest
 
 from albert_tf.training import distribute
 from tests.helpers import tiny_training
+from tests.helpers.forked import run_python
 
 SCRIPT = str(pathlib.Path(tiny_training.__file__))
 ROOT = str(pathlib.Path(__file__).parent.parent)
 
 
 def run_script(*args, timeout=240):
-    result = subprocess.run([sys.executable, SCRIPT, *map(str, args)], capture_output=True,
-                            text=True, timeout=timeout, cwd=ROOT,
-                            env=dict(os.environ, PYTHONPATH=ROOT))
+    result = run_python([SCRIPT, *args], timeout=timeout, cwd=ROOT,
+                        env=dict(os.environ, PYTHONPATH=ROOT))
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])
 

@@ -110,9 +110,11 @@ def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     choices = settings.num_choices
     contexts, questions = texts[names.CONTEXT], texts[names.QUESTION]
     options = texts[names.CHOICES]  # [B, N]
-    tf.debugging.assert_less_equal(
+    too_many = tf.debugging.assert_less_equal(
         tf.shape(options)[1], choices,
         message=f"at most {choices} choices per question (the export's num_choices)")
+    with tf.control_dependencies([too_many]):  # before the padding below fails on them
+        options = tf.identity(options)
     options = tf.pad(options, [[0, 0], [0, choices - tf.shape(options)[1]]])  # [B, C]
     batch = tf.shape(contexts)[0]
     present = tf.reshape(tf.not_equal(options, ""), [-1])  # [B * C]

@@ -3,7 +3,8 @@
 import os
 import pathlib
 import subprocess
-import sys
+
+from tests.helpers.forked import run_python
 
 ROOT = pathlib.Path(__file__).parent.parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -12,9 +13,8 @@ SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
 
 def run_script(script: str, *args, check: bool = True) -> subprocess.CompletedProcess:
     """`python <script> args...` from the repository root; asserts success by default."""
-    result = subprocess.run([sys.executable, str(ROOT / script), *map(str, args)],
-                            capture_output=True, text=True, timeout=300, cwd=ROOT,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    result = run_python([ROOT / script, *args], timeout=300, cwd=ROOT,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result
@@ -31,12 +31,10 @@ def run_with_faults(script: str, *args, logical_cpus: int = 1,
     """`run_script` through `tests/helpers/faults.py`: on `logical_cpus` CPU devices,
     and SIGKILLed at step `kill_at` (asserted) or run to the end (asserted)."""
     fault = [f"--kill_at={kill_at}"] if kill_at is not None else []
-    command = [sys.executable, str(ROOT / "tests" / "helpers" / "faults.py"),
-               pathlib.Path(script).stem, f"--logical_cpus={logical_cpus}", *fault, "--",
-               *map(str, args)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=ROOT,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-                                     PYTHONPATH=str(ROOT)))
+    command = [ROOT / "tests" / "helpers" / "faults.py", pathlib.Path(script).stem,
+               f"--logical_cpus={logical_cpus}", *fault, "--", *args]
+    result = run_python(command, timeout=300, cwd=ROOT,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(ROOT)))
     expected = 0 if kill_at is None else -9  # SIGKILL
     assert result.returncode == expected, result.stderr[-3000:]
     return result

@@ -146,3 +146,33 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     assert all(r["rate"] > 0 for r in rows)
     assert len({r["examples"] for r in rows}) == 1 and rows[0]["examples"] > 2
     assert all(r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] for r in rows if "p50_ms" in r)
+
+
+def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_path):
+    """The harness of benchmarks/bench_bf16_agreement.py (a 1-layer model, a few steps;
+    its figures mean nothing here): a GLUE task and SQuAD are fine-tuned, exported in
+    float32 and bfloat16, and both exports answer every dev example and question."""
+    task_dir = GLUE / "MRPC"
+    squad = REPOSITORY / "tests" / "fixtures" / "squad" / "dev-v1.1-excerpt.json"
+    output = tmp_path / "results.json"
+    done = run_python(
+        [REPOSITORY / "benchmarks" / "bench_bf16_agreement.py", f"--data_dir={task_dir}",
+         f"--squad_file={squad}", "--squad_train_articles=1", "--squad_max_seq_length=96",
+         "--squad_train_steps=2", "--train_steps=4", "--batch_size=4", "--layers=1",
+         "--hidden=64", "--max_seq_length=MRPC:32", f"--work_dir={tmp_path / 'work'}",
+         f"--json_output={output}"],
+        cwd=REPOSITORY, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads(output.read_text())
+    (glue,) = results["classification"]
+    dev_rows = len((task_dir / "dev.tsv").read_text().splitlines()) - 1
+    assert glue["task"].endswith("MRPC") and glue["examples"] == dev_rows
+    assert 0 <= glue["agreement"] <= 1 and glue["max_abs_probability_difference"] >= 0
+    for version in ("1", "2"):  # float32, then bfloat16, of the same checkpoint
+        info = json.loads((tmp_path / "work" / "MRPC" / "export" / version / "assets.extra"
+                           / "export_info.json").read_text())
+        assert info["serving_precision"] == ("float32" if version == "1" else "bfloat16")
+    assert results["squad"]["examples"] == 9  # the questions of the other two articles
+    assert 0 <= results["squad"]["answer_agreement"] <= 1
+    assert "| float32 |" in done.stdout and "| bfloat16 |" in done.stdout
+    assert f"| {glue['task']} | 32 | {dev_rows} |" in done.stdout

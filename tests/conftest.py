@@ -18,7 +18,8 @@ import pytest  # noqa: E402
 # They are collected first, so that with `make test`'s two workers (--dist=loadscope: a
 # module at a time, in collection order) the long ones start early and the short ones
 # fill in, instead of one worker running a long module alone at the end.
-LONGEST_MODULES = ("test_resume.py", "test_readme.py", "test_run_classifier.py",
+LONGEST_MODULES = ("test_resume.py", "test_readme.py", "test_benchmarks.py",
+                   "test_run_classifier.py",
                    "test_export.py", "test_run_squad.py", "test_demo.py", "test_run_ner.py",
                    "test_training_loop.py", "test_run_pretraining.py", "test_optimizers.py")
 

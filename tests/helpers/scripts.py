@@ -1,4 +1,6 @@
-"""Running the repository's absl scripts as a user would, for the end-to-end tests."""
+"""Running the repository's absl scripts as a user would, for the end-to-end tests
+(`python script.py FLAGS...`, forked from an interpreter with TensorFlow already
+imported: `tests.helpers.forked`)."""
 
 import os
 import pathlib

@@ -9,7 +9,7 @@ for bit (weights, optimizer slots, step).
 Exact, not close: every draw (dropout masks, shuffles, dynamic masks and sentence-order
 swaps) is a function of (seed, step, micro-batch, replica) or of the data position, and a
 restarted process computes the same ops on the same devices in the same order. (Each
-process start costs about 15 seconds, so the mirrored runs are killed once.)
+run starts and traces its step anew, seconds each, so the mirrored runs are killed once.)
 """
 
 import pytest

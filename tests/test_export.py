@@ -545,7 +545,7 @@ def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
     import tensorflow_text  # noqa: F401
 
     from albert_tf.export import ExportError, export_savedmodel
-    from albert_tf.export.savedmodel import cpu_flags, in_serving_precision
+    from albert_tf.export.savedmodel import cpu_flags, in_serving_precision, with_dtype_policy
 
     model, _ = exported["classifier"]
     with pytest.raises(ExportError, match="unknown serving precision 'float16'"):
@@ -572,8 +572,7 @@ def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
     # The weights rounded to bfloat16 once, at export, give the numbers of rounding them
     # at every request (Keras' mixed_bfloat16 policy): the same in process, and within
     # bfloat16's summation-order noise served.
-    mixed = type(model).from_config(dict(model.get_config(), dtype="mixed_bfloat16"))
-    mixed.set_weights(model.get_weights())
+    mixed = with_dtype_policy(model, "mixed_bfloat16")
     stored_once = in_serving_precision(model, "bfloat16")
     with real_tokens.inference_graph():
         again, same = (tf.function(lambda x, m=m: m(x, training=False))(inputs)

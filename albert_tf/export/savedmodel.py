@@ -103,8 +103,13 @@ def in_serving_precision(model, precision: str):
             "exporting for bfloat16 on a CPU without %s: this machine multiplies bfloat16 "
             "slower than float32; serve it where the CPU has them",
             " or ".join(_BFLOAT16_CPU_FLAGS))
-    config = dict(model.get_config(), dtype="bfloat16")
-    copy = type(model).from_config(config)
+    return with_dtype_policy(model, "bfloat16")
+
+
+def with_dtype_policy(model, dtype: str):
+    """A copy of `model` (same class, config and weights) under the Keras dtype policy
+    `dtype` (its weights cast to the policy's variable dtypes)."""
+    copy = type(model).from_config(dict(model.get_config(), dtype=dtype))
     copy.set_weights(model.get_weights())
     return copy
 

@@ -66,15 +66,14 @@ class RealTokens:
     def __init__(self, input_mask):
         shape = tf.shape(input_mask)
         self.batch_size, self.seq_length = shape[0], shape[1]
-        real = tf.cast(input_mask > 0, tf.int32)
-        self.flat = tf.cast(tf.where(tf.reshape(real, [-1]) > 0)[:, 0], tf.int32)
+        is_real = input_mask > 0
+        self.flat = tf.cast(tf.where(tf.reshape(is_real, [-1]))[:, 0], tf.int32)
         self.positions = self.flat % self.seq_length  # [T]: each token's position
         # A gather from the tokens plus one zero row, not a ScatterNd into zeros: on CPU
         # ScatterNd took 0.65 ms for ALBERT-base's [T, 3H] queries, keys and values of a
         # request of 8 texts, this 0.14 ms.
-        count = tf.size(self.flat)
-        self.slots = tf.where(real > 0, tf.reshape(tf.cumsum(tf.reshape(real, [-1])),
-                                                   shape) - 1, count)
+        order = tf.cumsum(tf.reshape(tf.cast(is_real, tf.int32), [-1]))  # 1..T at real
+        self.slots = tf.where(is_real, tf.reshape(order, shape) - 1, tf.size(self.flat))
 
     def gather(self, x):
         """[B, S, ...] -> [T, ...]."""

@@ -1,7 +1,6 @@
 """What the scripts share (`albert_tf.apps.common`): flag names read from the
 definitions, and the model flags every script takes the same way."""
 
-
 import pytest
 from conftest import FIXTURE_CHECKPOINT
 

@@ -16,6 +16,15 @@ SCRIPT = REPOSITORY / "benchmarks" / "bench_models.py"
 GLUE = REPOSITORY / "tests" / "fixtures" / "glue"
 
 
+def run_benchmark(name: str, *flags) -> str:
+    """`python benchmarks/<name> flags...` from the repository root; asserts success,
+    returns its stdout."""
+    done = run_python([REPOSITORY / "benchmarks" / name, *flags], cwd=REPOSITORY,
+                      timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 def _glue_task_dir():
     """A GLUE task folder with a dev.tsv among the test fixtures, if any."""
     for name in ("MRPC", "SST-2", "RTE", "CoLA"):
@@ -28,19 +37,13 @@ def test_bench_models_prints_one_table(tmp_path):
     config = write_tiny_config(tmp_path)  # the SentencePiece fixture's vocabulary
     output = tmp_path / "results.json"
     task_dir = _glue_task_dir()
-    command = [SCRIPT, f"--config={config}", "--peers=",
-               "--rounds=1", "--repeats=1", "--train_steps=1", "--batch_size=2",
-               "--seq_length=16", "--matmul_size=64", "--tokenize_texts=20",
-               "--ours_variants=no_xla", "--e2e_batch_size=4", "--e2e_max_examples=8",
-               "--max_seq_length=64",
-               f"--json_output={output}"]
+    flags = [f"--config={config}", "--peers=", "--rounds=1", "--repeats=1",
+             "--train_steps=1", "--batch_size=2", "--seq_length=16", "--matmul_size=64",
+             "--tokenize_texts=20", "--ours_variants=no_xla", "--e2e_batch_size=4",
+             "--e2e_max_examples=8", "--max_seq_length=64", f"--json_output={output}"]
     if task_dir is not None:
-        command.append(f"--data_dir={task_dir}")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = run_python(command, cwd=REPOSITORY, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-    lines = done.stdout.splitlines()
+        flags.append(f"--data_dir={task_dir}")
+    lines = run_benchmark(SCRIPT.name, *flags).splitlines()
     assert lines[0].startswith("Machine: ")
     assert any(line.startswith("fp32 matmul peak: ") for line in lines)
     table = [line for line in lines if line.startswith("|")]
@@ -94,19 +97,16 @@ def test_bench_resume_prints_its_table():
     from tests.helpers.paths import ALICE
     from tests.helpers.scripts import SPM
 
-    done = run_python(
-        [REPOSITORY / "benchmarks" / "bench_resume.py",
-         f"--input_text={ALICE}", f"--spm_model_file={SPM}", "--batch_size=4",
-         "--max_seq_length=32", "--max_predictions_per_seq=4", "--skips=0,3"],
-        cwd=REPOSITORY, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [line.split("|")[1:-1] for line in done.stdout.splitlines()
+    stdout = run_benchmark(
+        "bench_resume.py", f"--input_text={ALICE}", f"--spm_model_file={SPM}",
+        "--batch_size=4", "--max_seq_length=32", "--max_predictions_per_seq=4",
+        "--skips=0,3")
+    rows = [line.split("|")[1:-1] for line in stdout.splitlines()
             if line.startswith("| records") or line.startswith("| input_text")]
     assert [(r[0].strip(), int(r[1])) for r in rows] == [
         ("records", 0), ("records", 3), ("input_text", 0), ("input_text", 3)]
     assert all(float(r[2]) > 0 for r in rows)
-    assert "CPU flags:" in done.stdout
+    assert "CPU flags:" in stdout
 
 
 def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
@@ -120,18 +120,14 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     from tests.helpers.scripts import SPM
 
     output = tmp_path / "results.json"
-    done = run_python(
-        [REPOSITORY / "benchmarks" / "bench_serving.py",
-         f"--config={write_tiny_config(tmp_path)}", f"--spm_model_file={SPM}",
-         f"--data_dir={task_dir}", "--peers=", "--rounds=1", "--repeats=1",
-         "--matmul_size=64", "--batch_sizes=1,2",
-         "--max_seq_length=64", "--length_multiple=8", f"--json_output={output}"],
-        cwd=REPOSITORY, timeout=300,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "CPU flags:" in done.stdout and "bf16" in done.stdout
-    assert "in-graph tokenizer" in done.stdout
-    table = [line.split("|")[1:-1] for line in done.stdout.splitlines()
+    stdout = run_benchmark(
+        "bench_serving.py", f"--config={write_tiny_config(tmp_path)}",
+        f"--spm_model_file={SPM}", f"--data_dir={task_dir}", "--peers=", "--rounds=1",
+        "--repeats=1", "--matmul_size=64", "--batch_sizes=1,2", "--max_seq_length=64",
+        "--length_multiple=8", f"--json_output={output}")
+    assert "CPU flags:" in stdout and "bf16" in stdout
+    assert "in-graph tokenizer" in stdout
+    table = [line.split("|")[1:-1] for line in stdout.splitlines()
              if line.startswith(f"| {task_dir.name} |")]
     per_token = {(row[2].strip(), int(row[1])): float(row[-1]) for row in table}
     savedmodel = "ours, SavedModel serve_text"
@@ -141,7 +137,7 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     assert any("in process" in name and v > 1.0 for (name, _), v in per_token.items())
     bfloat16 = "ours, SavedModel serve_text, bfloat16 export"
     assert per_token[(bfloat16, 1)] == per_token[(bfloat16, 2)] == 1.0
-    assert f"{task_dir.name} batch 2: the bfloat16 export serves " in done.stdout
+    assert f"{task_dir.name} batch 2: the bfloat16 export serves " in stdout
     rows = json.loads(output.read_text())["rows"]
     assert all(r["rate"] > 0 for r in rows)
     assert len({r["examples"] for r in rows}) == 1 and rows[0]["examples"] > 2
@@ -155,14 +151,12 @@ def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_pat
     task_dir = GLUE / "MRPC"
     squad = REPOSITORY / "tests" / "fixtures" / "squad" / "dev-v1.1-excerpt.json"
     output = tmp_path / "results.json"
-    done = run_python(
-        [REPOSITORY / "benchmarks" / "bench_bf16_agreement.py", f"--data_dir={task_dir}",
-         f"--squad_file={squad}", "--squad_train_articles=1", "--squad_max_seq_length=96",
-         "--squad_train_steps=2", "--train_steps=4", "--batch_size=4", "--layers=1",
-         "--hidden=64", "--max_seq_length=MRPC:32", f"--work_dir={tmp_path / 'work'}",
-         f"--json_output={output}"],
-        cwd=REPOSITORY, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert done.returncode == 0, done.stderr[-3000:]
+    stdout = run_benchmark(
+        "bench_bf16_agreement.py", f"--data_dir={task_dir}", f"--squad_file={squad}",
+        "--squad_train_articles=1", "--squad_max_seq_length=96", "--squad_train_steps=2",
+        "--train_steps=4", "--batch_size=4", "--layers=1", "--hidden=64",
+        "--max_seq_length=MRPC:32", f"--work_dir={tmp_path / 'work'}",
+        f"--json_output={output}")
     results = json.loads(output.read_text())
     (glue,) = results["classification"]
     dev_rows = len((task_dir / "dev.tsv").read_text().splitlines()) - 1
@@ -174,5 +168,5 @@ def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_pat
         assert info["serving_precision"] == ("float32" if version == "1" else "bfloat16")
     assert results["squad"]["examples"] == 9  # the questions of the other two articles
     assert 0 <= results["squad"]["answer_agreement"] <= 1
-    assert "| float32 |" in done.stdout and "| bfloat16 |" in done.stdout
-    assert f"| {glue['task']} | 32 | {dev_rows} |" in done.stdout
+    assert "| float32 |" in stdout and "| bfloat16 |" in stdout
+    assert f"| {glue['task']} | 32 | {dev_rows} |" in stdout

@@ -1,6 +1,5 @@
 """The parameter-count command, run as a user runs it."""
 
-
 from conftest import FIXTURE_DIR
 
 from tests.helpers.forked import run_python

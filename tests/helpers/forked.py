@@ -187,6 +187,7 @@ def _run(request) -> None:
         os.environ.update(request["env"])
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
+        os.close(null)
         for fd, name in ((1, "stdout"), (2, "stderr")):
             out = os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(out, fd)

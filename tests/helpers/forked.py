@@ -4,15 +4,14 @@ NumPy, TensorFlow and Keras, instead of a new interpreter each time.
 Importing them costs about 4 CPU seconds, and the suite runs its scripts, exports and
 fresh-process checks in about 140 Python processes (counted 2026-11-25): by that
 estimate some 550 of the 1,850 CPU seconds of `make test` on 2 cores. With this helper
-the suite went from 15.3 to 11.2 minutes on a 2-core AVX-512 machine. Each pytest
-worker starts one server process (this file run as a program) that imports them once
-and, for each request, forks a child that runs the command as `python` would: its own
-argv, working directory,
-environment, stdin from /dev/null, stdout and stderr to files read back as text,
-`__main__` from the script file, the module (`-m`) or the code (`-c`), then what python
-does on exit (non-daemon threads joined, atexit functions), and the exit status of
-`sys.exit`, of an uncaught exception (1, its traceback printed) or of a signal
-(SIGKILL: -9, as `subprocess` reports it).
+the suite went from 15.3 to 11.2 minutes on a 2-core AVX-512 machine. Each pytest worker
+starts one server process (this file run as a program) that imports them once and, for
+each request, forks a child that runs the command as `python` would: its own argv,
+working directory, environment, stdin from /dev/null, stdout and stderr to files read
+back as text, `__main__` from the script file, the module (`-m`) or the code (`-c`),
+then what python does on exit (non-daemon threads joined, atexit functions), and the
+exit status of `sys.exit`, of an uncaught exception (1, its traceback printed) or of a
+signal (SIGKILL: -9, as `subprocess` reports it).
 
 The child is as fresh as a new interpreter for what the tests check: nothing of
 albert_tf is imported before the fork (a SavedModel served there has no Python model

@@ -6,10 +6,11 @@ For each GLUE task folder of `--data_dir` (e.g. ../shared/data/glue/SST-2,
 for `--train_steps` steps, evaluates it and exports it (`--export_dir`, float32, version
 1); `export_savedmodel.py --serving_precision=bfloat16` exports its model.ckpt-best, the
 same weights (version 2). Both SavedModels then answer the dev set through `serve_text`
-in one process; printed per task: the dev accuracy of each, the share of each class
-among the float32 predictions (non-trivial predictions use more than one), the share of
-dev examples whose predictions agree, and the largest and mean |probability
-difference|.
+in one process, which has the environment their export_info.json names (the bfloat16
+export's `serving_environment`; the runs that train never get it); printed per task:
+the dev accuracy of each, the share of each class among the float32 predictions
+(non-trivial predictions use more than one), the share of dev examples whose
+predictions agree, and the largest and mean |probability difference|.
 
 With `--squad_file` (e.g. ../shared/data/squad/dev-v1.1.json, the only SQuAD with
 answers among the shared data): its first `--squad_train_articles` articles train a
@@ -91,24 +92,36 @@ def seq_length(task_dir: str) -> int:
     return int(lengths.get(os.path.basename(task_dir.rstrip("/")), 128))
 
 
+# The environment this process started with: the runs that train get it unchanged
+# (serve_texts sets what the exports ask for in this process alone).
+STARTED_WITH = dict(os.environ)
+
+
 def run(script: str, *args) -> None:
     done = subprocess.run([sys.executable, os.path.join(REPOSITORY, script), *args],
                           capture_output=True, text=True, cwd=REPOSITORY,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                          env=dict(STARTED_WITH, TF_CPP_MIN_LOG_LEVEL="2"))
     if done.returncode:
         sys.exit(f"{script} failed:\n{done.stderr[-3000:]}")
 
 
 def serve_texts(export_dir: str):
     """(precision, serve_text) of the float32 (version 1) and bfloat16 (version 2)
-    exports, each checked against its export_info.json."""
+    exports, each checked against its export_info.json, served as a server would: in the
+    environment their export_info.json names (`serving_environment`), set before this
+    process runs its first TensorFlow kernel, which reads it (the first call of
+    serve_texts; every export of a run asks for the same)."""
+    paths = {precision: os.path.join(export_dir, version)
+             for version, precision in (("1", "float32"), ("2", "bfloat16"))}
+    for precision, path in paths.items():
+        with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
+            info = json.load(f)
+        assert info["serving_precision"] == precision, path
+        os.environ.update(info["serving_environment"])
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the ops serve_text needs)
 
-    for version, precision in (("1", "float32"), ("2", "bfloat16")):
-        path = os.path.join(export_dir, version)
-        with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
-            assert json.load(f)["serving_precision"] == precision, path
+    for precision, path in paths.items():
         yield precision, tf.saved_model.load(path).signatures["serve_text"]
 
 
@@ -144,6 +157,14 @@ def compare(task_dir: str, export_dir: str) -> dict:
             "agreement": float((p32.argmax(-1) == p16.argmax(-1)).mean()),
             "max_abs_probability_difference": float(difference.max()),
             "mean_abs_probability_difference": float(difference.mean())}
+
+
+def served_in() -> str:
+    """The variables of this process that exports may ask for, as NAME=value."""
+    from albert_tf.export import SERVING_ENVIRONMENTS
+
+    names = {k for wanted in SERVING_ENVIRONMENTS.values() for k in wanted}
+    return " ".join(f"{k}={os.environ[k]}" for k in sorted(names) if k in os.environ)
 
 
 def exported(export_dir: str) -> bool:
@@ -247,7 +268,8 @@ def main(argv):
     print(f"Small ALBERT: {FLAGS.layers} layers, H {FLAGS.hidden}, E {FLAGS.hidden // 2}, "
           f"about {FLAGS.train_steps} fine-tuning steps of {FLAGS.batch_size} from random "
           f"weights, learning rate {FLAGS.learning_rate:g} (seed {FLAGS.seed}); "
-          "float32 (v1) and bfloat16 (v2) exports of one checkpoint, through serve_text")
+          "float32 (v1) and bfloat16 (v2) exports of one checkpoint, through serve_text "
+          f"in a process with {served_in() or 'no variable the exports ask for'}")
     if results:
         print()
         print("| task | max_seq_length | dev examples | fp32 predictions by class "
@@ -276,7 +298,8 @@ def main(argv):
               f"{squad['f1_bfloat16']:.2f} | {100 * squad['answer_agreement']:.2f}% |")
     if FLAGS.json_output:
         with open(FLAGS.json_output, "w") as f:
-            json.dump({"classification": results, "squad": squad}, f, indent=1)
+            json.dump({"classification": results, "squad": squad,
+                       "served_in": served_in()}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,10 @@ a warm server has seen them). Rows:
   export before real-token inference);
 - `SavedModel, bfloat16`: the same weights exported with `serving_precision="bfloat16"`
   (matmuls in bfloat16: faster only where the CPU has AVX512_BF16 or AMX; the export
-  warns elsewhere; its agreement with float32: bench_bf16_agreement.py);
+  warns elsewhere; its agreement with float32: bench_bf16_agreement.py), served as it is
+  and served in a process with the environment its export_info.json names
+  (`serving_environment`: TensorFlow's MatMuls keep their weights in the layout they
+  multiply in, `albert_tf.export.savedmodel.SERVING_ENVIRONMENTS`);
 - `in process, sorted`: ours in process with XLA, the whole dev set sorted by length and
   padded per batch of the largest `--batch_sizes` (`bench_models.LengthSortedPredictor`):
   the figure the export aims at, though no server can sort its callers' requests;
@@ -64,7 +67,9 @@ FLAGS = flags.FLAGS
 VARIANTS = ("real_tokens", "padded", "bfloat16")
 LABELS = {"real_tokens": "ours, SavedModel serve_text",
           "padded": "ours, SavedModel serve_text, padded (real-token inference off)",
-          "bfloat16": "ours, SavedModel serve_text, bfloat16 export"}
+          "bfloat16": "ours, SavedModel serve_text, bfloat16 export",
+          "bfloat16_env": "ours, SavedModel serve_text, bfloat16 export, served in its "
+                          "serving_environment"}
 
 
 def batch_sizes() -> list[int]:
@@ -142,14 +147,19 @@ def packed_lengths(tokenizer, texts_a, texts_b):
     return packed_length([s.row_lengths() for s in segments], FLAGS.max_seq_length).numpy()
 
 
-def serve(rec, variant: str) -> None:
-    """A fresh process loads the SavedModel of `variant` and serves every dev set."""
+def serve(rec, variant: str, label: str | None = None) -> None:
+    """A fresh process loads the SavedModel of `variant` and serves every dev set; its
+    rows are labelled `label` (default: the variant's)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (the ops serve_text needs)
 
     from albert_tf import names
+    from albert_tf.export import SERVING_ENVIRONMENTS
     from albert_tf.text import AlbertTextTokenizer
 
+    # Which of the variables that exports ask for this process has (in each row).
+    environment = {k: os.environ[k] for wanted in SERVING_ENVIRONMENTS.values()
+                   for k in wanted if k in os.environ}
     rec.versions.update(tensorflow=tf.__version__)
     rec.matmul_gflops = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats)
     rec.bf16_matmul_gflops = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats,
@@ -175,13 +185,11 @@ def serve(rec, variant: str) -> None:
             seconds = timed_passes(batches, call)
             starts = range(0, len(lengths), size)
             padded = sum(len(lengths[s:s + size]) * lengths[s:s + size].max() for s in starts)
-            extra = {}
-            if size == 1:
-                extra = one_text_costs(loaded, tokenizer, batches)
-            add_row(rec, name, LABELS[variant], size, seconds, examples=len(texts_a),
-                    tokens=int(lengths.sum()),
+            extra = one_text_costs(loaded, tokenizer, batches) if size == 1 else {}
+            add_row(rec, name, label or LABELS[variant], size, seconds,
+                    examples=len(texts_a), tokens=int(lengths.sum()),
                     positions=int(padded if variant == "padded" else lengths.sum()),
-                    **extra)
+                    environment=environment, **extra)
         del loaded
 
 
@@ -313,6 +321,8 @@ def transformers(rec) -> None:
 CHILDREN = {"savedmodel": lambda rec: serve(rec, "real_tokens"),
             "savedmodel_padded": lambda rec: serve(rec, "padded"),
             "savedmodel_bf16": lambda rec: serve(rec, "bfloat16"),
+            "savedmodel_bf16_env": lambda rec: serve(rec, "bfloat16",
+                                                     LABELS["bfloat16_env"]),
             "in_process": in_process, "keras_hub": keras_hub, "transformers": transformers}
 IMPORTS = {"keras_hub": "keras_hub", "transformers": "transformers"}
 
@@ -338,8 +348,21 @@ def run_child(name: str) -> None:
                                   rec.bf16_matmul_gflops}))
 
 
-def _child(name: str, exports: str = "", export_root: str = "") -> dict | str:
-    """Runs child `name` in a fresh process; its RESULT, or the SKIP reason."""
+def serving_environment(exports: str, variant: str) -> dict:
+    """The environment that the exports of `variant` ask to be served in (their
+    export_info.json's `serving_environment`; one for all the dev sets' exports)."""
+    found = set()
+    for paths in json.loads(exports).values():
+        with open(os.path.join(paths[variant], "assets.extra", "export_info.json")) as f:
+            found.add(json.dumps(json.load(f)["serving_environment"], sort_keys=True))
+    (environment,) = found
+    return json.loads(environment)
+
+
+def _child(name: str, exports: str = "", export_root: str = "",
+           environment: dict | None = None) -> dict | str:
+    """Runs child `name` in a fresh process (its environment updated with
+    `environment`); its RESULT, or the SKIP reason."""
     args = [f"--{n}={','.join(v) if isinstance(v, list) else v}" for n, v in (
         (n, getattr(FLAGS, n)) for n in (
             "config", "spm_model_file", "data_dir", "max_seq_length", "e2e_max_examples",
@@ -347,7 +370,8 @@ def _child(name: str, exports: str = "", export_root: str = "") -> dict | str:
     command = [sys.executable, os.path.abspath(__file__), f"--child={name}",
                f"--exports={exports}", f"--export_root={export_root}", *args]
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=bm.REPOSITORY,
-                          timeout=FLAGS.child_timeout)
+                          timeout=FLAGS.child_timeout,
+                          env={**os.environ, **(environment or {})})
     for line in reversed(done.stdout.splitlines()):
         if line.startswith("SKIP "):
             return json.loads(line[5:])
@@ -383,7 +407,8 @@ def main(argv):
     if not FLAGS.data_dir:
         raise app.UsageError("--data_dir: one GLUE task folder or more (e.g. "
                              "../shared/data/glue/SST-2)")
-    names = ["savedmodel", "savedmodel_padded", "savedmodel_bf16", "in_process"] + [
+    names = ["savedmodel", "savedmodel_padded", "savedmodel_bf16", "savedmodel_bf16_env",
+             "in_process"] + [
         p for p in FLAGS.peers if p]
     unknown = [n for n in names if n not in CHILDREN]
     if unknown:
@@ -392,6 +417,7 @@ def main(argv):
     best, results, skipped, loads = {}, [], {}, []
     with tempfile.TemporaryDirectory(prefix="bench_serving_") as root:
         exports = json.dumps(_child("export", export_root=root))
+        environments = {"savedmodel_bf16_env": serving_environment(exports, "bfloat16")}
         for round_index in range(FLAGS.rounds):
             for name in names:
                 if name in skipped:
@@ -400,7 +426,7 @@ def main(argv):
                 loads.append(bm._load_average() + ("" if busy is None else f" ({busy:.0%})"))
                 print(f"round {round_index + 1}/{FLAGS.rounds}: {name}", file=sys.stderr,
                       flush=True)
-                result = _child(name, exports)
+                result = _child(name, exports, environment=environments.get(name))
                 if isinstance(result, str):
                     skipped[name] = result
                     continue
@@ -426,11 +452,14 @@ def main(argv):
         print(f"Note: {note}")
     rows = list(best.values())
     for r in rows:
-        if r["variant"] == LABELS["bfloat16"]:
+        if r["variant"] in (LABELS["bfloat16"], LABELS["bfloat16_env"]):
             other = best.get((r["benchmark"], LABELS["real_tokens"], r["batch"]))
             if other:
-                print(f"{r['benchmark']} batch {r['batch']}: the bfloat16 export serves "
-                      f"{r['rate'] / other['rate']:.2f}x the float32 export's sequences/s")
+                how = ", in its serving_environment," * (
+                    r["variant"] == LABELS["bfloat16_env"])
+                print(f"{r['benchmark']} batch {r['batch']}: the bfloat16 export{how} "
+                      f"serves {r['rate'] / other['rate']:.2f}x the float32 export's "
+                      "sequences/s")
     for r in rows:
         if "tokenizer_p50_ms" in r:
             print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "

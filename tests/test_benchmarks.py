@@ -112,8 +112,11 @@ def test_bench_resume_prints_its_table():
 def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     """The harness of benchmarks/bench_serving.py (a tiny model, no peers; times
     nothing): the export served in a fresh process computes one position per real token,
-    the padded export and the in-process pipeline more, the bfloat16 export one too; the
-    batch-1 split of the latency into tokenizer and model is printed."""
+    the padded export and the in-process pipeline more, the bfloat16 export one too, also
+    served in the environment its export_info.json names (and only there); the batch-1
+    split of the latency into tokenizer and model is printed."""
+    from albert_tf.export import SERVING_ENVIRONMENTS
+
     task_dir = _glue_task_dir()
     if task_dir is None:
         pytest.skip("no GLUE dev.tsv among the fixtures")
@@ -138,7 +141,14 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     bfloat16 = "ours, SavedModel serve_text, bfloat16 export"
     assert per_token[(bfloat16, 1)] == per_token[(bfloat16, 2)] == 1.0
     assert f"{task_dir.name} batch 2: the bfloat16 export serves " in stdout
+    in_environment = f"{bfloat16}, served in its serving_environment"
+    assert per_token[(in_environment, 1)] == per_token[(in_environment, 2)] == 1.0
+    assert (f"{task_dir.name} batch 2: the bfloat16 export, in its serving_environment, "
+            "serves ") in stdout
     rows = json.loads(output.read_text())["rows"]
+    assert {r["variant"]: r["environment"] for r in rows if "SavedModel" in r["variant"]
+            } == {savedmodel: {}, bfloat16: {}, in_environment: SERVING_ENVIRONMENTS[
+                "bfloat16"], f"{savedmodel}, padded (real-token inference off)": {}}
     assert all(r["rate"] > 0 for r in rows)
     assert len({r["examples"] for r in rows}) == 1 and rows[0]["examples"] > 2
     assert all(r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] for r in rows if "p50_ms" in r)
@@ -147,7 +157,10 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
 def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_path):
     """The harness of benchmarks/bench_bf16_agreement.py (a 1-layer model, a few steps;
     its figures mean nothing here): a GLUE task and SQuAD are fine-tuned, exported in
-    float32 and bfloat16, and both exports answer every dev example and question."""
+    float32 and bfloat16, and both exports answer every dev example and question, served
+    in the environment the bfloat16 export names."""
+    from albert_tf.export import SERVING_ENVIRONMENTS
+
     task_dir = GLUE / "MRPC"
     squad = REPOSITORY / "tests" / "fixtures" / "squad" / "dev-v1.1-excerpt.json"
     output = tmp_path / "results.json"
@@ -168,5 +181,7 @@ def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_pat
         assert info["serving_precision"] == ("float32" if version == "1" else "bfloat16")
     assert results["squad"]["examples"] == 9  # the questions of the other two articles
     assert 0 <= results["squad"]["answer_agreement"] <= 1
+    assert results["served_in"] == " ".join(
+        f"{k}={v}" for k, v in sorted(SERVING_ENVIRONMENTS["bfloat16"].items()))
     assert "| float32 |" in stdout and "| bfloat16 |" in stdout
     assert f"| {glue['task']} | 32 | {dev_rows} |" in stdout

@@ -75,10 +75,13 @@ with open(f"{work}/strings.json", "w") as f:
 """
 
 
-def call_in_a_fresh_process(calls: dict, work: pathlib.Path) -> dict:
+def call_in_a_fresh_process(calls: dict, work: pathlib.Path,
+                            environment: dict | None = None) -> dict:
     """{key: (SavedModel path, signature, inputs)} -> {key: outputs}, every SavedModel
-    loaded in a new process (as a server would). Numbers travel as .npz, strings as
-    base64 in JSON (exact bytes, invalid UTF-8 included): no pickle."""
+    loaded in a new process (as a server would), in order. Numbers travel as .npz,
+    strings as base64 in JSON (exact bytes, invalid UTF-8 included): no pickle. With
+    `environment` (variables TensorFlow reads once, at its first kernel) the process is
+    a new interpreter rather than a fork of the preloaded one."""
     import base64
 
     keys = list(calls)
@@ -98,8 +101,8 @@ def call_in_a_fresh_process(calls: dict, work: pathlib.Path) -> dict:
                          [n for n in inputs if n not in strings], strings])
     (work / "calls.json").write_text(json.dumps(manifest))
     np.savez(work / "inputs.npz", **numeric)
-    run_python(["-c", RELOAD, work], cwd=work, check=True,
-               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    run_python(["-c", RELOAD, work], cwd=work, check=True, fresh=bool(environment),
+               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(environment or {})})
     results = {k: {} for k in keys}
     with np.load(work / "results.npz", allow_pickle=False) as saved:
         for name in saved.files:
@@ -588,6 +591,65 @@ def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
         tf.bfloat16}
     text = tf.saved_model.load(path).signatures["serve_text"](text_a=tf.constant(TEXTS_A))
     assert text["probabilities"].shape == (len(TEXTS_A), 2)
+
+
+def test_bfloat16_exports_answer_right_in_their_serving_environment(
+        exported, config, tmp_path):
+    """export_info.json's serving_environment for bfloat16 (TensorFlow's oneDNN MatMuls
+    keep their first call's copy of their weights): a classifier and a SQuAD v2.0 export
+    (whose beam multiplies request tensors) in bfloat16 answer requests of other rows
+    and values, after the first, as the mixed_bfloat16 model does. In the same process a
+    control shows the setting at work where TensorFlow runs oneDNN: a MatMul with bias
+    of two request tensors answers its second request with the first's weights.
+    float32 exports name no setting."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    from albert_tf.export import SERVING_ENVIRONMENTS, export_savedmodel
+    from albert_tf.export.savedmodel import with_dtype_policy
+
+    def environment(path):
+        info = pathlib.Path(path) / "assets.extra" / "export_info.json"
+        return json.loads(info.read_text())["serving_environment"]
+
+    assert environment(exported["classifier"][1]) == {}
+    control = tf.Module()
+    control.f = tf.function(lambda a, b, c: tf.nn.bias_add(tf.matmul(a, b), c),
+                            input_signature=[tf.TensorSpec([None, 8]),
+                                             tf.TensorSpec([8, 8]), tf.TensorSpec([8])])
+    tf.saved_model.save(control, str(tmp_path / "control"), signatures=control.f)
+    rng = np.random.default_rng(5)
+    a, b1, b2, c = (rng.standard_normal(shape).astype(np.float32)
+                    for shape in ([2, 8], [8, 8], [8, 8], [8]))
+    calls = {("control", 0): (tmp_path / "control", "serving_default",
+                              {"a": a, "b": b1, "c": c}),
+             ("control", 1): (tmp_path / "control", "serving_default",
+                              {"a": a, "b": b2, "c": c})}
+    expected = {}
+    for case in ("classifier", "squad_v2"):
+        model, _ = exported[case]
+        path = export_savedmodel(model, tmp_path / case, kind=_kind(case),
+                                 spm_model_file=SPM, max_seq_length=MAX_SEQ,
+                                 serving_precision="bfloat16", warmup_requests=False,
+                                 **CASES[case][1])
+        assert environment(path) == SERVING_ENVIRONMENTS["bfloat16"] != {}
+        mixed = with_dtype_policy(model, "mixed_bfloat16")
+        for index, (batch, length) in enumerate([(4, 9), (1, 6), (3, MAX_SEQ)]):
+            inputs = _random_inputs(case, config, rng, batch=batch, length=length)
+            calls[(case, index)] = (path, "serving_default", inputs)
+            expected[(case, index)] = _expected(case, mixed, inputs)
+    (tmp_path / "work").mkdir()
+    results = call_in_a_fresh_process(calls, tmp_path / "work",
+                                      SERVING_ENVIRONMENTS["bfloat16"])
+    for key, want in expected.items():
+        mask = want.pop("_mask")
+        for name, value in want.items():
+            np.testing.assert_allclose(real_positions(results[key][name], mask),
+                                       real_positions(value, mask), atol=2e-3,
+                                       err_msg=f"{key} {name}")
+    second = results[("control", 1)]["output_0"]
+    stale = np.allclose(second, a @ b1 + c, atol=1e-3)
+    assert stale == _pywrap_util_port.IsMklEnabled()
+    assert stale != np.allclose(second, a @ b2 + c, atol=1e-3)
 
 
 def test_checkpoint_mismatch_fails_before_writing(tmp_path):

@@ -163,6 +163,21 @@ def test_bad_input_fails_before_training(tmp_path, config_file, args, message):
     assert not list((tmp_path / "bad").glob("ckpt-*"))
 
 
+def test_the_serving_environment_of_bfloat16_exports_is_refused(tmp_path, config_file):
+    """What bfloat16 exports ask of their server (TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1: the
+    MatMuls keep the weights of their first call) would train on the first step's
+    weights: the script stops before any work, naming the variable."""
+    from albert_tf.export import SERVING_ENVIRONMENTS
+
+    result = run_script("run_classifier.py", "--task_name=MRPC", "--do_train",
+                        f"--data_dir={FIXTURES / 'glue'}",
+                        *common_flags(config_file, tmp_path / "out"), check=False,
+                        env=SERVING_ENVIRONMENTS["bfloat16"])
+    assert result.returncode != 0, result.stderr[-2000:]
+    assert "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 is set in this process" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_checkpoint_of_another_size_lists_every_mismatch(tmp_path, config_file):
     result = run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train",
                  f"--init_checkpoint={FIXTURES / 'albert_tf1_tiny_grouped' / 'model.ckpt'}",

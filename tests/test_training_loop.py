@@ -118,6 +118,29 @@ def test_batch_that_does_not_divide_over_replicas_is_refused():
         distribute.get_strategy("tpu")
 
 
+def test_trainer_refuses_the_frozen_weights_environment(monkeypatch):
+    """A Trainer made in a process with TF_ONEDNN_ASSUME_FROZEN_WEIGHTS set (TensorFlow
+    reads 1 or true; what bfloat16 exports ask of their server) is refused before it
+    touches its arguments: its MatMuls would keep the first step's weights."""
+    from albert_tf.export.savedmodel import FROZEN_WEIGHTS
+    from albert_tf.training.loop import Trainer
+
+    def make():
+        Trainer(strategy=None, model=None, optimizer=None, objective=None,
+                output_dir="unused", train_steps=1)
+
+    for value in ("1", "TRUE"):
+        monkeypatch.setenv(FROZEN_WEIGHTS, value)
+        with pytest.raises(ValueError, match=f"{FROZEN_WEIGHTS}={value} is set in this "
+                                             f"process(.|\n)*Unset {FROZEN_WEIGHTS} "
+                                             "to run training"):
+            make()
+    monkeypatch.setenv(FROZEN_WEIGHTS, "0")
+    with pytest.raises(Exception) as past_the_check:  # the missing strategy
+        make()
+    assert FROZEN_WEIGHTS not in str(past_the_check.value)
+
+
 def free_ports(count):
     import socket
 

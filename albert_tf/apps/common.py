@@ -19,7 +19,7 @@ from absl import flags, logging
 
 from albert_tf import brightmart, checkpoints, fileio, release
 from albert_tf.config import AlbertConfig
-from albert_tf.export.savedmodel import SERVING_PRECISIONS
+from albert_tf.export.savedmodel import SERVING_PRECISIONS, refuse_frozen_weights
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.optimizers import create_optimizer
@@ -223,6 +223,8 @@ def setup(*, albert_config_file, output_dir, distribution_strategy="one_device",
     """Config, strategy, precision and seeds; errors before any work starts."""
     if not output_dir:
         raise UsageError("--output_dir is required")
+    # Training, and evaluating one checkpoint after another, change the weights.
+    refuse_frozen_weights("this script", UsageError)
     config = load_config(albert_config_file, checkpoint_layout)
     if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
         raise UsageError(

@@ -50,7 +50,8 @@ Named outputs: classifier `logits`, `probabilities`, `predictions` (regression:
 The version directory is written under a temporary name beside it and renamed when
 complete; an existing version is never overwritten. `assets.extra/` holds
 `albert_config.json`, `labels.txt` (classifier / multiple choice) and
-`export_info.json` (kind, max_seq_length, do_lower_case, signatures, ...). The
+`export_info.json` (kind, max_seq_length, do_lower_case, signatures,
+serving_precision, the serving_environment its server process should have, ...). The
 SentencePiece model (or vocabulary) is a SavedModel asset.
 
 The package: `kinds` (each serving kind described once, as data), `serving` (the one
@@ -62,6 +63,7 @@ from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
 from albert_tf.export.savedmodel import (
     DEFAULT_MAX_QA_LENGTH,
     DEFAULT_MAX_QUERY_LENGTH,
+    SERVING_ENVIRONMENTS,
     SERVING_PRECISIONS,
     SIGNATURES,
     ExportError,
@@ -77,6 +79,7 @@ __all__ = [
     "DEFAULT_MAX_QA_LENGTH",
     "DEFAULT_MAX_QUERY_LENGTH",
     "KINDS",
+    "SERVING_ENVIRONMENTS",
     "SERVING_KINDS",
     "SERVING_PRECISIONS",
     "SIGNATURES",

@@ -30,6 +30,23 @@ SIGNATURES = ("serving_default", "serve_examples", "serve_text")
 # mixed_bfloat16 policy does), LayerNorm, softmax and the heads' outputs in float32.
 SERVING_PRECISIONS = ("float32", "bfloat16")
 _BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
+# The environment a server process of an export of each precision runs best in
+# (export_info.json's "serving_environment"). TF_ONEDNN_ASSUME_FROZEN_WEIGHTS=1 tells
+# TensorFlow's oneDNN CPU kernels that the second operand of every MatMul with a bias is
+# a constant weight: each such MatMul node reorders it once, at its first call, into the
+# layout it multiplies in, and keeps that copy (ALBERT-base in bfloat16: ~175 MB more
+# per signature called), where by default it multiplies the weights as stored. In
+# bfloat16 that layout is the same whatever the request's rows: on an AVX512_BF16 CPU
+# (2 cores) one SST-2 text per request took 24 ms p50 instead of 31-37, one MRPC pair
+# 41-46 instead of 46-54, requests of 8 or 32 texts about the same (BENCHMARKS.md). In
+# float32 the layout depends on the first request's rows: after a request of 32 texts,
+# requests of one took 132 ms instead of 46, so float32 exports ask for nothing.
+# Only for processes whose MatMuls all multiply by weights that never change, as this
+# package's exports do (tests/test_export.py): a MatMul of two request tensors would be
+# answered from the first request's copy, and training from its first step's weights
+# (`refuse_frozen_weights`).
+FROZEN_WEIGHTS = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
+SERVING_ENVIRONMENTS = {"float32": {}, "bfloat16": {FROZEN_WEIGHTS: "1"}}
 DEFAULT_MAX_QUERY_LENGTH = 64  # the original run_squad's --max_query_length
 EXTRA_DIR = "assets.extra"
 # What a missing build_model argument can also come from.
@@ -38,6 +55,18 @@ _ARGUMENT_HINTS = {"num_labels": " (or a GLUE task_name)"}
 
 class ExportError(ValueError):
     """Bad arguments to an export (wrong model kind, an existing version, ...)."""
+
+
+def refuse_frozen_weights(what: str, error: type[Exception] = ValueError) -> None:
+    """Raises `error` where this process has FROZEN_WEIGHTS set (as TensorFlow reads it:
+    1 or true): `what` changes weights that its MatMuls would keep as first seen."""
+    value = os.environ.get(FROZEN_WEIGHTS, "")
+    if value.lower() in ("1", "true"):
+        raise error(
+            f"{FROZEN_WEIGHTS}={value} is set in this process: TensorFlow's oneDNN "
+            f"MatMuls would keep the weights of their first call, and {what} would run "
+            "on them; it is for processes that serve exports (export_info.json's "
+            f"serving_environment). Unset {FROZEN_WEIGHTS} to run {what}.")
 
 
 # ------------------------------------------------------------------ model building
@@ -282,6 +311,7 @@ def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,
         "do_lower_case": do_lower_case, "task_name": task_name,
         "is_pair": settings.is_pair, "labels": labels, "tokenizer": tokenizer_name,
         "serving_precision": serving_precision,
+        "serving_environment": SERVING_ENVIRONMENTS[serving_precision],
         "signatures": {n: _signature_info(c) for n, c in signatures.items()},
     }
     info.update({name: getattr(module.model, name) for name in entry.model_info})
@@ -313,7 +343,8 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     tensorflow-serving-api package available) a `serving_default` warmup request for TF
     Serving goes to `assets.extra/tf_serving_warmup_requests`.
     `serving_precision` "bfloat16" exports a mixed_bfloat16 copy of the model
-    (`in_serving_precision`); export_info.json records the precision.
+    (`in_serving_precision`); export_info.json records the precision and the environment
+    to serve it in (`SERVING_ENVIRONMENTS`, logged too).
     """
     entry = serving_kind(kind)
     _check_arguments(entry, model, spm_model_file=spm_model_file, vocab_file=vocab_file,
@@ -343,4 +374,9 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                             "wordpiece" if vocab_file else None)))
         if os.path.exists(final_dir):
             raise ExportError(f"{final_dir} appeared during the export; not overwritten")
+    environment = SERVING_ENVIRONMENTS[serving_precision]
+    if environment:
+        logging.info("serve %s in a process with the environment %s (export_info.json's "
+                     "serving_environment)", final_dir,
+                     " ".join(f"{k}={v}" for k, v in environment.items()))
     return final_dir

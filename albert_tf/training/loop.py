@@ -29,6 +29,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.records import to_model_inputs
+from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.modeling.common import random_draws
 from albert_tf.modeling.real_tokens import inference_graph
 from albert_tf.training import distribute
@@ -71,6 +72,7 @@ class Trainer:
         if gradient_accumulation_steps < 1:
             raise ValueError("gradient_accumulation_steps must be >= 1, got "
                              f"{gradient_accumulation_steps}")
+        refuse_frozen_weights("training")
         self.strategy = strategy
         self.model = model
         self.optimizer = optimizer

@@ -13,10 +13,12 @@ FIXTURES = ROOT / "tests" / "fixtures"
 SPM = str(FIXTURES / "spm" / "albert_en_30k_reconstructed.model")
 
 
-def run_script(script: str, *args, check: bool = True) -> subprocess.CompletedProcess:
-    """`python <script> args...` from the repository root; asserts success by default."""
+def run_script(script: str, *args, check: bool = True,
+               env: dict | None = None) -> subprocess.CompletedProcess:
+    """`python <script> args...` from the repository root, with `env` added to this
+    process's environment; asserts success by default."""
     result = run_python([ROOT / script, *args], timeout=300, cwd=ROOT,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
     if check:
         assert result.returncode == 0, result.stderr[-3000:]
     return result

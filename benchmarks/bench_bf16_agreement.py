@@ -161,10 +161,9 @@ def compare(task_dir: str, export_dir: str) -> dict:
 
 def served_in() -> str:
     """The variables of this process that exports may ask for, as NAME=value."""
-    from albert_tf.export import SERVING_ENVIRONMENTS
+    from albert_tf.export import serving_environment_now
 
-    names = {k for wanted in SERVING_ENVIRONMENTS.values() for k in wanted}
-    return " ".join(f"{k}={os.environ[k]}" for k in sorted(names) if k in os.environ)
+    return " ".join(f"{k}={v}" for k, v in serving_environment_now().items())
 
 
 def exported(export_dir: str) -> bool:

@@ -20,7 +20,7 @@ a warm server has seen them). Rows:
   warns elsewhere; its agreement with float32: bench_bf16_agreement.py), served as it is
   and served in a process with the environment its export_info.json names
   (`serving_environment`: TensorFlow's MatMuls keep their weights in the layout they
-  multiply in, `albert_tf.export.savedmodel.SERVING_ENVIRONMENTS`);
+  multiply in, `albert_tf.export.SERVING_ENVIRONMENTS`);
 - `in process, sorted`: ours in process with XLA, the whole dev set sorted by length and
   padded per batch of the largest `--batch_sizes` (`bench_models.LengthSortedPredictor`):
   the figure the export aims at, though no server can sort its callers' requests;
@@ -154,12 +154,10 @@ def serve(rec, variant: str, label: str | None = None) -> None:
     import tensorflow_text  # noqa: F401  (the ops serve_text needs)
 
     from albert_tf import names
-    from albert_tf.export import SERVING_ENVIRONMENTS
+    from albert_tf.export import serving_environment_now
     from albert_tf.text import AlbertTextTokenizer
 
-    # Which of the variables that exports ask for this process has (in each row).
-    environment = {k: os.environ[k] for wanted in SERVING_ENVIRONMENTS.values()
-                   for k in wanted if k in os.environ}
+    environment = serving_environment_now()  # in each row
     rec.versions.update(tensorflow=tf.__version__)
     rec.matmul_gflops = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats)
     rec.bf16_matmul_gflops = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats,

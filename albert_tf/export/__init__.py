@@ -71,6 +71,7 @@ from albert_tf.export.savedmodel import (
     export_savedmodel,
     load_model_from_checkpoint,
     next_version,
+    serving_environment_now,
     serving_kind,
 )
 from albert_tf.export.serving import ServingModule, warmup_inputs
@@ -90,6 +91,7 @@ __all__ = [
     "export_savedmodel",
     "load_model_from_checkpoint",
     "next_version",
+    "serving_environment_now",
     "serving_kind",
     "warmup_inputs",
 ]

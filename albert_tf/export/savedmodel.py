@@ -57,6 +57,12 @@ class ExportError(ValueError):
     """Bad arguments to an export (wrong model kind, an existing version, ...)."""
 
 
+def serving_environment_now() -> dict[str, str]:
+    """The variables of `SERVING_ENVIRONMENTS` that this process has, with their values."""
+    wanted = {name for environment in SERVING_ENVIRONMENTS.values() for name in environment}
+    return {name: os.environ[name] for name in sorted(wanted) if name in os.environ}
+
+
 def refuse_frozen_weights(what: str, error: type[Exception] = ValueError) -> None:
     """Raises `error` where this process has FROZEN_WEIGHTS set (as TensorFlow reads it:
     1 or true): `what` changes weights that its MatMuls would keep as first seen."""

@@ -79,9 +79,9 @@ def call_in_a_fresh_process(calls: dict, work: pathlib.Path,
                             environment: dict | None = None) -> dict:
     """{key: (SavedModel path, signature, inputs)} -> {key: outputs}, every SavedModel
     loaded in a new process (as a server would), in order. Numbers travel as .npz,
-    strings as base64 in JSON (exact bytes, invalid UTF-8 included): no pickle. With
-    `environment` (variables TensorFlow reads once, at its first kernel) the process is
-    a new interpreter rather than a fork of the preloaded one."""
+    strings as base64 in JSON (exact bytes, invalid UTF-8 included): no pickle.
+    `environment` is added to the process's (the preloaded interpreter it is forked from
+    has run no TensorFlow kernel, so variables read at the first one take effect)."""
     import base64
 
     keys = list(calls)
@@ -101,7 +101,7 @@ def call_in_a_fresh_process(calls: dict, work: pathlib.Path,
                          [n for n in inputs if n not in strings], strings])
     (work / "calls.json").write_text(json.dumps(manifest))
     np.savez(work / "inputs.npz", **numeric)
-    run_python(["-c", RELOAD, work], cwd=work, check=True, fresh=bool(environment),
+    run_python(["-c", RELOAD, work], cwd=work, check=True,
                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(environment or {})})
     results = {k: {} for k in keys}
     with np.load(work / "results.npz", allow_pickle=False) as saved:

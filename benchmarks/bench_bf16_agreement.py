@@ -111,11 +111,12 @@ def serve_texts(export_dir: str):
     environment their export_info.json names (`serving_environment`), set before this
     process runs its first TensorFlow kernel, which reads it (the first call of
     serve_texts; every export of a run asks for the same)."""
+    from albert_tf.export import read_export_info
+
     paths = {precision: os.path.join(export_dir, version)
              for version, precision in (("1", "float32"), ("2", "bfloat16"))}
     for precision, path in paths.items():
-        with open(os.path.join(path, "assets.extra", "export_info.json")) as f:
-            info = json.load(f)
+        info = read_export_info(path)
         assert info["serving_precision"] == precision, path
         os.environ.update(info["serving_environment"])
     import tensorflow as tf

@@ -348,7 +348,9 @@ def run_child(name: str) -> None:
 
 def serving_environment(exports: str, variant: str) -> dict:
     """The environment that the exports of `variant` ask to be served in (their
-    export_info.json's `serving_environment`; one for all the dev sets' exports)."""
+    export_info.json's `serving_environment`; one for all the dev sets' exports). Read
+    here as JSON, not by `albert_tf.export.read_export_info`: this process, which times
+    nothing, stays without TensorFlow while its children are timed."""
     found = set()
     for paths in json.loads(exports).values():
         with open(os.path.join(paths[variant], "assets.extra", "export_info.json")) as f:

@@ -604,12 +604,11 @@ def test_bfloat16_exports_answer_right_in_their_serving_environment(
     float32 exports name no setting."""
     from tensorflow.python.util import _pywrap_util_port
 
-    from albert_tf.export import SERVING_ENVIRONMENTS, export_savedmodel
+    from albert_tf.export import SERVING_ENVIRONMENTS, export_savedmodel, read_export_info
     from albert_tf.export.savedmodel import with_dtype_policy
 
     def environment(path):
-        info = pathlib.Path(path) / "assets.extra" / "export_info.json"
-        return json.loads(info.read_text())["serving_environment"]
+        return read_export_info(path)["serving_environment"]
 
     assert environment(exported["classifier"][1]) == {}
     control = tf.Module()

@@ -71,6 +71,7 @@ from albert_tf.export.savedmodel import (
     export_savedmodel,
     load_model_from_checkpoint,
     next_version,
+    read_export_info,
     serving_environment_now,
     serving_kind,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "export_savedmodel",
     "load_model_from_checkpoint",
     "next_version",
+    "read_export_info",
     "serving_environment_now",
     "serving_kind",
     "warmup_inputs",

@@ -49,6 +49,7 @@ FROZEN_WEIGHTS = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 SERVING_ENVIRONMENTS = {"float32": {}, "bfloat16": {FROZEN_WEIGHTS: "1"}}
 DEFAULT_MAX_QUERY_LENGTH = 64  # the original run_squad's --max_query_length
 EXTRA_DIR = "assets.extra"
+EXPORT_INFO = "export_info.json"  # in EXTRA_DIR: what the export serves (`_export_info`)
 # What a missing build_model argument can also come from.
 _ARGUMENT_HINTS = {"num_labels": " (or a GLUE task_name)"}
 
@@ -301,8 +302,15 @@ def _write_extras(version_dir, model, labels, info: dict) -> None:
     if labels is not None:
         fileio.write_text_atomically(os.path.join(extra, "labels.txt"),
                                      "".join(f"{label}\n" for label in labels))
-    fileio.write_text_atomically(os.path.join(extra, "export_info.json"),
+    fileio.write_text_atomically(os.path.join(extra, EXPORT_INFO),
                                  json.dumps(info, indent=2, sort_keys=True) + "\n")
+
+
+def read_export_info(version_dir) -> dict:
+    """An export's `assets.extra/export_info.json` (what it serves, its precision, the
+    environment to serve it in)."""
+    with tf.io.gfile.GFile(os.path.join(version_dir, EXTRA_DIR, EXPORT_INFO)) as f:
+        return json.load(f)
 
 
 def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,

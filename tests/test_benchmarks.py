@@ -159,7 +159,7 @@ def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_pat
     its figures mean nothing here): a GLUE task and SQuAD are fine-tuned, exported in
     float32 and bfloat16, and both exports answer every dev example and question, served
     in the environment the bfloat16 export names."""
-    from albert_tf.export import SERVING_ENVIRONMENTS
+    from albert_tf.export import SERVING_ENVIRONMENTS, read_export_info
 
     task_dir = GLUE / "MRPC"
     squad = REPOSITORY / "tests" / "fixtures" / "squad" / "dev-v1.1-excerpt.json"
@@ -176,8 +176,7 @@ def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_pat
     assert glue["task"].endswith("MRPC") and glue["examples"] == dev_rows
     assert 0 <= glue["agreement"] <= 1 and glue["max_abs_probability_difference"] >= 0
     for version in ("1", "2"):  # float32, then bfloat16, of the same checkpoint
-        info = json.loads((tmp_path / "work" / "MRPC" / "export" / version / "assets.extra"
-                           / "export_info.json").read_text())
+        info = read_export_info(tmp_path / "work" / "MRPC" / "export" / version)
         assert info["serving_precision"] == ("float32" if version == "1" else "bfloat16")
     assert results["squad"]["examples"] == 9  # the questions of the other two articles
     assert 0 <= results["squad"]["answer_agreement"] <= 1

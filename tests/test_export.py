@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
 
+from albert_tf.export import read_export_info
 from albert_tf.modeling import real_tokens
 from albert_tf.names import MODEL_TO_RECORD
 from tests.helpers.forked import run_python
@@ -490,7 +491,7 @@ def test_warmup_request_runs(reloaded, case):
 def test_extras_and_saved_model_cli(exported):
     path = exported["classifier"][1]
     extra = pathlib.Path(path) / "assets.extra"
-    info = json.loads((extra / "export_info.json").read_text())
+    info = json.loads((extra / "export_info.json").read_text())  # the documented path
     assert info["kind"] == "classifier" and info["max_seq_length"] == MAX_SEQ
     assert info["do_lower_case"] is True and info["is_pair"] is False
     assert info["warmup_requests"] is True
@@ -500,8 +501,7 @@ def test_extras_and_saved_model_cli(exported):
     assert not (pathlib.Path(exported["regression"][1]) / "assets.extra" / "labels.txt").exists()
     assert (pathlib.Path(exported["multiple_choice"][1]) / "assets.extra" /
             "labels.txt").read_text() == "A\nB\n"
-    choice_info = json.loads((pathlib.Path(exported["multiple_choice"][1]) / "assets.extra" /
-                              "export_info.json").read_text())
+    choice_info = read_export_info(exported["multiple_choice"][1])
     assert choice_info["num_choices"] == 2
     assert choice_info["max_qa_length"] == MAX_SEQ - 3  # 128 does not fit in MAX_SEQ
     assert "max_qa_length" not in info and info["num_labels"] == 2
@@ -522,8 +522,7 @@ def test_versions_increment_and_never_overwrite(exported, config, tmp_path):
     assert pathlib.Path(path).name == "1"
     second = export_savedmodel(model, root, kind="encoder", max_seq_length=MAX_SEQ)
     assert pathlib.Path(second).name == "2"
-    loaded_info = json.loads((pathlib.Path(second) / "assets.extra" /
-                              "export_info.json").read_text())
+    loaded_info = read_export_info(second)
     assert sorted(loaded_info["signatures"]) == ["serve_examples", "serving_default"]
     before = sorted(os.listdir(root))
     with pytest.raises(ExportError, match="never overwritten"):
@@ -559,7 +558,7 @@ def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
     path = export_savedmodel(model, tmp_path / "bf16", kind="classifier", task_name="cola",
                              spm_model_file=SPM, max_seq_length=MAX_SEQ,
                              serving_precision="bfloat16")
-    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    info = read_export_info(path)
     assert info["serving_precision"] == "bfloat16"
     assert info["signatures"]["serve_text"]["outputs"]["logits"]["dtype"] == "float32"
     flags = cpu_flags()
@@ -604,7 +603,7 @@ def test_bfloat16_exports_answer_right_in_their_serving_environment(
     float32 exports name no setting."""
     from tensorflow.python.util import _pywrap_util_port
 
-    from albert_tf.export import SERVING_ENVIRONMENTS, export_savedmodel, read_export_info
+    from albert_tf.export import SERVING_ENVIRONMENTS, export_savedmodel
     from albert_tf.export.savedmodel import with_dtype_policy
 
     def environment(path):
@@ -688,7 +687,7 @@ def test_script_exports_a_checkpoint(tmp_path):
         cwd=tmp_path, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(os.listdir(export_dir)) == ["1"]
-    info = json.loads((export_dir / "1" / "assets.extra" / "export_info.json").read_text())
+    info = read_export_info(export_dir / "1")
     assert info["kind"] == "encoder" and info["max_seq_length"] == 16
 
 
@@ -709,7 +708,7 @@ def test_wordpiece_export_serves_text(tmp_path):
     model = build_model("classifier", config, seed=5, num_labels=3)
     path = export_savedmodel(model, tmp_path / "wordpiece", kind="classifier",
                              vocab_file=vocab, max_seq_length=MAX_SEQ, is_pair=True)
-    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    info = read_export_info(path)
     assert info["tokenizer"] == "wordpiece"
     assert [p.name for p in (pathlib.Path(path) / "assets").iterdir()] == ["vocab.txt"]
 
@@ -797,7 +796,7 @@ def test_multiple_choice_export_serves_the_records_packing(tmp_path):
     path = export_savedmodel(model, tmp_path / "race", kind="multiple_choice",
                              spm_model_file=SPM, max_seq_length=MAX_SEQ,
                              max_qa_length=RACE_MAX_QA, warmup_requests=False)
-    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    info = read_export_info(path)
     assert info["max_qa_length"] == RACE_MAX_QA and info["num_choices"] == 4
 
     text = {k: np.array(v, dtype=object) for k, v in _race_text().items()}
@@ -860,7 +859,7 @@ def test_token_classifier_serves_entities_of_raw_chinese_text(tmp_path):
     path = export_savedmodel(model, tmp_path / "ner", kind="token_classifier",
                              vocab_file=str(vocab), max_seq_length=MAX_SEQ,
                              labels=NER_LABELS, word_split="characters")
-    info = json.loads((pathlib.Path(path) / "assets.extra" / "export_info.json").read_text())
+    info = read_export_info(path)
     assert info["word_split"] == "characters" and info["labels"] == NER_LABELS
     texts = ["浙商银行企业信贷部叶老桂博士则从另一个角度对五道门槛进行了解读。",
              "  北京 2019年 Google 公司 ", "", "中" * 50]

@@ -72,11 +72,12 @@ def test_cluener_labels_scores_and_predictions(cluener_run):
 
 
 def test_cluener_export_gives_the_scripts_entities_in_a_fresh_process(cluener_run, tmp_path):
+    from albert_tf.export import read_export_info
     from tests.test_export import call_in_a_fresh_process
 
     out = cluener_run
     version = out / "export" / "1"
-    info = json.loads((version / "assets.extra" / "export_info.json").read_text())
+    info = read_export_info(version)
     assert info["kind"] == "token_classifier" and info["word_split"] == "characters"
     assert info["labels"] == (out / "labels.txt").read_text().split()
     predicted = [json.loads(line) for line in

@@ -51,10 +51,12 @@ def test_v1_trains_predicts_and_scores(tmp_path, config):
 
 
 def test_v2_writes_null_odds_and_v2_scores(tmp_path, config):
+    from albert_tf.export import read_export_info
+
     out = tmp_path / "v2"
     run("--version_2_with_negative", "--do_train", "--do_predict",
         f"--export_dir={out / 'export'}", *flags(config, out, V2))
-    info = json.loads((out / "export" / "1" / "assets.extra" / "export_info.json").read_text())
+    info = read_export_info(out / "export" / "1")
     assert info["kind"] == "squad_v2" and info["max_seq_length"] == 128
     ids = question_ids(V2)
     assert set(json.loads((out / "predictions.json").read_text())) == ids

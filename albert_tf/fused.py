@@ -51,6 +51,25 @@ def xla_disabled():
         _state.xla = previous
 
 
+@contextlib.contextmanager
+def for_litert():
+    """Within this context, functions traced are for the LiteRT converter
+    (`albert_tf.export.tflite`): `gelu` is `tf.nn.gelu(approximate=True)` (the same
+    formula), which becomes LiteRT's one GELU kernel instead of eight element-wise ops,
+    and `layer_norm` the same plain ops without a gradient function (inference needs
+    none, and the converter would load it as an unsaved custom gradient)."""
+    previous = litert_now()
+    _state.litert = True
+    try:
+        yield
+    finally:
+        _state.litert = previous
+
+
+def litert_now() -> bool:
+    return getattr(_state, "litert", False)
+
+
 def _float32(x):
     return tf.cast(x, tf.float32)
 
@@ -132,6 +151,8 @@ def gelu(x):
     matmul's accumulator and rounds once. (Measured on an AVX512_BF16 CPU: 12 FFN
     matmuls of ALBERT-base over 224 tokens took 36.7 ms against 44.6 with the casts,
     and their outputs were closer to float32's: max error 0.008 against 0.016.)"""
+    if litert_now():
+        return tf.nn.gelu(x, approximate=True)
     xla = xla_enabled()
     if not xla and x.dtype == tf.bfloat16:
         return _gelu(x)
@@ -149,6 +170,9 @@ def layer_norm(x, gamma, beta, epsilon: float):
     (x - mean) / sqrt(variance + epsilon) * gamma + beta.
 
     x: [..., W]; gamma, beta: [W]. Computed in float32, returned in x's dtype."""
+    if litert_now():
+        return _layer_norm_forward(x, tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta),
+                                   epsilon)
     xla = xla_enabled()
     forward = compiled(_layer_norm_forward, xla, epsilon=epsilon)
     backward = compiled(_layer_norm_backward, xla, epsilon=epsilon)

@@ -49,25 +49,31 @@ class ServingModule(tf.Module):
     def run(self, inputs: dict) -> dict:
         """The kind's outputs of the model on `inputs` (those the model takes)."""
         inputs = {name: inputs[name] for name in self.serving_kind.input_names}
-        # (Also a request of no rows, whose packing is 0 wide, gets its one position.)
-        inputs = self._pad_to_min_length(inputs)
+        rows = tf.shape(inputs[names.INPUT_WORD_IDS])[0]
+        # A request of no rows is computed on one row of padding, dropped again (LiteRT's
+        # Unpack and TopK refuse empty tensors); a request whose packing is 0 wide gets
+        # its one position.
+        inputs = self._pad_to_minimum(inputs)
         outputs = self.model(inputs, training=False)
         # (A bfloat16 export answers in float32, as a float32 one.)
-        return {name: tf.cast(outputs[name], tf.float32)
-                if outputs[name].dtype == tf.bfloat16 else outputs[name]
+        return {name: (tf.cast(outputs[name], tf.float32)
+                       if outputs[name].dtype == tf.bfloat16 else outputs[name])[:rows]
                 for name in self.serving_kind.outputs if name in outputs}
 
-    def _pad_to_min_length(self, inputs: dict) -> dict:
-        """Sequences shorter than the model's minimum, padded at their end (each input
-        with its own padding value)."""
-        length = tf.shape(inputs[names.INPUT_WORD_IDS])[-1]
-        extra = tf.maximum(self.min_length - length, 0)
-        pad_values = {x.name: x.pad_value for x in self.serving_kind.extra_inputs
-                      if x.per_position}
-        padded = dict(inputs)
-        for name in names.MODEL_INPUTS + tuple(pad_values):
-            value = inputs[name]
-            paddings = [[0, 0]] * (value.shape.rank - 1) + [[0, extra]]
+    def _pad_to_minimum(self, inputs: dict) -> dict:
+        """At least one row, and sequences at least the model's minimum length: padded
+        at their end, each input with its own padding value."""
+        shape = tf.shape(inputs[names.INPUT_WORD_IDS])
+        extra_rows = tf.maximum(1 - shape[0], 0)
+        extra = tf.maximum(self.min_length - shape[-1], 0)
+        pad_values = {x.name: x.pad_value for x in self.serving_kind.extra_inputs}
+        per_position = set(names.MODEL_INPUTS) | {
+            x.name for x in self.serving_kind.extra_inputs if x.per_position}
+        padded = {}
+        for name, value in inputs.items():
+            paddings = [[0, extra_rows]] + [[0, 0]] * (value.shape.rank - 1)
+            if name in per_position:
+                paddings[-1] = [0, extra]
             padded[name] = tf.pad(value, paddings, constant_values=tf.cast(
                 pad_values.get(name, 0), value.dtype))
         return padded

@@ -17,7 +17,9 @@ MASK_ADDER = -10000.0
 def attention_bias(input_mask, dtype=tf.float32):
     """[B, T] mask of 1 (attend) / 0 (padding) -> [B, 1, 1, T] additive bias."""
     mask = tf.cast(input_mask, dtype)
-    return ((1.0 - mask) * MASK_ADDER)[:, tf.newaxis, tf.newaxis, :]
+    # (expand_dims, not [:, None, None, :]: LiteRT has no kernel for a StridedSlice
+    # that adds axes)
+    return tf.expand_dims(tf.expand_dims((1.0 - mask) * MASK_ADDER, 1), 1)
 
 
 class AlbertAttention(keras.layers.Layer):

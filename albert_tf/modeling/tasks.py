@@ -401,8 +401,9 @@ class AlbertSquadV2(AlbertTaskModel):
         """End logits [B, K, S] (float32, unmasked) for K start representations
         `start_features` [B, K, H]: dense_1(LayerNorm(dense_0([seq_i ; start_k])))."""
         length, k = tf.shape(sequence)[1], tf.shape(start_features)[1]
-        pairs = tf.concat([tf.tile(sequence[:, :, None, :], [1, 1, k, 1]),
-                           tf.tile(start_features[:, None, :, :], [1, length, 1, 1])],
+        # (expand_dims, not [:, None]: LiteRT has no StridedSlice that adds axes)
+        pairs = tf.concat([tf.tile(tf.expand_dims(sequence, 2), [1, 1, k, 1]),
+                           tf.tile(tf.expand_dims(start_features, 1), [1, length, 1, 1])],
                           axis=-1)  # [B, S, K, 2H]
         x = self.end_dense_1(self.end_layer_norm(self.end_dense_0(pairs)))  # [B, S, K, 1]
         return tf.cast(tf.transpose(x[..., 0], [0, 2, 1]), tf.float32)
@@ -436,7 +437,7 @@ class AlbertSquadV2(AlbertTaskModel):
             start_features = tf.gather(sequence, start_top_index, batch_dims=1)  # [B, K, H]
             end_logits = self._end_logits(sequence, start_features)  # [B, K, S]
             end_log_probs = tf.nn.log_softmax(
-                _apply_p_mask(end_logits, p_mask[:, None, :]), axis=-1)
+                _apply_p_mask(end_logits, tf.expand_dims(p_mask, 1)), axis=-1)
             end_top_log_probs, end_top_index = tf.nn.top_k(end_log_probs, k=self.end_n_top)
             beams = self.start_n_top * self.end_n_top
             outputs.update({
@@ -449,7 +450,8 @@ class AlbertSquadV2(AlbertTaskModel):
         # Answerability from the start-weighted representation and [CLS]; it does not
         # depend on the end, so there is one cls_logits per example.
         start_p = tf.cast(tf.nn.softmax(start_masked, axis=-1), sequence.dtype)
-        start_feature = tf.einsum("BSH,BS->BH", sequence, start_p)
+        # [B, 1, S] @ [B, S, H] (an einsum here has no LiteRT kernel)
+        start_feature = tf.squeeze(tf.matmul(tf.expand_dims(start_p, 1), sequence), 1)
         x = self.answer_dense_0(tf.concat([start_feature, sequence[:, 0]], axis=-1))
         x = common.apply_dropout(self.answer_dropout, x, training)
         outputs["cls_logits"] = tf.cast(self.answer_dense_1(x)[:, 0], tf.float32)

@@ -26,7 +26,8 @@ setup(
         "safetensors>=0.4",  # Hugging Face weights, through its NumPy API
         "seqeval>=1.2.2",  # NER entities and metrics (conlleval's definitions)
     ],
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5"]},
+    # ai-edge-litert: LiteRT's interpreter, which runs the --export_tflite files in tests.
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "ai-edge-litert>=2.0"]},
     entry_points={
         # Each the same absl program as the script of the same name in the repository.
         "console_scripts": [

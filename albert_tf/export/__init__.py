@@ -56,7 +56,8 @@ SentencePiece model (or vocabulary) is a SavedModel asset.
 
 The package: `kinds` (each serving kind described once, as data), `serving` (the one
 `tf.Module` that reads a kind), `serving_text` (raw text -> model inputs per kind),
-`savedmodel` (the export's steps).
+`savedmodel` (the export's steps), `tflite` (`export_tflite`: the same
+`serving_default` as one LiteRT file, float32, float16 or int8).
 """
 
 from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
@@ -76,6 +77,7 @@ from albert_tf.export.savedmodel import (
     serving_kind,
 )
 from albert_tf.export.serving import ServingModule, warmup_inputs
+from albert_tf.export.tflite import TFLITE_PRECISIONS, export_tflite, read_tflite_info
 
 __all__ = [
     "DEFAULT_MAX_QA_LENGTH",
@@ -85,14 +87,17 @@ __all__ = [
     "SERVING_KINDS",
     "SERVING_PRECISIONS",
     "SIGNATURES",
+    "TFLITE_PRECISIONS",
     "ExportError",
     "ServingKind",
     "ServingModule",
     "build_model",
     "export_savedmodel",
+    "export_tflite",
     "load_model_from_checkpoint",
     "next_version",
     "read_export_info",
+    "read_tflite_info",
     "serving_environment_now",
     "serving_kind",
     "warmup_inputs",

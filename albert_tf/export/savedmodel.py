@@ -186,11 +186,15 @@ def _is_int(value, minimum: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
 
 
-def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
-                     max_seq_length, max_qa_length, word_split) -> None:
+def _check_model(entry: ServingKind, model) -> None:
     if not isinstance(model, entry.model_class):
         raise ExportError(f"kind {entry.name!r} needs a {entry.model_class.__name__}, got "
                           f"{type(model).__name__}")
+
+
+def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
+                     max_seq_length, max_qa_length, word_split) -> None:
+    _check_model(entry, model)
     if spm_model_file and vocab_file:
         raise ExportError("give spm_model_file or vocab_file, not both")
     if not _is_int(max_seq_length, 3):

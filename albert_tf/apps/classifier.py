@@ -318,7 +318,7 @@ def run(settings: dict) -> dict:
     if settings["do_eval"]:
         best = common.evaluate_checkpoints(task, trainer, settings, paths["dev"],
                                            context.output_dir)
-    exporting = settings["export_dir"] or settings["export_hf_dir"]
+    exporting = common.exporting(settings)
     if settings["do_predict"] or exporting:
         # Prediction and export both use the best model: load it once.
         common.load_best_or_latest(trainer, context.output_dir)

@@ -19,7 +19,8 @@ from absl import flags, logging
 
 from albert_tf import brightmart, checkpoints, fileio, release
 from albert_tf.config import AlbertConfig
-from albert_tf.export.savedmodel import SERVING_PRECISIONS, refuse_frozen_weights
+from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError, refuse_frozen_weights
+from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.optimizers import create_optimizer
@@ -72,6 +73,28 @@ def define_model_file_flags():
                       "of the --init_checkpoint directory says, else true).")
 
 
+def define_tflite_flags():
+    """`--export_tflite` and `--tflite_precision`: every script that exports has them."""
+    flags.DEFINE_string("export_tflite", None,
+                        "Also write the model as one LiteRT (TFLite) file at this path, "
+                        "token ids in, with <path>.json beside it (as the original's "
+                        "albert_model.tflite); see albert_tf.export.export_tflite.")
+    flags.DEFINE_enum("tflite_precision", "float32", list(TFLITE_PRECISIONS),
+                      "What the --export_tflite file stores its weights in: float32, "
+                      "float16 (half the size) or int8 (dynamic-range quantization: a "
+                      "quarter of the size, int8 matmuls).")
+
+
+def checked_tflite_path(path):
+    """`--export_tflite`, checked before any work starts (None when not given)."""
+    if not path:
+        return None
+    try:
+        return check_tflite_path(path)
+    except ExportError as e:
+        raise UsageError(f"--export_tflite: {e}") from None
+
+
 def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw"):
     """Flags every training script has, with the original names where the original has
     them (and each script's original defaults for the learning rate and the
@@ -109,6 +132,7 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
                       "What the --export_dir SavedModel computes in: bfloat16 runs its "
                       "matmuls in bfloat16 (for CPUs with AVX512_BF16 or AMX), LayerNorm, "
                       "softmax and outputs in float32.")
+    define_tflite_flags()
     flags.DEFINE_string("export_hf_dir", None,
                         "Also write the trained model as a Hugging Face directory "
                         "(config.json, model.safetensors, tokenizer files) that "
@@ -219,10 +243,11 @@ def complete_model_files(settings: dict) -> dict:
 
 def setup(*, albert_config_file, output_dir, distribution_strategy="one_device", tpu=None,
           precision="float32", seed=12345, max_seq_length=None,
-          checkpoint_layout="google", **_) -> RunContext:
+          checkpoint_layout="google", export_tflite=None, **_) -> RunContext:
     """Config, strategy, precision and seeds; errors before any work starts."""
     if not output_dir:
         raise UsageError("--output_dir is required")
+    checked_tflite_path(export_tflite)
     # Training, and evaluating one checkpoint after another, change the weights.
     refuse_frozen_weights("this script", UsageError)
     config = load_config(albert_config_file, checkpoint_layout)
@@ -313,12 +338,22 @@ def write_results(path: str, results: dict, title: str = "Eval results",
         writer.flush()
 
 
+# The flags that each ask for the trained model in some form (`export_if_asked`).
+EXPORT_FLAGS = ("export_dir", "export_tflite", "export_hf_dir")
+
+
+def exporting(settings: dict) -> bool:
+    """Whether the run writes its model in any form at the end."""
+    return any(settings.get(flag) for flag in EXPORT_FLAGS)
+
+
 def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
                     **options) -> str | None:
     """With `--export_hf_dir`, writes `model` as a Hugging Face directory (`labels` name
     a classifier's outputs); with `--export_dir`, exports it as `kind` (see
-    `albert_tf.export`) with the run's tokenizer and `max_seq_length`. The chief alone
-    writes. Returns the SavedModel version directory written."""
+    `albert_tf.export`) with the run's tokenizer and `max_seq_length`; with
+    `--export_tflite`, writes it as one LiteRT file (`tflite_precision`). The chief
+    alone writes. Returns the SavedModel version directory written."""
     if not distribute.is_chief(strategy):
         return None
     if settings.get("export_hf_dir"):
@@ -329,6 +364,15 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
                            vocab_file=settings["vocab_file"],
                            do_lower_case=settings["do_lower_case"], labels=labels)
         logging.info("wrote the Hugging Face directory %s", settings["export_hf_dir"])
+    if settings.get("export_tflite"):
+        from albert_tf.export import export_tflite
+
+        export_tflite(model, settings["export_tflite"], kind=kind,
+                      precision=settings["tflite_precision"], labels=labels,
+                      task_name=options.get("task_name"),
+                      max_seq_length=settings["max_seq_length"],
+                      do_lower_case=settings["do_lower_case"])
+        logging.info("wrote the LiteRT file %s", settings["export_tflite"])
     if not settings.get("export_dir"):
         return None
     if labels is not None:

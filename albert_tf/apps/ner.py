@@ -237,7 +237,7 @@ def run(settings: dict) -> dict:
     if "dev" in splits:
         best = common.evaluate_checkpoints(DevSet(splits["dev"], labels), trainer, settings,
                                            splits["dev"].records.path, output_dir)
-    if settings["do_predict"] or settings["export_dir"] or settings["export_hf_dir"]:
+    if settings["do_predict"] or common.exporting(settings):
         common.load_best_or_latest(trainer, output_dir)
     if "test" in splits:
         predict_test(trainer, settings, splits["test"], labels, output_dir)

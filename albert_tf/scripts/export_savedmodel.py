@@ -7,7 +7,10 @@
         --export_dir=serving/mrpc
 
 writes `serving/mrpc/<version>/` (1 + the largest existing version unless --version)
-with the signatures `serving_default`, `serve_examples` and `serve_text`. The checkpoint
+with the signatures `serving_default`, `serve_examples` and `serve_text`. With
+`--export_tflite=mrpc.tflite` (and `--tflite_precision`) it also writes the model as one
+LiteRT file, token ids in (`albert_tf.export.export_tflite`); either flag may be given
+alone. The checkpoint
 must hold every variable of the model (a mismatch stops before anything is written).
 `--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
 the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such as
@@ -47,7 +50,8 @@ flags.DEFINE_enum("word_split", "whitespace", ["whitespace", "characters"],
                   "token_classifier: how serve_text cuts raw text into words, as the "
                   "training data's (run_ner.py: characters for CLUENER and other "
                   "one-character-per-word files).")
-flags.DEFINE_string("export_dir", None, "Where the version directories go.")
+flags.DEFINE_string("export_dir", None, "Where the SavedModel's version directories go.")
+common.define_tflite_flags()  # export_tflite, tflite_precision
 flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
 flags.DEFINE_enum("serving_precision", "float32", list(SERVING_PRECISIONS),
                   "What the SavedModel computes in: bfloat16 runs its matmuls in bfloat16 "
@@ -58,9 +62,13 @@ flags.DEFINE_enum("serving_precision", "float32", list(SERVING_PRECISIONS),
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-    from albert_tf.export import export_savedmodel, load_model_from_checkpoint
+    from albert_tf.export import export_savedmodel, export_tflite, load_model_from_checkpoint
 
+    if not (FLAGS.export_dir or FLAGS.export_tflite):
+        raise app.UsageError("give --export_dir (a SavedModel), --export_tflite (a LiteRT "
+                             "file) or both")
     try:
+        common.checked_tflite_path(FLAGS.export_tflite)
         # A release directory brings its config and tokenizer files.
         files = common.complete_model_files({
             "init_checkpoint": FLAGS.checkpoint, "albert_config_file": FLAGS.albert_config_file,
@@ -78,22 +86,31 @@ def main(argv):
         model = load_model_from_checkpoint(FLAGS.kind, config, FLAGS.checkpoint,
                                            num_labels=num_labels,
                                            num_choices=FLAGS.num_choices)
-        path = export_savedmodel(
-            model, FLAGS.export_dir, kind=FLAGS.kind, spm_model_file=files["spm_model_file"],
-            vocab_file=files["vocab_file"], do_lower_case=files["do_lower_case"],
-            max_seq_length=FLAGS.max_seq_length,
-            labels=FLAGS.labels.split(",") if FLAGS.labels else None,
-            version=FLAGS.version, task_name=FLAGS.task_name,
-            max_query_length=FLAGS.max_query_length, max_qa_length=FLAGS.max_qa_length,
-            word_split=FLAGS.word_split, serving_precision=FLAGS.serving_precision)
+        labels = FLAGS.labels.split(",") if FLAGS.labels else None
+        written = []
+        if FLAGS.export_dir:
+            written.append(export_savedmodel(
+                model, FLAGS.export_dir, kind=FLAGS.kind,
+                spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
+                do_lower_case=files["do_lower_case"], max_seq_length=FLAGS.max_seq_length,
+                labels=labels, version=FLAGS.version, task_name=FLAGS.task_name,
+                max_query_length=FLAGS.max_query_length, max_qa_length=FLAGS.max_qa_length,
+                word_split=FLAGS.word_split, serving_precision=FLAGS.serving_precision))
+        if FLAGS.export_tflite:
+            written.append(export_tflite(
+                model, FLAGS.export_tflite, kind=FLAGS.kind,
+                precision=FLAGS.tflite_precision, labels=labels, task_name=FLAGS.task_name,
+                max_seq_length=min(FLAGS.max_seq_length, config.max_position_embeddings),
+                do_lower_case=files["do_lower_case"]))
     except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
         raise SystemExit(f"error: {e}") from None
-    print(f"exported {path}")
+    for path in written:
+        print(f"exported {path}")
 
 
 def run():
     """The program (`python export_savedmodel.py` and the installed `albert-export`)."""
-    common.program(main, __doc__, required=("kind", "checkpoint", "export_dir"))
+    common.program(main, __doc__, required=("kind", "checkpoint"))
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ TensorFlow tensors, so the data modules and the graph share one definition; the 
 
 Packing: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, with `input_mask` 1 on every packed
 position and `input_type_ids` 0 up to the first `[SEP]`, 1 after. `pack` is the Python
-form (lists of ids -> NumPy arrays), `pack_inputs` the TensorFlow form (ragged batches);
-both name their outputs `names.MODEL_INPUTS` and are tested equal.
+form (lists of ids -> NumPy arrays; `pack_batch` for a batch), `pack_inputs` the
+TensorFlow form (ragged batches); all name their outputs `names.MODEL_INPUTS` and are
+tested equal.
 """
 
 from __future__ import annotations
@@ -150,6 +151,22 @@ def pack(segments: Sequence[Sequence[int]], max_seq_length: int, *, cls_id: int,
         names.INPUT_MASK: np.array([1] * len(word_ids) + [0] * padding, np.int32),
         names.INPUT_TYPE_IDS: np.array(type_ids + [0] * padding, np.int32),
     }
+
+
+def pack_batch(rows: Sequence[Sequence[Sequence[int]]], max_seq_length: int, *,
+               cls_id: int, sep_id: int, pad_id: int = 0) -> dict[str, np.ndarray]:
+    """`pack` on a batch in Python: each row's segments (one or two lists of ids) ->
+    int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, S], S the longest packed
+    row (`pack_inputs`' batches, for a client that tokenizes itself: a LiteRT file's
+    or `serving_default`'s). No rows: [0, 0]."""
+    packed = [pack(segments, max_seq_length, cls_id=cls_id, sep_id=sep_id, pad_id=pad_id,
+                   pad_to_max_length=False) for segments in rows]
+    width = max((len(row[names.INPUT_WORD_IDS]) for row in packed), default=0)
+    pads = {names.INPUT_WORD_IDS: pad_id, names.INPUT_MASK: 0, names.INPUT_TYPE_IDS: 0}
+    return {name: np.array([np.pad(row[name], (0, width - len(row[name])),
+                                   constant_values=pad) for row in packed],
+                           np.int32).reshape(len(packed), width)
+            for name, pad in pads.items()}
 
 
 def _check_segments(segments) -> None:

@@ -92,10 +92,17 @@ def test_pack_and_pack_inputs_equal_the_originals_packing(num_segments):
     a, b = random_segments(0), random_segments(1)
     segments = [a, b][:num_segments]
     max_len = 16
-    packed = packing.pack_inputs([tf.ragged.constant(s, tf.int32) for s in segments],
-                                 max_len, cls_id=CLS, sep_id=SEP, pad_to_max_length=True)
+    ragged = [tf.ragged.constant(s, tf.int32) for s in segments]
+    packed = packing.pack_inputs(ragged, max_len, cls_id=CLS, sep_id=SEP,
+                                 pad_to_max_length=True)
     graph = {k: v.numpy() for k, v in packed.items()}
     assert sorted(graph) == sorted(names.MODEL_INPUTS)
+    # A batch packed in Python equals the graph's batch padded to its longest row.
+    batch = packing.pack_batch(list(zip(*segments)), max_len, cls_id=CLS, sep_id=SEP)
+    longest = packing.pack_inputs(ragged, max_len, cls_id=CLS, sep_id=SEP)
+    for name in names.MODEL_INPUTS:
+        np.testing.assert_array_equal(batch[name], longest[name].numpy(), err_msg=name)
+        assert batch[name].dtype == np.int32
     for i in range(len(a)):
         want = original_pack(a[i], b[i] if num_segments == 2 else None, max_len)
         python = packing.pack([s[i] for s in segments], max_len, cls_id=CLS, sep_id=SEP)
@@ -118,6 +125,7 @@ def test_packing_pads_to_the_batch_or_to_max_length():
     for pack in (packing.pack, packing.pack_inputs):
         with pytest.raises(ValueError, match="one or two segments"):
             pack([], 10, cls_id=CLS, sep_id=SEP)
+    assert packing.pack_batch([], 10, cls_id=CLS, sep_id=SEP)["input_mask"].shape == (0, 0)
 
 
 def test_take_first_and_take_last():

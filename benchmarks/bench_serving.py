@@ -24,6 +24,17 @@ a warm server has seen them). Rows:
 - `in process, sorted`: ours in process with XLA, the whole dev set sorted by length and
   padded per batch of the largest `--batch_sizes` (`bench_models.LengthSortedPredictor`):
   the figure the export aims at, though no server can sort its callers' requests;
+- `LiteRT float32` / `LiteRT int8`: the same weights written by
+  `albert_tf.export.export_tflite` (float32, and int8 dynamic-range quantization), run by
+  LiteRT's interpreter (`ai_edge_litert`, XNNPACK, a thread per CPU) in a fresh process,
+  the texts tokenized in Python (`FullTokenizer`) and packed by `albert_tf.packing.pack_batch`
+  (each request padded to its longest text, computed on its real tokens);
+- `--peers=onnxruntime`: the CPU runtime users would pick instead. transformers'
+  `AlbertForSequenceClassification` loads the same weights (our model written by
+  `save_hf_checkpoint`), `torch.onnx.export` writes it, ONNX Runtime's transformer
+  optimizer fuses it (float32) and `quantize_dynamic` makes the int8 model from that;
+  CPU provider, a thread per CPU, transformers' fast tokenizer, `padding="longest"` per
+  request;
 - keras-hub `AlbertTextClassifier` (`predict_on_batch` per request: its preprocessor,
   padding to `--max_seq_length`, then the model) and transformers `AlbertForSequenceClassification`
   (fast tokenizer, `padding="longest"` per request, torch inference mode), where they
@@ -40,7 +51,11 @@ matmul peaks and its CPU flags are printed.
 
 It shares bench_models.py's flags (--config, --spm_model_file, --max_seq_length,
 --e2e_max_examples for a seeded subset kept in file order, --peers, --rounds, --seed,
---wait_idle, --json_output).
+--wait_idle, --json_output); `--ours` picks our rows (all by default). For one text per
+request the LiteRT and ONNX Runtime rows also give the model's p50 alone on the packed
+ids, and after the table each row's p50 and rate are set against ONNX Runtime float32's.
+`benchmarks/albert_tiny_zh_shape.json` is albert_tiny_zh's shape (4 layers, H 312,
+E 128, FFN 1248, 12 heads) with the English vocabulary, for `--config`.
 """
 
 from __future__ import annotations
@@ -65,7 +80,13 @@ flags.DEFINE_string("exports", None, "Internal: JSON {task: {variant: SavedModel
 
 FLAGS = flags.FLAGS
 VARIANTS = ("real_tokens", "padded", "bfloat16")
-LABELS = {"real_tokens": "ours, SavedModel serve_text",
+TFLITE_VARIANTS = ("float32", "int8")
+LABELS = {"litert_float32": "ours, LiteRT float32 (Python tokenizer)",
+          "litert_int8": "ours, LiteRT int8 (Python tokenizer)",
+          "ort_float32": "ONNX Runtime float32, transformers' model, optimized (fast tokenizer)",
+          "ort_int8": "ONNX Runtime int8 (quantize_dynamic), transformers' model (fast "
+                      "tokenizer)",
+          "real_tokens": "ours, SavedModel serve_text",
           "padded": "ours, SavedModel serve_text, padded (real-token inference off)",
           "bfloat16": "ours, SavedModel serve_text, bfloat16 export",
           "bfloat16_env": "ours, SavedModel serve_text, bfloat16 export, served in its "
@@ -119,12 +140,22 @@ def export_models(output_dir: str) -> dict:
     from albert_tf.export import export_savedmodel
     from albert_tf.modeling.tasks import AlbertClassifier
 
+    from albert_tf.export import export_tflite
+    from albert_tf.huggingface import save_hf_checkpoint
+
     config = AlbertConfig.from_json_file(FLAGS.config)
     paths = {}
     for task_dir in FLAGS.data_dir:
         name, _, _, num_labels = bm.read_dev_set(task_dir, 1, FLAGS.seed)
         model = AlbertClassifier(config, num_labels, seed=FLAGS.seed)
-        for variant in VARIANTS:
+        for precision in TFLITE_VARIANTS:  # the same weights as LiteRT files, ...
+            paths.setdefault(name, {})[f"litert_{precision}"] = export_tflite(
+                model, os.path.join(output_dir, name, f"{precision}.tflite"),
+                kind="classifier", precision=precision, task_name=name)
+        paths[name]["hf"] = os.path.join(output_dir, name, "hf")  # ... and for transformers
+        save_hf_checkpoint(model, paths[name]["hf"], spm_model_file=FLAGS.spm_model_file,
+                           do_lower_case=True)
+        for variant in exported_variants():
             switch = mock.patch("albert_tf.modeling.real_tokens.enabled_now",
                                 return_value=False) if variant == "padded" \
                 else contextlib.nullcontext()
@@ -135,6 +166,13 @@ def export_models(output_dir: str) -> dict:
                     max_seq_length=FLAGS.max_seq_length, warmup_requests=False,
                     serving_precision="bfloat16" if variant == "bfloat16" else "float32")
     return paths
+
+
+def exported_variants() -> list[str]:
+    """The SavedModel variants that the children of `--ours` serve."""
+    served = {"savedmodel": "real_tokens", "savedmodel_padded": "padded",
+              "savedmodel_bf16": "bfloat16", "savedmodel_bf16_env": "bfloat16"}
+    return [v for v in VARIANTS if v in {served.get(name) for name in FLAGS.ours}]
 
 
 def packed_lengths(tokenizer, texts_a, texts_b):
@@ -244,7 +282,128 @@ def in_process(rec) -> None:
                 positions=pipeline.stats["computed_tokens"])
 
 
+def python_requests(tokenizer):
+    """Each request's texts tokenized in Python and packed (`packing.pack_batch`)."""
+    from albert_tf.packing import pack_batch
+
+    return lambda request: pack_batch(
+        [[tokenizer.encode(text) for text in row if text is not None]
+         for row in zip(request[0], request[1] or [None] * len(request[0]))],
+        FLAGS.max_seq_length, cls_id=tokenizer.special_id("[CLS]"),
+        sep_id=tokenizer.special_id("[SEP]"))
+
+
+def litert(rec, precision: str) -> None:
+    """A fresh process runs each dev set's LiteRT file of `precision`."""
+    import numpy as np
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_tf import names
+    from albert_tf.tokenization import FullTokenizer
+
+    rec.versions.update(ai_edge_litert=_version("ai-edge-litert"))
+    tokenizer = FullTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
+    exports = json.loads(FLAGS.exports)
+    for task_dir in FLAGS.data_dir:
+        name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
+                                                    FLAGS.seed)
+        path = exports[name][f"litert_{precision}"]
+        rec.notes.append(f"{name} LiteRT {precision} file: "
+                         f"{os.path.getsize(path) / 1e6:.2f} MB")
+        runner = Interpreter(model_path=path,
+                             num_threads=os.cpu_count()).get_signature_runner()
+        pack = python_requests(tokenizer)
+
+        def model(inputs):
+            return runner(**inputs)[names.PREDICTIONS]
+
+        for size in batch_sizes():
+            batches = list(requests(texts_a, texts_b, size))
+            seconds = timed_passes(batches, lambda request: model(pack(request)))
+            packed = [pack(request) for request in batches]
+            tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
+            extra = {"model_p50_ms": percentile(timed_passes(packed, model), 50)} \
+                if size == 1 else {}
+            add_row(rec, name, LABELS[f"litert_{precision}"], size, seconds,
+                    examples=len(texts_a), tokens=tokens, positions=tokens, **extra)
+
+
+def _version(distribution: str) -> str:
+    from importlib import metadata
+
+    return metadata.version(distribution)
+
+
 # ------------------------------------------------------------------------------ peers
+def onnxruntime(rec) -> None:
+    """transformers' model with our weights, through torch.onnx, ORT's optimizer and
+    quantize_dynamic; served by ONNX Runtime's CPU provider."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import torch
+    import transformers as hf
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers import optimizer
+    from transformers import AlbertForSequenceClassification
+
+    from albert_tf import AlbertConfig
+
+    rec.versions.update(onnxruntime=ort.__version__, torch=torch.__version__,
+                        transformers=hf.__version__)
+    config = AlbertConfig.from_json_file(FLAGS.config)
+    tokenizer, kind = bm.transformers_tokenizer(FLAGS.spm_model_file)
+    exports = json.loads(FLAGS.exports)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = os.cpu_count()
+    rec.notes.append(f"ONNX Runtime: CPUExecutionProvider, {os.cpu_count()} intra-op "
+                     f"threads; transformers {kind} tokenizer")
+    inputs = ("input_ids", "attention_mask", "token_type_ids")
+    with tempfile.TemporaryDirectory(prefix="bench_ort_") as work:
+        for task_dir in FLAGS.data_dir:
+            name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
+                                                        FLAGS.seed)
+            model = AlbertForSequenceClassification.from_pretrained(
+                exports[name]["hf"], attn_implementation="eager").eval()
+            example = tokenizer(["a text"], return_tensors="pt", return_token_type_ids=True)
+            onnx_path = os.path.join(work, f"{name}.onnx")
+            torch.onnx.export(
+                model, tuple(example[k] for k in inputs), onnx_path, input_names=list(inputs),
+                output_names=["logits"], opset_version=17, dynamo=False,
+                dynamic_axes={k: {0: "batch", 1: "length"} for k in inputs})
+            optimized = os.path.join(work, f"{name}.optimized.onnx")
+            optimizer.optimize_model(onnx_path, model_type="bert",
+                                     num_heads=config.num_attention_heads,
+                                     hidden_size=config.hidden_size).save_model_to_file(optimized)
+            quantized = os.path.join(work, f"{name}.int8.onnx")
+            # (the fused ops' outputs have no inferred type: float, as they are)
+            quantize_dynamic(optimized, quantized, weight_type=QuantType.QInt8,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+            for variant, path in (("float32", optimized), ("int8", quantized)):
+                session = ort.InferenceSession(path, options,
+                                               providers=["CPUExecutionProvider"])
+
+                def pack(request):
+                    a, b = request
+                    encoded = tokenizer(a, *([] if b is None else [b]), padding="longest",
+                                        truncation=True, max_length=FLAGS.max_seq_length,
+                                        return_tensors="np", return_token_type_ids=True)
+                    return {k: encoded[k].astype(np.int64) for k in inputs}
+
+                def run(feed):
+                    return session.run(["logits"], feed)[0].argmax(-1)
+
+                for size in batch_sizes():
+                    batches = list(requests(texts_a, texts_b, size))
+                    seconds = timed_passes(batches, lambda request: run(pack(request)))
+                    packed = [pack(request) for request in batches]
+                    extra = {"model_p50_ms": percentile(timed_passes(packed, run), 50)} \
+                        if size == 1 else {}
+                    add_row(rec, name, LABELS[f"ort_{variant}"], size, seconds,
+                            examples=len(texts_a), tokens=0,
+                            positions=int(sum(p["input_ids"].size for p in packed)), **extra)
+
+
 def keras_hub(rec) -> None:
     import keras
     import keras_hub
@@ -321,8 +480,18 @@ CHILDREN = {"savedmodel": lambda rec: serve(rec, "real_tokens"),
             "savedmodel_bf16": lambda rec: serve(rec, "bfloat16"),
             "savedmodel_bf16_env": lambda rec: serve(rec, "bfloat16",
                                                      LABELS["bfloat16_env"]),
-            "in_process": in_process, "keras_hub": keras_hub, "transformers": transformers}
-IMPORTS = {"keras_hub": "keras_hub", "transformers": "transformers"}
+            "litert_float32": lambda rec: litert(rec, "float32"),
+            "litert_int8": lambda rec: litert(rec, "int8"),
+            "in_process": in_process, "keras_hub": keras_hub, "transformers": transformers,
+            "onnxruntime": onnxruntime}
+OURS = ("savedmodel", "savedmodel_padded", "savedmodel_bf16", "savedmodel_bf16_env",
+        "litert_float32", "litert_int8", "in_process")
+PEERS = ("keras_hub", "transformers", "onnxruntime")
+# What each child needs importable (a peer that is not is skipped).
+IMPORTS = {"keras_hub": ("keras_hub",), "transformers": ("transformers", "torch"),
+           "onnxruntime": ("onnxruntime", "onnx", "torch", "transformers"),
+           "litert_float32": ("ai_edge_litert",), "litert_int8": ("ai_edge_litert",)}
+flags.DEFINE_list("ours", list(OURS), "Our rows to measure.")
 
 
 def run_child(name: str) -> None:
@@ -334,8 +503,7 @@ def run_child(name: str) -> None:
     rec = bm.Recorder(name)
     rec.bf16_matmul_gflops = None
     try:
-        for module in {"transformers": ("transformers", "torch")}.get(
-                name, (IMPORTS.get(name, "albert_tf"),)):
+        for module in IMPORTS.get(name, ("albert_tf",)):
             __import__(module)
     except Exception as e:  # noqa: BLE001 - any import failure skips the peer
         print("SKIP " + json.dumps(f"{name} is not importable here "
@@ -366,7 +534,7 @@ def _child(name: str, exports: str = "", export_root: str = "",
     args = [f"--{n}={','.join(v) if isinstance(v, list) else v}" for n, v in (
         (n, getattr(FLAGS, n)) for n in (
             "config", "spm_model_file", "data_dir", "max_seq_length", "e2e_max_examples",
-            "length_multiple", "batch_sizes", "repeats", "matmul_size", "seed"))]
+            "length_multiple", "batch_sizes", "repeats", "matmul_size", "seed", "ours"))]
     command = [sys.executable, os.path.abspath(__file__), f"--child={name}",
                f"--exports={exports}", f"--export_root={export_root}", *args]
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=bm.REPOSITORY,
@@ -407,17 +575,17 @@ def main(argv):
     if not FLAGS.data_dir:
         raise app.UsageError("--data_dir: one GLUE task folder or more (e.g. "
                              "../shared/data/glue/SST-2)")
-    names = ["savedmodel", "savedmodel_padded", "savedmodel_bf16", "savedmodel_bf16_env",
-             "in_process"] + [
-        p for p in FLAGS.peers if p]
-    unknown = [n for n in names if n not in CHILDREN]
-    if unknown:
-        raise app.UsageError(f"unknown --peers {unknown}; choose from keras_hub, transformers")
+    for flag, known in (("ours", OURS), ("peers", PEERS)):
+        unknown = [n for n in getattr(FLAGS, flag) if n and n not in known]
+        if unknown:
+            raise app.UsageError(f"unknown --{flag} {unknown}; choose from {', '.join(known)}")
+    names = [n for n in FLAGS.ours if n] + [p for p in FLAGS.peers if p]
     started = time.time()
     best, results, skipped, loads = {}, [], {}, []
     with tempfile.TemporaryDirectory(prefix="bench_serving_") as root:
         exports = json.dumps(_child("export", export_root=root))
-        environments = {"savedmodel_bf16_env": serving_environment(exports, "bfloat16")}
+        environments = {"savedmodel_bf16_env": serving_environment(exports, "bfloat16")} \
+            if "savedmodel_bf16_env" in names else {}
         for round_index in range(FLAGS.rounds):
             for name in names:
                 if name in skipped:
@@ -460,6 +628,16 @@ def main(argv):
                 print(f"{r['benchmark']} batch {r['batch']}: the bfloat16 export{how} "
                       f"serves {r['rate'] / other['rate']:.2f}x the float32 export's "
                       "sequences/s")
+    for r in sorted(rows, key=lambda r: (r["benchmark"], r["batch"], r["variant"])):
+        anchor = best.get((r["benchmark"], LABELS["ort_float32"], r["batch"]))
+        if anchor and r is not anchor:
+            print(f"{r['benchmark']} batch {r['batch']}, {r['variant']}: p50 "
+                  f"{r['p50_ms'] / anchor['p50_ms']:.2f}x ONNX Runtime float32's, "
+                  f"{r['rate'] / anchor['rate']:.2f}x its sequences/s")
+    for r in rows:
+        if "model_p50_ms" in r and "tokenizer_p50_ms" not in r:
+            print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "
+                  f"{r['p50_ms']:.2f} ms, the model alone on its ids {r['model_p50_ms']:.2f} ms")
     for r in rows:
         if "tokenizer_p50_ms" in r:
             print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "

@@ -113,8 +113,9 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     """The harness of benchmarks/bench_serving.py (a tiny model, no peers; times
     nothing): the export served in a fresh process computes one position per real token,
     the padded export and the in-process pipeline more, the bfloat16 export one too, also
-    served in the environment its export_info.json names (and only there); the batch-1
-    split of the latency into tokenizer and model is printed."""
+    served in the environment its export_info.json names (and only there), the LiteRT
+    files one too; the batch-1 split of the latency into tokenizer and model is
+    printed."""
     from albert_tf.export import SERVING_ENVIRONMENTS
 
     task_dir = _glue_task_dir()
@@ -141,6 +142,10 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     bfloat16 = "ours, SavedModel serve_text, bfloat16 export"
     assert per_token[(bfloat16, 1)] == per_token[(bfloat16, 2)] == 1.0
     assert f"{task_dir.name} batch 2: the bfloat16 export serves " in stdout
+    for precision in ("float32", "int8"):  # the LiteRT files: real tokens only
+        litert = f"ours, LiteRT {precision} (Python tokenizer)"
+        assert per_token[(litert, 1)] == per_token[(litert, 2)] == 1.0
+        assert f"{litert}, one text per request: p50 " in stdout
     in_environment = f"{bfloat16}, served in its serving_environment"
     assert per_token[(in_environment, 1)] == per_token[(in_environment, 2)] == 1.0
     assert (f"{task_dir.name} batch 2: the bfloat16 export, in its serving_environment, "

@@ -74,8 +74,8 @@ def check_tflite_path(path) -> str:
 
 def _trace(module: ServingModule):
     """`serving_default` as LiteRT runs it: an inference graph on real tokens, GELU as
-    one op (`fused.for_litert`), every variable frozen into a constant (the converter otherwise keeps
-    resource-variable reads, which LiteRT answered with NaN)."""
+    one op (`fused.for_litert`), every variable frozen into a constant: the file holds
+    the weights as tensors, which the float16 and int8 conversions quantize."""
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
     )

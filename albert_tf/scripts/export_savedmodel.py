@@ -10,8 +10,8 @@ writes `serving/mrpc/<version>/` (1 + the largest existing version unless --vers
 with the signatures `serving_default`, `serve_examples` and `serve_text`. With
 `--export_tflite=mrpc.tflite` (and `--tflite_precision`) it also writes the model as one
 LiteRT file, token ids in (`albert_tf.export.export_tflite`); either flag may be given
-alone. The checkpoint
-must hold every variable of the model (a mismatch stops before anything is written).
+alone. The checkpoint must hold every variable of the model (a mismatch stops before
+anything is written).
 `--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
 the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such as
 `albert_base_v2` works here as there. `--checkpoint` may also be brightmart's

@@ -32,42 +32,55 @@ import tensorflow as tf
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _CUBIC = 0.044715
-_state = threading.local()
+
+
+class TracingSwitch:
+    """A setting of this thread that functions read when they are traced, with a
+    default, changed within a block (`with switch.set(value):`) and restored after it.
+    Here: XLA kernels and the LiteRT form; `modeling.real_tokens`: real-token inference."""
+
+    def __init__(self, default: bool):
+        self.default = default
+        self._local = threading.local()
+
+    def now(self) -> bool:
+        return getattr(self._local, "value", self.default)
+
+    @contextlib.contextmanager
+    def set(self, value: bool):
+        previous = self.now()
+        self._local.value = value
+        try:
+            yield
+        finally:
+            self._local.value = previous
+
+
+_XLA = TracingSwitch(default=True)
+_LITERT = TracingSwitch(default=False)
 
 
 def xla_enabled() -> bool:
     """Whether `gelu` and `layer_norm` are traced as XLA kernels (the default)."""
-    return getattr(_state, "xla", True)
+    return _XLA.now()
 
 
-@contextlib.contextmanager
 def xla_disabled():
     """Within this context, `gelu` and `layer_norm` trace plain TensorFlow ops."""
-    previous = xla_enabled()
-    _state.xla = False
-    try:
-        yield
-    finally:
-        _state.xla = previous
+    return _XLA.set(False)
 
 
-@contextlib.contextmanager
 def for_litert():
     """Within this context, functions traced are for the LiteRT converter
     (`albert_tf.export.tflite`): `gelu` is `tf.nn.gelu(approximate=True)` (the same
     formula), which becomes LiteRT's one GELU kernel instead of eight element-wise ops,
     and `layer_norm` the same plain ops without a gradient function (inference needs
     none, and the converter would load it as an unsaved custom gradient)."""
-    previous = litert_now()
-    _state.litert = True
-    try:
-        yield
-    finally:
-        _state.litert = previous
+    return _LITERT.set(True)
 
 
 def litert_now() -> bool:
-    return getattr(_state, "litert", False)
+    return _LITERT.now()
 
 
 def _float32(x):

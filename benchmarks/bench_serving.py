@@ -137,11 +137,9 @@ def export_models(output_dir: str) -> dict:
     from unittest import mock
 
     from albert_tf import AlbertConfig
-    from albert_tf.export import export_savedmodel
-    from albert_tf.modeling.tasks import AlbertClassifier
-
-    from albert_tf.export import export_tflite
+    from albert_tf.export import export_savedmodel, export_tflite
     from albert_tf.huggingface import save_hf_checkpoint
+    from albert_tf.modeling.tasks import AlbertClassifier
 
     config = AlbertConfig.from_json_file(FLAGS.config)
     paths = {}
@@ -293,6 +291,23 @@ def python_requests(tokenizer):
         sep_id=tokenizer.special_id("[SEP]"))
 
 
+def packed_rows(rec, name: str, label: str, texts_a, texts_b, pack, model,
+                count) -> None:
+    """The rows of one runtime that takes packed inputs: each of `--batch_sizes`, the
+    requests' texts `pack`ed then run by `model` (one text per request: also `model`'s
+    p50 alone on the packed inputs). `count(packed requests)`: (real tokens,
+    positions computed)."""
+    for size in batch_sizes():
+        batches = list(requests(texts_a, texts_b, size))
+        seconds = timed_passes(batches, lambda request: model(pack(request)))
+        packed = [pack(request) for request in batches]
+        extra = {"model_p50_ms": percentile(timed_passes(packed, model), 50)} \
+            if size == 1 else {}
+        tokens, positions = count(packed)
+        add_row(rec, name, label, size, seconds, examples=len(texts_a), tokens=tokens,
+                positions=positions, **extra)
+
+
 def litert(rec, precision: str) -> None:
     """A fresh process runs each dev set's LiteRT file of `precision`."""
     import numpy as np
@@ -302,8 +317,14 @@ def litert(rec, precision: str) -> None:
     from albert_tf.tokenization import FullTokenizer
 
     rec.versions.update(ai_edge_litert=_version("ai-edge-litert"))
-    tokenizer = FullTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
+    pack = python_requests(FullTokenizer(spm_model_file=FLAGS.spm_model_file,
+                                         do_lower_case=True))
     exports = json.loads(FLAGS.exports)
+
+    def count(packed):  # computed on real tokens only
+        tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
+        return tokens, tokens
+
     for task_dir in FLAGS.data_dir:
         name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
                                                     FLAGS.seed)
@@ -312,20 +333,8 @@ def litert(rec, precision: str) -> None:
                          f"{os.path.getsize(path) / 1e6:.2f} MB")
         runner = Interpreter(model_path=path,
                              num_threads=os.cpu_count()).get_signature_runner()
-        pack = python_requests(tokenizer)
-
-        def model(inputs):
-            return runner(**inputs)[names.PREDICTIONS]
-
-        for size in batch_sizes():
-            batches = list(requests(texts_a, texts_b, size))
-            seconds = timed_passes(batches, lambda request: model(pack(request)))
-            packed = [pack(request) for request in batches]
-            tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
-            extra = {"model_p50_ms": percentile(timed_passes(packed, model), 50)} \
-                if size == 1 else {}
-            add_row(rec, name, LABELS[f"litert_{precision}"], size, seconds,
-                    examples=len(texts_a), tokens=tokens, positions=tokens, **extra)
+        packed_rows(rec, name, LABELS[f"litert_{precision}"], texts_a, texts_b, pack,
+                    lambda inputs: runner(**inputs)[names.PREDICTIONS], count)
 
 
 def _version(distribution: str) -> str:
@@ -359,6 +368,17 @@ def onnxruntime(rec) -> None:
     rec.notes.append(f"ONNX Runtime: CPUExecutionProvider, {os.cpu_count()} intra-op "
                      f"threads; transformers {kind} tokenizer")
     inputs = ("input_ids", "attention_mask", "token_type_ids")
+
+    def pack(request):
+        a, b = request
+        encoded = tokenizer(a, *([] if b is None else [b]), padding="longest",
+                            truncation=True, max_length=FLAGS.max_seq_length,
+                            return_tensors="np", return_token_type_ids=True)
+        return {k: encoded[k].astype(np.int64) for k in inputs}
+
+    def count(packed):  # every position of each request, padded to its longest
+        return 0, int(sum(p["input_ids"].size for p in packed))
+
     with tempfile.TemporaryDirectory(prefix="bench_ort_") as work:
         for task_dir in FLAGS.data_dir:
             name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
@@ -382,26 +402,8 @@ def onnxruntime(rec) -> None:
             for variant, path in (("float32", optimized), ("int8", quantized)):
                 session = ort.InferenceSession(path, options,
                                                providers=["CPUExecutionProvider"])
-
-                def pack(request):
-                    a, b = request
-                    encoded = tokenizer(a, *([] if b is None else [b]), padding="longest",
-                                        truncation=True, max_length=FLAGS.max_seq_length,
-                                        return_tensors="np", return_token_type_ids=True)
-                    return {k: encoded[k].astype(np.int64) for k in inputs}
-
-                def run(feed):
-                    return session.run(["logits"], feed)[0].argmax(-1)
-
-                for size in batch_sizes():
-                    batches = list(requests(texts_a, texts_b, size))
-                    seconds = timed_passes(batches, lambda request: run(pack(request)))
-                    packed = [pack(request) for request in batches]
-                    extra = {"model_p50_ms": percentile(timed_passes(packed, run), 50)} \
-                        if size == 1 else {}
-                    add_row(rec, name, LABELS[f"ort_{variant}"], size, seconds,
-                            examples=len(texts_a), tokens=0,
-                            positions=int(sum(p["input_ids"].size for p in packed)), **extra)
+                packed_rows(rec, name, LABELS[f"ort_{variant}"], texts_a, texts_b, pack,
+                            lambda feed: session.run(["logits"], feed)[0].argmax(-1), count)
 
 
 def keras_hub(rec) -> None:

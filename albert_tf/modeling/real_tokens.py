@@ -21,28 +21,21 @@ TensorFlow ops for GELU and LayerNorm (`albert_tf.fused`).
 from __future__ import annotations
 
 import contextlib
-import threading
 
 import tensorflow as tf
 
 from albert_tf import fused
 
-_state = threading.local()
+_ENABLED = fused.TracingSwitch(default=False)
 
 
-@contextlib.contextmanager
 def real_tokens_only(enabled: bool = True):
     """Inside this block, inference forward passes traced compute on real tokens only."""
-    previous = enabled_now()
-    _state.enabled = enabled
-    try:
-        yield
-    finally:
-        _state.enabled = previous
+    return _ENABLED.set(enabled)
 
 
 def enabled_now() -> bool:
-    return getattr(_state, "enabled", False)
+    return _ENABLED.now()
 
 
 @contextlib.contextmanager

@@ -111,7 +111,10 @@ def _convert(entry: ServingKind, module: ServingModule, concrete, frozen,
         except Exception as e:  # the converter's ConverterError names the ops
             raise ExportError(
                 f"the {entry.name} model cannot be written for LiteRT with its built-in "
-                f"ops alone: {_short(e)}") from None
+                f"ops alone: {_short(e)}. Ops outside that set need LiteRT's Flex "
+                "delegate (Select TF ops) in the app, which this export does not use: "
+                "serve this model from the SavedModel (export_savedmodel, --export_dir) "
+                "instead") from None
 
 
 def _short(error: Exception) -> str:

@@ -139,11 +139,7 @@ def pack(segments: Sequence[Sequence[int]], max_seq_length: int, *, cls_id: int,
     `max_seq_length` with `pad_to_max_length` (the original records), else the packed
     length.
     """
-    lengths = kept_lengths([len(s) for s in segments], max_seq_length)
-    word_ids, type_ids = [cls_id], [0]
-    for type_id, (segment, length) in enumerate(zip(segments, lengths)):
-        word_ids += [int(i) for i in segment[:length]] + [sep_id]
-        type_ids += [type_id] * (length + 1)
+    word_ids, type_ids = _packed_lists(segments, max_seq_length, cls_id, sep_id)
     size = max_seq_length if pad_to_max_length else len(word_ids)
     padding = size - len(word_ids)
     return {
@@ -159,14 +155,26 @@ def pack_batch(rows: Sequence[Sequence[Sequence[int]]], max_seq_length: int, *,
     int32 `input_word_ids`, `input_mask`, `input_type_ids` [B, S], S the longest packed
     row (`pack_inputs`' batches, for a client that tokenizes itself: a LiteRT file's
     or `serving_default`'s). No rows: [0, 0]."""
-    packed = [pack(segments, max_seq_length, cls_id=cls_id, sep_id=sep_id, pad_id=pad_id,
-                   pad_to_max_length=False) for segments in rows]
-    width = max((len(row[names.INPUT_WORD_IDS]) for row in packed), default=0)
-    pads = {names.INPUT_WORD_IDS: pad_id, names.INPUT_MASK: 0, names.INPUT_TYPE_IDS: 0}
-    return {name: np.array([np.pad(row[name], (0, width - len(row[name])),
-                                   constant_values=pad) for row in packed],
+    packed = [_packed_lists(segments, max_seq_length, cls_id, sep_id) for segments in rows]
+    width = max((len(word_ids) for word_ids, _ in packed), default=0)
+    # Python lists, then one array per input: a client's request of one text costs a
+    # few microseconds here (np.pad per row and input cost ten times more).
+    return {name: np.array([values + [pad] * (width - len(values)) for values in lists],
                            np.int32).reshape(len(packed), width)
-            for name, pad in pads.items()}
+            for name, pad, lists in (
+                (names.INPUT_WORD_IDS, pad_id, [w for w, _ in packed]),
+                (names.INPUT_MASK, 0, [[1] * len(w) for w, _ in packed]),
+                (names.INPUT_TYPE_IDS, 0, [t for _, t in packed]))}
+
+
+def _packed_lists(segments, max_seq_length: int, cls_id: int, sep_id: int):
+    """(word ids, type ids) as lists: `pack`'s sequence before padding."""
+    lengths = kept_lengths([len(s) for s in segments], max_seq_length)
+    word_ids, type_ids = [cls_id], [0]
+    for type_id, (segment, length) in enumerate(zip(segments, lengths)):
+        word_ids += [int(i) for i in segment[:length]] + [sep_id]
+        type_ids += [type_id] * (length + 1)
+    return word_ids, type_ids
 
 
 def _check_segments(segments) -> None:

@@ -150,7 +150,15 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     assert per_token[(in_environment, 1)] == per_token[(in_environment, 2)] == 1.0
     assert (f"{task_dir.name} batch 2: the bfloat16 export, in its serving_environment, "
             "serves ") in stdout
-    rows = json.loads(output.read_text())["rows"]
+    results = json.loads(output.read_text())
+    rows = results["rows"]
+    # the FLOP bound of each request size's p50 request, at the measured peaks
+    bounds = {b["batch"]: b for b in results["flop_bounds"]}
+    assert sorted(bounds) == [1, 2] and 0 < bounds[1]["gflop"] <= bounds[2]["gflop"]
+    for b in bounds.values():
+        assert b["fp32_ms"] == pytest.approx(b["gflop"] / results["fp32_gflops"] * 1e3)
+        assert b["bf16_ms"] == pytest.approx(b["gflop"] / results["bf16_gflops"] * 1e3)
+        assert f"| {task_dir.name} | {b['batch']} | {b['gflop']:.3f} | " in stdout
     assert {r["variant"]: r["environment"] for r in rows if "SavedModel" in r["variant"]
             } == {savedmodel: {}, bfloat16: {}, in_environment: SERVING_ENVIRONMENTS[
                 "bfloat16"], f"{savedmodel}, padded (real-token inference off)": {}}
@@ -159,33 +167,75 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     assert all(r["p50_ms"] <= r["p90_ms"] <= r["p99_ms"] for r in rows if "p50_ms" in r)
 
 
-def test_bench_bf16_agreement_compares_the_two_exports_of_one_checkpoint(tmp_path):
-    """The harness of benchmarks/bench_bf16_agreement.py (a 1-layer model, a few steps;
-    its figures mean nothing here): a GLUE task and SQuAD are fine-tuned, exported in
-    float32 and bfloat16, and both exports answer every dev example and question, served
-    in the environment the bfloat16 export names."""
-    from albert_tf.export import SERVING_ENVIRONMENTS, read_export_info
+def test_bench_precision_agreement_compares_every_export_of_one_checkpoint(tmp_path):
+    """The harness of benchmarks/bench_precision_agreement.py (a 1-layer model, a few
+    steps; its figures mean nothing here): a GLUE task and SQuAD are fine-tuned and
+    exported in float32 and bfloat16 SavedModels and float32 / int8 LiteRT files, and
+    every export answers every dev example and question, the SavedModels
+    served in the environment the bfloat16 export names."""
+    from albert_tf.export import SERVING_ENVIRONMENTS, read_export_info, read_tflite_info
 
     task_dir = GLUE / "MRPC"
     squad = REPOSITORY / "tests" / "fixtures" / "squad" / "dev-v1.1-excerpt.json"
     output = tmp_path / "results.json"
     stdout = run_benchmark(
-        "bench_bf16_agreement.py", f"--data_dir={task_dir}", f"--squad_file={squad}",
+        "bench_precision_agreement.py", f"--data_dir={task_dir}", f"--squad_file={squad}",
         "--squad_train_articles=1", "--squad_max_seq_length=96", "--squad_train_steps=2",
         "--train_steps=4", "--batch_size=4", "--layers=1", "--hidden=64",
-        "--max_seq_length=MRPC:32", f"--work_dir={tmp_path / 'work'}",
-        f"--json_output={output}")
+        "--max_seq_length=MRPC:32", "--litert_precisions=float32,int8",
+        f"--work_dir={tmp_path / 'work'}", f"--json_output={output}")
     results = json.loads(output.read_text())
     (glue,) = results["classification"]
     dev_rows = len((task_dir / "dev.tsv").read_text().splitlines()) - 1
+    exports = ["float32", "bfloat16", "LiteRT float32", "LiteRT int8"]  # (float16: as int8)
     assert glue["task"].endswith("MRPC") and glue["examples"] == dev_rows
-    assert 0 <= glue["agreement"] <= 1 and glue["max_abs_probability_difference"] >= 0
+    assert list(glue["exports"]) == exports
+    assert glue["exports"]["float32"]["agreement"] == 1.0
+    for name in exports:
+        assert 0 <= glue["exports"][name]["agreement"] <= 1
+        assert 0 <= glue["exports"][name]["max_abs_probability_difference"] <= 1
+    # LiteRT float32 is the float32 SavedModel's computation (test_tflite: within 1e-4)
+    assert glue["exports"]["LiteRT float32"]["max_abs_probability_difference"] < 1e-3
     for version in ("1", "2"):  # float32, then bfloat16, of the same checkpoint
         info = read_export_info(tmp_path / "work" / "MRPC" / "export" / version)
         assert info["serving_precision"] == ("float32" if version == "1" else "bfloat16")
+    for task, kind in (("MRPC", "classifier"), ("squad", "squad_v1")):
+        for precision in ("float32", "int8"):
+            info = read_tflite_info(tmp_path / "work" / task / "litert" / f"{precision}.tflite")
+            assert (info["kind"], info["precision"]) == (kind, precision)
     assert results["squad"]["examples"] == 9  # the questions of the other two articles
-    assert 0 <= results["squad"]["answer_agreement"] <= 1
+    assert list(results["squad"]["exports"]) == exports
+    assert results["squad"]["exports"]["float32"]["answer_agreement"] == 1.0
+    assert all(0 <= e["answer_agreement"] <= 1 for e in results["squad"]["exports"].values())
     assert results["served_in"] == " ".join(
         f"{k}={v}" for k, v in sorted(SERVING_ENVIRONMENTS["bfloat16"].items()))
-    assert "| float32 |" in stdout and "| bfloat16 |" in stdout
-    assert f"| {glue['task']} | 32 | {dev_rows} |" in stdout
+    assert "| SavedModel float32 |" in stdout and "| LiteRT int8 |" in stdout
+    assert f"| {glue['task']} | 32 | {dev_rows} | " in stdout
+
+
+def test_profile_request_profiles_each_signature_in_the_settings_given(tmp_path):
+    """The harness of benchmarks/profile_request.py (a tiny model, two requests; times
+    nothing): each signature's ops per request and their time come from TensorFlow's
+    profiler, in a process with the settings of its --environments entry (here oneDNN
+    off: TensorFlow's own kernels run, none of oneDNN's)."""
+    from tests.helpers.scripts import SPM
+
+    output = tmp_path / "results.json"
+    stdout = run_benchmark(
+        "profile_request.py", f"--config={write_tiny_config(tmp_path)}",
+        f"--spm_model_file={SPM}", f"--data_dir={GLUE / 'MRPC'}", "--examples=2",
+        "--max_seq_length=64", "--environments=TF_ENABLE_ONEDNN_OPTS=0",
+        f"--json_output={output}")
+    (result,) = json.loads(output.read_text()).values()
+    for signature in ("serve_text", "serving_default"):
+        profile = result[signature]
+        assert profile["p50_ms"] > 0 and profile["op_micros_per_request"] > 0
+        ops = profile["ops"]
+        assert profile["ops_per_request"] == pytest.approx(sum(c for c, _ in ops.values()))
+        assert "_FusedMatMul" in ops and not any(op.startswith("_Mkl") for op in ops)
+        assert f"{signature}: | settings |" in stdout
+    # serve_text runs the tokenizer too: more ops than serving_default on its ids
+    assert "TFText>FastSentencepieceTokenize" in result["serve_text"]["ops"]
+    assert result["serve_text"]["ops_per_request"] > result["serving_default"][
+        "ops_per_request"]
+    assert "| TF_ENABLE_ONEDNN_OPTS=0 |" in stdout

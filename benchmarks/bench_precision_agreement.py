@@ -1,33 +1,41 @@
-"""How far a bfloat16 export's answers are from the float32 export's, on fine-tuned models.
+"""How far the reduced-precision exports' answers are from float32's, on fine-tuned models:
+the bfloat16 SavedModel and the LiteRT files (float32, float16, dynamic-range int8).
 
 For each GLUE task folder of `--data_dir` (e.g. ../shared/data/glue/SST-2,
 ../shared/data/glue/MRPC): `run_classifier.py` fine-tunes a small ALBERT (`--layers`,
 `--hidden`, from random weights: predictions that are not trivial, in minutes on a CPU)
 for `--train_steps` steps, evaluates it and exports it (`--export_dir`, float32, version
 1); `export_savedmodel.py --serving_precision=bfloat16` exports its model.ckpt-best, the
-same weights (version 2). Both SavedModels then answer the dev set through `serve_text`
-in one process, which has the environment their export_info.json names (the bfloat16
-export's `serving_environment`; the runs that train never get it); printed per task:
-the dev accuracy of each, the share of each class among the float32 predictions
-(non-trivial predictions use more than one), the share of dev examples whose
-predictions agree, and the largest and mean |probability difference|.
+same weights (version 2), and `export_savedmodel.py --export_tflite` writes them as a
+LiteRT file of each of `--litert_precisions`. Both SavedModels answer the dev set through
+`serve_text` in one process, which has the environment their export_info.json names (the
+bfloat16 export's `serving_environment`; the runs that train never get it); the LiteRT
+files answer it through `ai_edge_litert` (XNNPACK), the texts tokenized by
+`FullTokenizer` and packed by `packing.pack_batch` as a LiteRT client does. Printed per
+task and export: the dev accuracy, the share of each class among the float32
+predictions (non-trivial predictions use more than one), the share of dev examples whose
+predictions agree with the float32 SavedModel's, and the largest and mean |probability
+difference| from it.
 
 With `--squad_file` (e.g. ../shared/data/squad/dev-v1.1.json, the only SQuAD with
 answers among the shared data): its first `--squad_train_articles` articles train a
 model of the same size with `run_squad.py` (about `--squad_train_steps` steps), which exports
 float32 (version 1); a second `run_squad.py --do_predict --serving_precision=bfloat16`
-on the same output folder exports bfloat16 (version 2). Both exports' `serve_text`
-answer every question of the other articles (the context cut to one window of
-`--squad_max_seq_length`, as serve_text does), `postprocess_serve_text` reads the
-answers; printed: exact match and F1 of each against the gold answers, and the share of
-questions whose answers are the same text.
+on the same output folder exports bfloat16 (version 2), and `export_savedmodel.py
+--kind=squad_v1 --export_tflite` the LiteRT files. Every question of the other articles
+is asked (the context cut to one window of `--squad_max_seq_length`, as serve_text
+does): the SavedModels through `serve_text`, the LiteRT files on the token ids that the
+float32 `serve_text` packed (the same window), `postprocess_serve_text` reading the
+answers of each; printed: exact match and F1 of each against the gold answers, and the
+share of questions whose answers are the same text as the float32 SavedModel's.
 
 Without bfloat16 instructions the CPU rounds the matmul inputs to bfloat16 and
 accumulates in float32 as bfloat16 hardware does (up to summation order): the agreement
 carries over, the speed does not (bench_serving.py). A task whose output folder in
-`--work_dir` holds a finished run is not trained again (the scripts resume).
+`--work_dir` holds a finished run is not trained again (the scripts resume), and its
+files are not written again.
 
-    python benchmarks/bench_bf16_agreement.py \\
+    python benchmarks/bench_precision_agreement.py \\
         --data_dir=../shared/data/glue/SST-2,../shared/data/glue/MRPC \\
         --squad_file=../shared/data/squad/dev-v1.1.json
 """
@@ -68,6 +76,8 @@ flags.DEFINE_integer("batch_size", 32, "Training batch and serving request size.
 flags.DEFINE_integer("max_examples", 0, "Dev examples (0: all).")
 flags.DEFINE_string("work_dir", None, "Where the runs go (default: a temporary folder).")
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the data order.")
+flags.DEFINE_list("litert_precisions", ["float32", "float16", "int8"], "LiteRT files "
+                  "written from the same checkpoint and compared (none: SavedModels only).")
 flags.DEFINE_string("json_output", None, "Also write the results to this file.")
 
 FLAGS = flags.FLAGS
@@ -126,38 +136,66 @@ def serve_texts(export_dir: str):
         yield precision, tf.saved_model.load(path).signatures["serve_text"]
 
 
-def compare(task_dir: str, export_dir: str) -> dict:
+def litert_runners(tflite_dir: str):
+    """(export name, serving_default runner) of each --litert_precisions file."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    for precision in FLAGS.litert_precisions:
+        path = os.path.join(tflite_dir, f"{precision}.tflite")
+        yield f"LiteRT {precision}", Interpreter(
+            model_path=path, num_threads=os.cpu_count()).get_signature_runner()
+
+
+def agreement(reference, other) -> dict:
+    """Predictions (argmax) of `other` agreeing with `reference`'s, and the probability
+    differences, over rows of class probabilities."""
+    import numpy as np
+
+    difference = np.abs(reference - other)
+    return {"agreement": float((reference.argmax(-1) == other.argmax(-1)).mean()),
+            "max_abs_probability_difference": float(difference.max()),
+            "mean_abs_probability_difference": float(difference.mean())}
+
+
+def compare(task_dir: str, export_dir: str, tflite_dir: str) -> dict:
     import numpy as np
     import tensorflow as tf
 
     from albert_tf.data import glue
+    from albert_tf.packing import pack_batch
+    from albert_tf.tokenization import FullTokenizer
 
     task = glue.get_task(os.path.basename(task_dir.rstrip("/")))
     examples = glue.GlueProcessor(task).get_dev_examples(os.path.dirname(task_dir))
     if FLAGS.max_examples:
         examples = examples[:FLAGS.max_examples]
+    batches = [examples[start:start + FLAGS.batch_size]
+               for start in range(0, len(examples), FLAGS.batch_size)]
     labels = np.array([task.labels.index(e.label) for e in examples])
     probabilities = {}
     for precision, serve in serve_texts(export_dir):
         rows = []
-        for start in range(0, len(examples), FLAGS.batch_size):
-            batch = examples[start:start + FLAGS.batch_size]
+        for batch in batches:
             inputs = {"text_a": tf.constant([e.text_a for e in batch])}
             if task.is_pair:
                 inputs["text_b"] = tf.constant([e.text_b for e in batch])
             rows.append(serve(**inputs)["probabilities"].numpy())
         probabilities[precision] = np.concatenate(rows)
-    p32, p16 = probabilities["float32"], probabilities["bfloat16"]
-    difference = np.abs(p32 - p16)
-    shares = np.bincount(p32.argmax(-1), minlength=len(task.labels)) / len(examples)
+    tokenizer = FullTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
+    ids = {"cls_id": tokenizer.special_id("[CLS]"), "sep_id": tokenizer.special_id("[SEP]")}
+    for name, runner in litert_runners(tflite_dir):
+        probabilities[name] = np.concatenate([runner(**pack_batch(
+            [[tokenizer.encode(text) for text in (e.text_a, e.text_b) if text is not None]
+             for e in batch], seq_length(task_dir), **ids))["probabilities"]
+            for batch in batches])
+    reference = probabilities["float32"]
+    shares = np.bincount(reference.argmax(-1), minlength=len(task.labels)) / len(examples)
     return {"task": task.dir_name, "examples": len(examples),
             "float32_prediction_shares": {label: float(share) for label, share in
                                           zip(task.labels, shares)},
-            "accuracy_float32": float((p32.argmax(-1) == labels).mean()),
-            "accuracy_bfloat16": float((p16.argmax(-1) == labels).mean()),
-            "agreement": float((p32.argmax(-1) == p16.argmax(-1)).mean()),
-            "max_abs_probability_difference": float(difference.max()),
-            "mean_abs_probability_difference": float(difference.mean())}
+            "exports": {name: dict(agreement(reference, p),
+                                   accuracy=float((p.argmax(-1) == labels).mean()))
+                        for name, p in probabilities.items()}}
 
 
 def served_in() -> str:
@@ -167,9 +205,19 @@ def served_in() -> str:
     return " ".join(f"{k}={v}" for k, v in serving_environment_now().items())
 
 
-def exported(export_dir: str) -> bool:
-    """Both exports (float32 version 1, bfloat16 version 2) are there: a finished run."""
-    return all(os.path.exists(os.path.join(export_dir, v, "saved_model.pb")) for v in "12")
+def finished(export_dir: str, tflite_dir: str) -> bool:
+    """Both SavedModels (float32 version 1, bfloat16 version 2) and the LiteRT files are
+    there: a finished run."""
+    return all(os.path.exists(os.path.join(export_dir, v, "saved_model.pb")) for v in "12") \
+        and all(os.path.exists(os.path.join(tflite_dir, f"{p}.tflite"))
+                for p in FLAGS.litert_precisions)
+
+
+def export_litert(tflite_dir: str, *args) -> None:
+    """export_savedmodel.py --export_tflite of each --litert_precisions."""
+    for precision in FLAGS.litert_precisions:
+        run("export_savedmodel.py", *args, "--tflite_precision=" + precision,
+            "--export_tflite=" + os.path.join(tflite_dir, f"{precision}.tflite"))
 
 
 def split_squad(path: str, work: str) -> tuple[str, str]:
@@ -189,40 +237,49 @@ def split_squad(path: str, work: str) -> tuple[str, str]:
     return files[0], files[1]
 
 
-def compare_squad(asked_file: str, export_dir: str) -> dict:
+def compare_squad(asked_file: str, export_dir: str, tflite_dir: str) -> dict:
     import tensorflow as tf
 
+    from albert_tf import names
     from albert_tf.data.squad.examples import read_squad_examples
     from albert_tf.evaluation.squad_metrics import evaluate_v1
     from albert_tf.evaluation.squad_postprocess import postprocess_serve_text
 
     questions = read_squad_examples(asked_file, is_training=False)
-    answers = {}
+    outputs = {}  # export -> each batch's serve_text outputs (LiteRT's logits in them)
     for precision, serve in serve_texts(export_dir):
-        answers[precision] = {}
+        outputs[precision] = []
         for start in range(0, len(questions), FLAGS.batch_size):
-            ids, asked, contexts = zip(*((e.qas_id, e.question_text, e.paragraph_text)
-                                        for e in questions[start:start + FLAGS.batch_size]))
-            outputs = serve(question=tf.constant(asked), context=tf.constant(contexts))
-            answers[precision].update(postprocess_serve_text(
-                asked, contexts, {k: v.numpy() for k, v in outputs.items()},
-                qas_ids=ids).predictions)
-    p32, p16 = answers["float32"], answers["bfloat16"]
-    scores = {precision: evaluate_v1(questions, answers[precision])
-              for precision in answers}
-    return {"task": "SQuAD v1.1", "examples": len(questions),
-            "exact_match_float32": scores["float32"]["exact_match"],
-            "f1_float32": scores["float32"]["f1"],
-            "exact_match_bfloat16": scores["bfloat16"]["exact_match"],
-            "f1_bfloat16": scores["bfloat16"]["f1"],
-            "answer_agreement": sum(p32[i] == p16[i] for i in p32) / len(p32)}
+            batch = questions[start:start + FLAGS.batch_size]
+            served = serve(question=tf.constant([e.question_text for e in batch]),
+                           context=tf.constant([e.paragraph_text for e in batch]))
+            outputs[precision].append({k: v.numpy() for k, v in served.items()})
+    for name, runner in litert_runners(tflite_dir):
+        outputs[name] = [dict(served, **runner(**{k: served[k] for k in names.MODEL_INPUTS}))
+                         for served in outputs["float32"]]
+    answers = {}
+    for name, batches in outputs.items():
+        answers[name] = {}
+        for start, served in zip(range(0, len(questions), FLAGS.batch_size), batches):
+            batch = questions[start:start + FLAGS.batch_size]
+            answers[name].update(postprocess_serve_text(
+                [e.question_text for e in batch], [e.paragraph_text for e in batch],
+                served, qas_ids=[e.qas_id for e in batch]).predictions)
+    reference = answers["float32"]
+    exports = {}
+    for name, predicted in answers.items():
+        scores = evaluate_v1(questions, predicted)
+        exports[name] = {"exact_match": scores["exact_match"], "f1": scores["f1"],
+                         "answer_agreement": sum(reference[i] == predicted[i]
+                                                 for i in reference) / len(reference)}
+    return {"task": "SQuAD v1.1", "examples": len(questions), "exports": exports}
 
 
 def main(argv):
     del argv
     if not FLAGS.data_dir and not FLAGS.squad_file:
         raise app.UsageError("--data_dir (GLUE task folders) and/or --squad_file")
-    work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_bf16_")
+    work = FLAGS.work_dir or tempfile.mkdtemp(prefix="bench_precision_")
     os.makedirs(work, exist_ok=True)
     config = small_config(os.path.join(work, "albert_config.json"))
     model = [f"--albert_config_file={config}", f"--spm_model_file={FLAGS.spm_model_file}",
@@ -232,7 +289,8 @@ def main(argv):
         task_dir = os.path.abspath(task_dir)
         name = os.path.basename(task_dir.rstrip("/"))
         out, export_dir = os.path.join(work, name), os.path.join(work, name, "export")
-        if not exported(export_dir):
+        tflite_dir = os.path.join(out, "litert")
+        if not finished(export_dir, tflite_dir):
             shutil.rmtree(export_dir, ignore_errors=True)  # versions 1 and 2 from here
             common = model + [f"--max_seq_length={seq_length(task_dir)}"]
             run("run_classifier.py", *common, f"--task_name={name}", "--do_train",
@@ -242,48 +300,60 @@ def main(argv):
                 f"--train_batch_size={FLAGS.batch_size}",
                 f"--save_checkpoints_steps={FLAGS.train_steps}",
                 f"--export_dir={export_dir}")
-            run("export_savedmodel.py", *common[:2], "--kind=classifier",
-                f"--max_seq_length={seq_length(task_dir)}", f"--task_name={name}",
-                f"--checkpoint={os.path.join(out, 'model.ckpt-best')}",
-                f"--export_dir={export_dir}", "--version=2", "--serving_precision=bfloat16")
-        results.append(compare(task_dir, export_dir))
+            exporting = [*common[:2], "--kind=classifier",
+                         f"--max_seq_length={seq_length(task_dir)}", f"--task_name={name}",
+                         f"--checkpoint={os.path.join(out, 'model.ckpt-best')}"]
+            run("export_savedmodel.py", *exporting, f"--export_dir={export_dir}",
+                "--version=2", "--serving_precision=bfloat16")
+            export_litert(tflite_dir, *exporting)
+        results.append(compare(task_dir, export_dir, tflite_dir))
     squad = None
     if FLAGS.squad_file:
         train_file, asked_file = split_squad(FLAGS.squad_file, work)
         out, export_dir = os.path.join(work, "squad"), os.path.join(work, "squad", "export")
-        if not exported(export_dir):
+        tflite_dir = os.path.join(out, "litert")
+        if not finished(export_dir, tflite_dir):
             from albert_tf.data.squad.examples import read_squad_examples
 
             count = len(read_squad_examples(train_file, is_training=False))
             shutil.rmtree(export_dir, ignore_errors=True)
             common = model + [f"--max_seq_length={FLAGS.squad_max_seq_length}",
                               f"--output_dir={out}", f"--predict_file={asked_file}",
-                              "--do_predict", f"--export_dir={export_dir}"]
+                              "--do_predict"]
             run("run_squad.py", *common, "--do_train", f"--train_file={train_file}",
                 f"--train_batch_size={FLAGS.batch_size}",
                 f"--num_train_epochs={FLAGS.squad_train_steps * FLAGS.batch_size / count}",
-                f"--save_checkpoints_steps={FLAGS.squad_train_steps}")
-            run("run_squad.py", *common, "--serving_precision=bfloat16")
-        squad = compare_squad(asked_file, export_dir)
+                f"--save_checkpoints_steps={FLAGS.squad_train_steps}",
+                f"--export_dir={export_dir}")
+            run("run_squad.py", *common, "--serving_precision=bfloat16",
+                f"--export_dir={export_dir}")
+            # (run_squad.py keeps its weights in the run's checkpoint alone: its own
+            # --export_tflite writes the files, predicting once more each time)
+            for precision in FLAGS.litert_precisions:
+                run("run_squad.py", *common, f"--tflite_precision={precision}",
+                    "--export_tflite=" + os.path.join(tflite_dir, f"{precision}.tflite"))
+        squad = compare_squad(asked_file, export_dir, tflite_dir)
     print(f"Small ALBERT: {FLAGS.layers} layers, H {FLAGS.hidden}, E {FLAGS.hidden // 2}, "
           f"about {FLAGS.train_steps} fine-tuning steps of {FLAGS.batch_size} from random "
           f"weights, learning rate {FLAGS.learning_rate:g} (seed {FLAGS.seed}); "
-          "float32 (v1) and bfloat16 (v2) exports of one checkpoint, through serve_text "
-          f"in a process with {served_in() or 'no variable the exports ask for'}")
+          "float32 (v1) and bfloat16 (v2) SavedModels of one checkpoint through serve_text "
+          f"in a process with {served_in() or 'no variable the exports ask for'}; LiteRT "
+          f"files ({', '.join(FLAGS.litert_precisions) or 'none'}) of the same checkpoint")
     if results:
         print()
-        print("| task | max_seq_length | dev examples | fp32 predictions by class "
-              "| accuracy fp32 | accuracy bf16 | predictions agreeing "
+        print("| task | max_seq_length | dev examples | fp32 predictions by class | export "
+              "| accuracy | predictions agreeing with fp32 SavedModel "
               "| max abs prob. difference | mean abs prob. difference |")
-        print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---|---|---:|---:|---:|---:|")
         for r in results:
             shares = ", ".join(f"{label} {100 * share:.0f}%" for label, share in
                                r["float32_prediction_shares"].items())
-            print(f"| {r['task']} | {seq_length(r['task'])} | {r['examples']} | {shares} | "
-                  f"{r['accuracy_float32']:.4f} | {r['accuracy_bfloat16']:.4f} | "
-                  f"{100 * r['agreement']:.2f}% | "
-                  f"{r['max_abs_probability_difference']:.4f} | "
-                  f"{r['mean_abs_probability_difference']:.5f} |")
+            for name, e in r["exports"].items():
+                print(f"| {r['task']} | {seq_length(r['task'])} | {r['examples']} | "
+                      f"{shares} | {export_label(name)} | {e['accuracy']:.4f} | "
+                      f"{100 * e['agreement']:.2f}% | "
+                      f"{e['max_abs_probability_difference']:.4f} | "
+                      f"{e['mean_abs_probability_difference']:.5f} |")
     if squad:
         print()
         print(f"SQuAD v1.1 ({os.path.basename(FLAGS.squad_file)}: "
@@ -291,15 +361,20 @@ def main(argv):
               f"{FLAGS.squad_train_steps} steps, {squad['examples']} questions "
               f"of the others asked, max_seq_length {FLAGS.squad_max_seq_length}):")
         print()
-        print("| export | exact match | F1 | answers identical to fp32's |")
+        print("| export | exact match | F1 | answers identical to fp32 SavedModel's |")
         print("|---|---:|---:|---:|")
-        print(f"| float32 | {squad['exact_match_float32']:.2f} | {squad['f1_float32']:.2f} | |")
-        print(f"| bfloat16 | {squad['exact_match_bfloat16']:.2f} | "
-              f"{squad['f1_bfloat16']:.2f} | {100 * squad['answer_agreement']:.2f}% |")
+        for name, e in squad["exports"].items():
+            print(f"| {export_label(name)} | {e['exact_match']:.2f} | {e['f1']:.2f} | "
+                  f"{100 * e['answer_agreement']:.2f}% |")
     if FLAGS.json_output:
         with open(FLAGS.json_output, "w") as f:
             json.dump({"classification": results, "squad": squad,
                        "served_in": served_in()}, f, indent=1)
+
+
+def export_label(name: str) -> str:
+    """How a table names an export: the SavedModels by precision, LiteRT files as such."""
+    return f"SavedModel {name}" if name in ("float32", "bfloat16") else name
 
 
 if __name__ == "__main__":

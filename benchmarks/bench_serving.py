@@ -17,7 +17,7 @@ a warm server has seen them). Rows:
   export before real-token inference);
 - `SavedModel, bfloat16`: the same weights exported with `serving_precision="bfloat16"`
   (matmuls in bfloat16: faster only where the CPU has AVX512_BF16 or AMX; the export
-  warns elsewhere; its agreement with float32: bench_bf16_agreement.py), served as it is
+  warns elsewhere; its agreement with float32: bench_precision_agreement.py), served as it is
   and served in a process with the environment its export_info.json names
   (`serving_environment`: TensorFlow's MatMuls keep their weights in the layout they
   multiply in, `albert_tf.export.SERVING_ENVIRONMENTS`);
@@ -44,7 +44,9 @@ a warm server has seen them). Rows:
 projections, FFN and LayerNorms: nearly all FLOPs) for each real token. For batch 1 the
 in-graph tokenizer's cost per call and `serving_default`'s latency on the same request's
 ids (the model without the tokenizer) are printed too. The machine's fp32 and bf16
-matmul peaks and its CPU flags are printed.
+matmul peaks and its CPU flags are printed, and the FLOP bound of each request size: the
+p50 request's matmul FLOPs on its real tokens (`bench_models.model_flops`) at those
+peaks, the least time any runtime computing them needs.
 
     .venv-bench/bin/python benchmarks/bench_serving.py \\
         --data_dir=../shared/data/glue/SST-2,../shared/data/glue/MRPC
@@ -550,6 +552,35 @@ def _child(name: str, exports: str = "", export_root: str = "",
     sys.exit(f"{name} failed (exit status {done.returncode})")
 
 
+def flop_bounds(fp32_gflops: float, bf16_gflops: float) -> list[dict]:
+    """Per dev set and request size: the matmul FLOPs of the p50 request (its texts'
+    real tokens, `bench_models.model_flops` of each packed sequence, as the Python
+    tokenizer packs them) and the time they take at the measured fp32 and bf16 matmul
+    peaks: no runtime answers that request faster at those peaks."""
+    import numpy as np
+
+    from albert_tf import AlbertConfig
+    from albert_tf.packing import packed_length
+    from albert_tf.tokenization import FullTokenizer
+
+    config = AlbertConfig.from_json_file(FLAGS.config)
+    tokenizer = FullTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
+    bounds = []
+    for task_dir in FLAGS.data_dir:
+        name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
+                                                    FLAGS.seed)
+        flops = [bm.model_flops(config, packed_length(
+            [len(tokenizer.encode(t)) for t in row if t is not None], FLAGS.max_seq_length))
+            for row in zip(texts_a, texts_b or [None] * len(texts_a))]
+        for size in batch_sizes():
+            p50 = float(np.percentile([sum(flops[start:start + size])
+                                       for start in range(0, len(flops), size)], 50))
+            bounds.append({"benchmark": f"serving:{name}", "batch": size, "gflop": p50 / 1e9,
+                           "fp32_ms": p50 / fp32_gflops / 1e6 if fp32_gflops else None,
+                           "bf16_ms": p50 / bf16_gflops / 1e6 if bf16_gflops else None})
+    return bounds
+
+
 def format_table(rows: list[dict]) -> list[str]:
     """One Markdown table per task and batch: rate, ours (SavedModel) / this, latency."""
     ours = {(r["benchmark"], r["batch"]): r["rate"] for r in rows
@@ -608,6 +639,11 @@ def main(argv):
     versions = {k: v for r in results for k, v in r["versions"].items()}
     fp32 = max((r["matmul_gflops"] or 0 for r in results), default=0)
     bf16 = max((r.get("bf16_matmul_gflops") or 0 for r in results), default=0)
+    if not fp32:  # no SavedModel row measured them: this process does (no child runs)
+        import tensorflow as tf
+
+        fp32 = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats)
+        bf16 = bm.tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats, dtype=tf.bfloat16)
     print(f"Machine: {bm._cpu_model()}, {os.cpu_count()} CPUs; CPU flags: {cpu_flags()}; "
           + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     print(f"Matmul peak (TensorFlow, {FLAGS.matmul_size}^2): fp32 {fp32:.0f} GFLOP/s, "
@@ -645,12 +681,24 @@ def main(argv):
             print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "
                   f"{r['p50_ms']:.1f} ms = in-graph tokenizer {r['tokenizer_p50_ms']:.2f} "
                   f"ms + serving_default on its ids {r['model_p50_ms']:.1f} ms (p50s)")
+    bounds = flop_bounds(fp32, bf16)
+    print()
+    print("FLOP bound of the p50 request (matmul FLOPs on its real tokens, at the measured "
+          "peaks above):")
+    print()
+    print("| task | batch | GFLOP | at the fp32 peak, ms | at the bf16 peak, ms |")
+    print("|---|---|---|---|---|")
+    for b in bounds:
+        at = [f"{b[k]:.2f}" if b[k] else "" for k in ("fp32_ms", "bf16_ms")]
+        print(f"| {b['benchmark'].split(':')[1]} | {b['batch']} | {b['gflop']:.3f} | "
+              f"{' | '.join(at)} |")
     print()
     for line in format_table(rows):
         print(line)
     if FLAGS.json_output:
         with open(FLAGS.json_output, "w") as f:
             json.dump({"rows": rows, "fp32_gflops": fp32, "bf16_gflops": bf16,
+                       "flop_bounds": bounds,
                        "versions": versions, "skipped": skipped}, f, indent=1)
 
 

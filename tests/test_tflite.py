@@ -164,6 +164,18 @@ def test_script_writes_the_original_checkpoints_numbers(tmp_path, fixture_output
                                atol=TOLERANCE)
     np.testing.assert_allclose(got["sequence_output"][mask],
                                fixture_outputs["sequence_output"][mask], atol=TOLERANCE)
+    # A --max_seq_length given beyond the model's positions stops, as for a SavedModel
+    # (left at its default, 512, it is the model's max_position_embeddings)
+    longest = json.loads((FIXTURE_DIR / "albert_config.json").read_text())[
+        "max_position_embeddings"]
+    refused = run_script("export_savedmodel.py", "--kind=encoder",
+                         f"--albert_config_file={FIXTURE_DIR / 'albert_config.json'}",
+                         f"--checkpoint={FIXTURE_CHECKPOINT}",
+                         f"--max_seq_length={longest + 1}",
+                         f"--export_tflite={tmp_path / 'long.tflite'}", check=False)
+    assert refused.returncode != 0
+    assert f"max_position_embeddings {longest}, got {longest + 1}" in refused.stderr
+    assert not (tmp_path / "long.tflite").exists()
 
 
 def test_bad_arguments_stop_before_anything_is_written(models, tmp_path, monkeypatch):

@@ -100,7 +100,9 @@ def main(argv):
             written.append(export_tflite(
                 model, FLAGS.export_tflite, kind=FLAGS.kind,
                 precision=FLAGS.tflite_precision, labels=labels, task_name=FLAGS.task_name,
-                max_seq_length=min(FLAGS.max_seq_length, config.max_position_embeddings),
+                # (the flag's default fits the model; a value given must fit, as above)
+                max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
+                else min(FLAGS.max_seq_length, config.max_position_embeddings),
                 do_lower_case=files["do_lower_case"]))
     except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
         raise SystemExit(f"error: {e}") from None

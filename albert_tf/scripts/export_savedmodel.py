@@ -100,7 +100,8 @@ def main(argv):
             written.append(export_tflite(
                 model, FLAGS.export_tflite, kind=FLAGS.kind,
                 precision=FLAGS.tflite_precision, labels=labels, task_name=FLAGS.task_name,
-                # (the flag's default fits the model; a value given must fit, as above)
+                # (the flag's default, 512, is cut to the model; a value given must
+                # fit, as for the SavedModel)
                 max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
                 else min(FLAGS.max_seq_length, config.max_position_embeddings),
                 do_lower_case=files["do_lower_case"]))

@@ -111,15 +111,20 @@ class SharedDense(NamedTuple):
 
     def __call__(self, x, residual=None):
         """x [..., in] -> [..., out], plus `residual` [..., out] if given."""
-        width = tf.shape(self.kernel)[1]
-        shape = tf.concat([tf.shape(x)[:-1], [width]], axis=0)
-        x2d = tf.reshape(x, [-1, tf.shape(x)[-1]])
-        extra = () if residual is None else (tf.reshape(residual, [-1, width]),)
+        # A matrix (the real tokens' [T, in]) is multiplied as it is: the reshapes to
+        # and from [-1, in] would add four shape ops per call to each inference graph.
+        flat = x.shape.rank == 2
+        if not flat:
+            width = tf.shape(self.kernel)[1]
+            shape = tf.concat([tf.shape(x)[:-1], [width]], axis=0)
+            x = tf.reshape(x, [-1, tf.shape(x)[-1]])
+            residual = None if residual is None else tf.reshape(residual, [-1, width])
+        extra = () if residual is None else (residual,)
         if self.kernel_t is None:
-            y = _matmul_bias_add(x2d, self.kernel, self.bias, *extra)
+            y = _matmul_bias_add(x, self.kernel, self.bias, *extra)
         else:
-            y = _shared_matmul(x2d, self.kernel, self.kernel_t, self.bias, *extra)
-        return tf.reshape(y, shape)
+            y = _shared_matmul(x, self.kernel, self.kernel_t, self.bias, *extra)
+        return y if flat else tf.reshape(y, shape)
 
 
 def _matmul_bias_add(x, kernel, bias, *residual):

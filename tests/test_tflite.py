@@ -124,6 +124,40 @@ def test_float32_file_answers_as_the_reloaded_savedmodel(models, float32_files, 
                       np.asarray(request["input_mask"], bool))
 
 
+def test_raw_text_packed_by_a_client_answers_as_serve_text(models, float32_files,
+                                                            tmp_path):
+    """A LiteRT client (FullTokenizer, packing.pack_batch to the JSON's max_seq_length)
+    gets serve_text's answers on empty strings, over-long texts and an empty request,
+    as issue 28 asks of every format."""
+    import tensorflow_text  # noqa: F401  (serve_text's ops)
+
+    from albert_tf.packing import pack_batch
+    from albert_tf.tokenization import FullTokenizer
+    from tests.test_export import SPM
+
+    path = export_tflite(models["classifier"], tmp_path / "text.tflite", kind="classifier",
+                         task_name="cola", max_seq_length=16, do_lower_case=True)
+    info = read_tflite_info(path)
+    export_dir = export_savedmodel(models["classifier"], tmp_path / "serving",
+                                   kind="classifier", spm_model_file=SPM,
+                                   max_seq_length=info["max_seq_length"],
+                                   warmup_requests=False, task_name="cola")
+    serve_text = tf.saved_model.load(export_dir).signatures["serve_text"]
+    tokenizer = FullTokenizer(spm_model_file=SPM, do_lower_case=info["do_lower_case"])
+    texts = ["", "The quick brown fox jumps over the lazy dog. " * 8, "Hello, World!", " "]
+    for request in (texts, texts[:1], []):
+        inputs = pack_batch([[tokenizer.encode(text)] for text in request],
+                            info["max_seq_length"], cls_id=tokenizer.special_id("[CLS]"),
+                            sep_id=tokenizer.special_id("[SEP]"))
+        assert inputs["input_mask"].shape[1] <= 16
+        got = run_tflite(path, inputs)
+        want = serve_text(text_a=tf.constant(request, tf.string))
+        assert got["probabilities"].shape == (len(request), 2)
+        np.testing.assert_allclose(got["probabilities"], want["probabilities"].numpy(),
+                                   atol=TOLERANCE)
+        np.testing.assert_array_equal(got["predictions"], want["predictions"].numpy())
+
+
 @pytest.mark.parametrize("case", ["classifier", "squad_v1"])
 def test_float16_and_int8_files_are_smaller_and_close(models, float32_files, config, case,
                                                       tmp_path):

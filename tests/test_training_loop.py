@@ -11,6 +11,7 @@ import time
 import keras
 import pytest
 
+from albert_tf.checkpoints import CheckpointError
 from albert_tf.training import distribute
 from tests.helpers import tiny_training
 from tests.helpers.forked import run_python
@@ -269,3 +270,14 @@ def test_an_unreadable_latest_checkpoint_resumes_from_the_one_before(tmp_path, c
     assert result.step == 8
     assert_same_weights(tiny_training.weights_summary(again.model),
                         tiny_training.weights_summary(straight.model))
+    # None readable: the run stops, naming them, instead of training from its initial
+    # weights over them (issue 29); nothing is deleted
+    kept = sorted(directory.glob("ckpt-*.index"))
+    assert [p.name for p in kept] == ["ckpt-4.index", "ckpt-8.index"]
+    for index in kept:
+        index.write_bytes(index.read_bytes()[:20])
+    fresh = tiny_training.make_trainer(strategy, str(directory), 8, 4)
+    with pytest.raises(CheckpointError, match=f"no checkpoint of {directory} can be read "
+                       r"\(ckpt-4, ckpt-8; .*initial weights"):
+        fresh.train(lambda skip: tiny_training.dataset(8, skip))
+    assert fresh.step == 0 and all(index.exists() for index in kept)

@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.checkpoints import CheckpointError
 from albert_tf.data.records import to_model_inputs
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.modeling.common import random_draws
@@ -107,12 +108,20 @@ class Trainer:
         """Resumes from the newest readable checkpoint in `output_dir`, if any; returns
         the step. A checkpoint that cannot be read (truncated by a crash on a file
         system without atomic rename, a missing data shard) is reported and the one
-        before it is tried; nothing is deleted."""
-        for path in reversed(self.checkpoints_oldest_first()):
+        before it is tried; nothing is deleted. When none can be read, CheckpointError:
+        the run stops instead of starting again from its initial weights over them."""
+        paths = self.checkpoints_oldest_first()
+        for path in reversed(paths):
             if self.load(path):
                 logging.info("resumed from %s at step %d", path, self.step)
                 return self.step
             logging.info("trying the checkpoint before %s", path)
+        if paths:
+            raise CheckpointError(
+                f"no checkpoint of {self.output_dir} can be read "
+                f"({', '.join(os.path.basename(p) for p in paths)}; the warnings above say "
+                "why): stopping rather than starting again from the initial weights. Move "
+                "them out of the directory to start afresh, or put back readable copies")
         return self.step
 
     def load(self, path: str, partial: bool = False) -> bool:

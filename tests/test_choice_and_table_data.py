@@ -18,11 +18,12 @@ def test_c3_questions_ids_and_answers():
     paths = multiple_choice.c3_files(C3, "dev")
     assert [p.rsplit("/", 1)[1] for p in paths] == ["c3-d-dev.json", "c3-m-dev.json"]
     examples = multiple_choice.read_c3(paths)
-    documents = [d for p in paths for d in json.loads(open(p, encoding="utf-8").read())]
-    questions = [(d, i, q) for d in documents for i, q in enumerate(d[1])]
+    documents = [(part, d) for part, p in zip("dm", paths)
+                 for d in json.loads(open(p, encoding="utf-8").read())]
+    questions = [(part, d, i, q) for part, d in documents for i, q in enumerate(d[1])]
     assert len(examples) == len(questions)
-    for example, (document, index, question) in zip(examples, questions):
-        assert example.example_id == f"{document[2]}-{index}"
+    for example, (part, document, index, question) in zip(examples, questions):
+        assert example.example_id == f"{part}-{document[2]}-{index}"
         assert example.context == " ".join(document[0])
         assert example.endings == [f"{question['question']} {c}" for c in question["choice"]]
         assert question["choice"][example.label] == question["answer"]
@@ -38,7 +39,13 @@ def test_bad_c3_items_are_skipped_and_named(tmp_path, caplog):
     path.write_text(json.dumps(documents))
     with caplog.at_level("WARNING"):
         examples = multiple_choice.read_c3([str(path)])
-    assert [(e.example_id, e.label) for e in examples] == [("7-1-2", 1)]
+    assert [(e.example_id, e.label) for e in examples] == [("d-7-1-2", 1)]
+    # a file not named as released: its name tells its ids apart
+    other = tmp_path / "mine.json"
+    other.write_text(json.dumps(documents))
+    with caplog.at_level("WARNING"):
+        assert [e.example_id for e in multiple_choice.read_c3([str(other)])] == [
+            "mine-7-1-2"]
     assert "document 0 (7-1) question 0: answer 'c' is neither a choice" in caplog.text
     assert "question 1: 'choice' must be a list of 1 to 4 texts" in caplog.text
     assert "document 1: not [sentences, questions, id]" in caplog.text
@@ -88,6 +95,8 @@ def test_real_c3_dev_reads_every_question():
     examples = multiple_choice.read_c3(multiple_choice.c3_files(c3, "dev"))
     assert len(examples) == 1825 + 1991  # the README of ../shared
     assert {len(e.endings) for e in examples} == {2, 3, 4}
+    # the d and m files share 26 document ids ("10-74", ...): the ids stay unique
+    assert len({e.example_id for e in examples}) == len(examples)
 
 
 # ------------------------------------------------------------------------ tables

@@ -228,7 +228,7 @@ def read_jsonl(path):
 def test_c3_variable_choices_predictions_and_export(tmp_path):
     """C3 (slices of the real files: 2, 3 and 4 choices) with the Chinese vocabulary:
     trained, evaluated, predicted (c3_predictions.jsonl: one object per question, ids
-    <document id>-<question index>, probabilities of its own choices only, a padded
+    m-<document id>-<question index>, probabilities of its own choices only, a padded
     choice never predicted), exported; the export in a fresh process gives the
     script's probabilities from raw context, question and choices."""
     from albert_tf.data import multiple_choice
@@ -248,7 +248,7 @@ def test_c3_variable_choices_predictions_and_export(tmp_path):
     rows = read_jsonl(out / "c3_predictions.jsonl")
     documents = json.loads((C3 / "c3-m-dev.json").read_text(encoding="utf-8"))
     questions = [(d, i, q) for d in documents for i, q in enumerate(d[1])]
-    assert [r["id"] for r in rows] == [f"{d[2]}-{i}" for d, i, _ in questions]
+    assert [r["id"] for r in rows] == [f"m-{d[2]}-{i}" for d, i, _ in questions]
     counts = [len(q["choice"]) for _, _, q in questions]
     assert {2, 3, 4} <= set(counts)
     for row, (_, _, q), count in zip(rows, questions, counts):

@@ -8,7 +8,8 @@ Formats:
   `c3-m-<split>.json`, each a JSON list of `[document sentences, [{"question",
   "choice": [2-4 texts], "answer": the right choice's text}], document id]`; a split is
   the d file then the m file. The context is the sentences joined with spaces; example
-  ids are `<document id>-<question index>`.
+  ids are `<part>-<document id>-<question index>`, the part `d` or `m` from the file's
+  name (the two files reuse document ids: 26 of the dev set's are in both).
 - SWAG's CSV (`video-id, fold-ind, startphrase, sent1, sent2, gold-source,
   ending0..3, label`): context `sent1`, endings `sent2 + " " + ending<i>` (as
   Hugging Face's SWAG example); ids from `fold-ind` (else the row's index).
@@ -82,11 +83,21 @@ def c3_files(data_dir, split: str) -> list[str]:
     return found
 
 
+def c3_part(path) -> str:
+    """Which part of C3 a file holds, for its example ids: `d` or `m` from a released
+    name (`c3-<part>-<split>.json`), else the file's name without `.json`."""
+    name = os.path.basename(os.fspath(path))
+    stem = name[:-len(".json")] if name.endswith(".json") else name
+    pieces = stem.split("-")
+    return pieces[1] if len(pieces) == 3 and pieces[0] == "c3" else stem
+
+
 def read_c3(paths, process_text=str, max_choices: int = 4) -> list[ChoiceExample]:
     """The questions of C3 files (see the module's docstring)."""
     skips = records.SkipLog("C3 question")
     examples = []
     for path in paths:
+        part = c3_part(path)
         try:
             documents = json.loads(_text(path))
         except json.JSONDecodeError as e:
@@ -113,7 +124,7 @@ def read_c3(paths, process_text=str, max_choices: int = 4) -> list[ChoiceExample
                     continue
                 question = process_text(str(item.get("question", "")))
                 examples.append(ChoiceExample(
-                    f"{document_id}-{index}", context,
+                    f"{part}-{document_id}-{index}", context,
                     [make_ending(question, process_text(c)) for c in choices], label))
     return _finish(examples, skips, "C3", ", ".join(paths))
 

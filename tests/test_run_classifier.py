@@ -241,9 +241,13 @@ def test_c3_variable_choices_predictions_and_export(tmp_path):
     run("--task_name=c3", f"--data_dir={C3}", f"--vocab_file={CHINESE_VOCAB}", "--do_train",
         "--do_eval", "--do_predict", f"--test_file={C3 / 'c3-m-dev.json'}",
         f"--export_dir={out / 'export'}",
-        *common_flags(config, out, spm_model_file="", max_seq_length=96, max_qa_length=32,
+        *common_flags(config, out, spm_model_file="", max_seq_length=96,
                       train_step=2, save_checkpoints_steps=2, iterations_per_loop=2,
                       learning_rate=1e-6))
+    # --max_qa_length unset: RACE's 128 does not fit in 96; what 96 leaves is used
+    from albert_tf.export import read_export_info
+
+    assert read_export_info(out / "export" / "1")["max_qa_length"] == 93
     assert 0 <= results(out / "eval_results.txt")["eval_accuracy"] <= 1
     rows = read_jsonl(out / "c3_predictions.jsonl")
     documents = json.loads((C3 / "c3-m-dev.json").read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import losses
+from albert_tf import losses, packing
 from albert_tf.apps import common
 from albert_tf.data import cache, glue, multiple_choice, race, tabular
 from albert_tf.evaluation import glue_metrics
@@ -58,7 +58,9 @@ def define_flags():
     flags.DEFINE_string("cached_dir", None,
                         "Where converted TFRecords are cached (default: output_dir).")
     flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-    flags.DEFINE_integer("max_qa_length", 128, "RACE: maximum question + option length.")
+    flags.DEFINE_integer("max_qa_length", None, "Multiple choice: maximum question + "
+                         f"option length (default: RACE's {race.DEFAULT_MAX_QA_LENGTH}, or "
+                         "what --max_seq_length leaves after [CLS] and 2 x [SEP]).")
     flags.DEFINE_bool("high_only", False, "RACE: only the high-school part.")
     flags.DEFINE_bool("middle_only", False, "RACE: only the middle-school part.")
     flags.DEFINE_bool("do_predict", False, "Predict the test set.")
@@ -265,6 +267,16 @@ def data_files(task: Task, settings, splits) -> dict[str, list[str]]:
     return files
 
 
+def with_max_qa_length(settings: dict) -> dict:
+    """`max_qa_length` left unset: RACE's default cut to what `max_seq_length` leaves
+    (a default fits the flags given, as the export's does); a value given is checked
+    by `validate`."""
+    if settings.get("max_qa_length") is not None:
+        return settings
+    return dict(settings, max_qa_length=min(
+        race.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(settings["max_seq_length"])))
+
+
 def validate(settings) -> Task:
     """Every check that can fail, before any conversion or training."""
     task = get_task(settings["task_name"])
@@ -292,7 +304,7 @@ def validate(settings) -> Task:
 def run(settings: dict) -> dict:
     """Trains, evaluates (keeping the best checkpoint) and predicts; returns the best
     eval results."""
-    settings = common.complete_model_files(settings)
+    settings = with_max_qa_length(common.complete_model_files(settings))
     task = validate(settings)
     context, tokenizer = common.start(settings)
     strategy, config = context.strategy, context.config

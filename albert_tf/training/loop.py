@@ -116,12 +116,15 @@ class Trainer:
                 logging.info("resumed from %s at step %d", path, self.step)
                 return self.step
             logging.info("trying the checkpoint before %s", path)
-        if paths:
+        # (a path the `checkpoint` file lists whose files are gone is no checkpoint)
+        unreadable = [p for p in paths if tf.io.gfile.exists(p + ".index")]
+        if unreadable:
             raise CheckpointError(
                 f"no checkpoint of {self.output_dir} can be read "
-                f"({', '.join(os.path.basename(p) for p in paths)}; the warnings above say "
-                "why): stopping rather than starting again from the initial weights. Move "
-                "them out of the directory to start afresh, or put back readable copies")
+                f"({', '.join(os.path.basename(p) for p in unreadable)}; the warnings above "
+                "say why): stopping rather than starting again from the initial weights. "
+                "Move them out of the directory to start afresh, or put back readable "
+                "copies")
         return self.step
 
     def load(self, path: str, partial: bool = False) -> bool:

@@ -21,8 +21,9 @@ With `--squad_file` (e.g. ../shared/data/squad/dev-v1.1.json, the only SQuAD wit
 answers among the shared data): its first `--squad_train_articles` articles train a
 model of the same size with `run_squad.py` (about `--squad_train_steps` steps), which exports
 float32 (version 1); a second `run_squad.py --do_predict --serving_precision=bfloat16`
-on the same output folder exports bfloat16 (version 2), and `export_savedmodel.py
---kind=squad_v1 --export_tflite` the LiteRT files. Every question of the other articles
+on the same output folder exports bfloat16 (version 2), and `run_squad.py --do_predict
+--export_tflite` the LiteRT files (run_squad.py keeps no model.ckpt-N for
+export_savedmodel.py). Every question of the other articles
 is asked (the context cut to one window of `--squad_max_seq_length`, as serve_text
 does): the SavedModels through `serve_text`, the LiteRT files on the token ids that the
 float32 `serve_text` packed (the same window), `postprocess_serve_text` reading the
@@ -136,14 +137,18 @@ def serve_texts(export_dir: str):
         yield precision, tf.saved_model.load(path).signatures["serve_text"]
 
 
+def litert_path(tflite_dir: str, precision: str) -> str:
+    return os.path.join(tflite_dir, f"{precision}.tflite")
+
+
 def litert_runners(tflite_dir: str):
     """(export name, serving_default runner) of each --litert_precisions file."""
     from ai_edge_litert.interpreter import Interpreter
 
     for precision in FLAGS.litert_precisions:
-        path = os.path.join(tflite_dir, f"{precision}.tflite")
         yield f"LiteRT {precision}", Interpreter(
-            model_path=path, num_threads=os.cpu_count()).get_signature_runner()
+            model_path=litert_path(tflite_dir, precision),
+            num_threads=os.cpu_count()).get_signature_runner()
 
 
 def agreement(reference, other) -> dict:
@@ -209,15 +214,14 @@ def finished(export_dir: str, tflite_dir: str) -> bool:
     """Both SavedModels (float32 version 1, bfloat16 version 2) and the LiteRT files are
     there: a finished run."""
     return all(os.path.exists(os.path.join(export_dir, v, "saved_model.pb")) for v in "12") \
-        and all(os.path.exists(os.path.join(tflite_dir, f"{p}.tflite"))
-                for p in FLAGS.litert_precisions)
+        and all(os.path.exists(litert_path(tflite_dir, p)) for p in FLAGS.litert_precisions)
 
 
-def export_litert(tflite_dir: str, *args) -> None:
-    """export_savedmodel.py --export_tflite of each --litert_precisions."""
+def export_litert(tflite_dir: str, script: str, *args) -> None:
+    """`script --export_tflite` (with `args`) for each --litert_precisions."""
     for precision in FLAGS.litert_precisions:
-        run("export_savedmodel.py", *args, "--tflite_precision=" + precision,
-            "--export_tflite=" + os.path.join(tflite_dir, f"{precision}.tflite"))
+        run(script, *args, "--tflite_precision=" + precision,
+            "--export_tflite=" + litert_path(tflite_dir, precision))
 
 
 def split_squad(path: str, work: str) -> tuple[str, str]:
@@ -246,11 +250,12 @@ def compare_squad(asked_file: str, export_dir: str, tflite_dir: str) -> dict:
     from albert_tf.evaluation.squad_postprocess import postprocess_serve_text
 
     questions = read_squad_examples(asked_file, is_training=False)
+    batches = [questions[start:start + FLAGS.batch_size]
+               for start in range(0, len(questions), FLAGS.batch_size)]
     outputs = {}  # export -> each batch's serve_text outputs (LiteRT's logits in them)
     for precision, serve in serve_texts(export_dir):
         outputs[precision] = []
-        for start in range(0, len(questions), FLAGS.batch_size):
-            batch = questions[start:start + FLAGS.batch_size]
+        for batch in batches:
             served = serve(question=tf.constant([e.question_text for e in batch]),
                            context=tf.constant([e.paragraph_text for e in batch]))
             outputs[precision].append({k: v.numpy() for k, v in served.items()})
@@ -258,10 +263,9 @@ def compare_squad(asked_file: str, export_dir: str, tflite_dir: str) -> dict:
         outputs[name] = [dict(served, **runner(**{k: served[k] for k in names.MODEL_INPUTS}))
                          for served in outputs["float32"]]
     answers = {}
-    for name, batches in outputs.items():
+    for name, served_batches in outputs.items():
         answers[name] = {}
-        for start, served in zip(range(0, len(questions), FLAGS.batch_size), batches):
-            batch = questions[start:start + FLAGS.batch_size]
+        for batch, served in zip(batches, served_batches):
             answers[name].update(postprocess_serve_text(
                 [e.question_text for e in batch], [e.paragraph_text for e in batch],
                 served, qas_ids=[e.qas_id for e in batch]).predictions)
@@ -305,7 +309,7 @@ def main(argv):
                          f"--checkpoint={os.path.join(out, 'model.ckpt-best')}"]
             run("export_savedmodel.py", *exporting, f"--export_dir={export_dir}",
                 "--version=2", "--serving_precision=bfloat16")
-            export_litert(tflite_dir, *exporting)
+            export_litert(tflite_dir, "export_savedmodel.py", *exporting)
         results.append(compare(task_dir, export_dir, tflite_dir))
     squad = None
     if FLAGS.squad_file:
@@ -329,9 +333,7 @@ def main(argv):
                 f"--export_dir={export_dir}")
             # (run_squad.py keeps its weights in the run's checkpoint alone: its own
             # --export_tflite writes the files, predicting once more each time)
-            for precision in FLAGS.litert_precisions:
-                run("run_squad.py", *common, f"--tflite_precision={precision}",
-                    "--export_tflite=" + os.path.join(tflite_dir, f"{precision}.tflite"))
+            export_litert(tflite_dir, "run_squad.py", *common)
         squad = compare_squad(asked_file, export_dir, tflite_dir)
     print(f"Small ALBERT: {FLAGS.layers} layers, H {FLAGS.hidden}, E {FLAGS.hidden // 2}, "
           f"about {FLAGS.train_steps} fine-tuning steps of {FLAGS.batch_size} from random "

@@ -111,27 +111,21 @@ def profile_child(export_dir: str) -> None:
     import tensorflow_text  # noqa: F401  (serve_text's ops)
 
     from albert_tf import names
+    from albert_tf.packing import pack_inputs
+    from albert_tf.text import AlbertTextTokenizer
 
-    loaded = tf.saved_model.load(export_dir)
     texts_a, texts_b = texts()
-    serve_text = loaded.signatures["serve_text"]
     requests = {"serve_text": [
         {names.TEXT_A: tf.constant([a]), **({} if texts_b is None else
                                             {names.TEXT_B: tf.constant([b])})}
         for a, b in zip(texts_a, texts_b or [None] * len(texts_a))]}
-    requests["serving_default"] = [
-        {k: v for k, v in serve_text(**r).items() if k in names.MODEL_INPUTS}
+    # serving_default gets the ids serve_text's tokenizer packs (a classifier's
+    # serve_text does not return them)
+    tokenizer = AlbertTextTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
+    requests["serving_default"] = [pack_inputs(
+        [tokenizer.tokenize(t) for t in r.values()], FLAGS.max_seq_length,
+        cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
         for r in requests["serve_text"]]
-    if not requests["serving_default"][0]:  # serve_text returns no ids: pack them
-        from albert_tf.text import AlbertTextTokenizer
-        from albert_tf.packing import pack_inputs
-
-        tokenizer = AlbertTextTokenizer(spm_model_file=FLAGS.spm_model_file,
-                                        do_lower_case=True)
-        requests["serving_default"] = [pack_inputs(
-            [tokenizer.tokenize(t) for t in r.values()], FLAGS.max_seq_length,
-            cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
-            for r in requests["serve_text"]]
     results = {}
     for signature in SIGNATURES:
         # Freshly loaded: TensorFlow's executor stops tracing the ops it has found cheap

@@ -453,7 +453,9 @@ def check_labels_known(settings: dict) -> None:
 
 
 def load_best_or_latest(trainer, output_dir) -> None:
-    """The kept best checkpoint (model.ckpt-best) if there is one, else the latest."""
+    """The kept best checkpoint (model.ckpt-best) if there is one, else the latest (as
+    the chief wrote them: every worker reads the same)."""
+    distribute.barrier(trainer.strategy)
     best = os.path.join(output_dir, BEST_CHECKPOINT)
     if tf.io.gfile.exists(best + ".index"):
         checkpoints.load_tf1_checkpoint(trainer.model, best, strict=True)
@@ -469,7 +471,9 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
     dev set in order, `task.metrics({"predictions", "label_ids"})` scores it and
     `task.metric` names the result to maximize."""
     dataset = task.dataset(path, settings, settings["eval_batch_size"], False)
-    checkpoints_to_try = trainer.manager.checkpoints or [None]
+    # every worker evaluates the chief's checkpoints, once they are written
+    distribute.barrier(trainer.strategy)
+    checkpoints_to_try = trainer.checkpoints_oldest_first() or [None]
     best, best_step = None, None
     for checkpoint in checkpoints_to_try:
         if checkpoint is not None and not trainer.load(checkpoint, partial=True):

@@ -65,6 +65,62 @@ def per_replica_batch_size(global_batch_size: int, strategy: tf.distribute.Strat
     return global_batch_size // replicas
 
 
+def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset):
+    """`dataset`, a stream of global batches, as the strategy's replicas read it.
+
+    Every worker reads the whole input and each replica takes its rows of each global
+    batch (replica i the i-th of equal parts, the last ones shorter or empty where the
+    batch is), so the replicas together see exactly the batches one process would, in
+    the same order, whatever the number of input files or hosts: several hosts train as
+    one does and resume at the same batch. (tf.data's own auto-sharding shards by files,
+    which the scripts' single record file cannot be, and gives other batches for another
+    file count.) The parts keep the global batch's padded length; a static batch size
+    stays static (TPUs)."""
+    replicas = strategy.num_replicas_in_sync
+    batch_size = tf.nest.flatten(dataset.element_spec)[0].shape[0]
+
+    def part(batch, replica):
+        if batch_size is not None and batch_size % replicas == 0:  # static: TPUs
+            size = batch_size // replicas
+
+            def rows(t):
+                parts = tf.reshape(t, tf.concat([[replicas, size], tf.shape(t)[1:]], 0))
+                return tf.ensure_shape(parts[replica], [size, *t.shape[1:]])
+
+            return tf.nest.map_structure(rows, batch)
+        rows = tf.shape(tf.nest.flatten(batch)[0])[0]
+        size = (rows + replicas - 1) // replicas
+        start = tf.minimum(tf.cast(replica, tf.int32) * size, rows)
+        stop = tf.minimum(start + size, rows)
+        return tf.nest.map_structure(lambda t: t[start:stop], batch)
+
+    def replica_batches(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        local = replicas // context.num_input_pipelines
+        first = context.input_pipeline_id * local
+        return dataset.flat_map(lambda batch: tf.data.Dataset.range(
+            first, first + local).map(lambda replica: part(batch, replica)))
+
+    return strategy.distribute_datasets_from_function(replica_batches)
+
+
+def spans_workers(strategy: tf.distribute.Strategy) -> bool:
+    """Whether the strategy's replicas are on more than one host (TF_CONFIG's chief and
+    workers, or a TPU pod's hosts)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None:
+        return False
+    jobs = resolver.cluster_spec().as_dict()
+    return sum(len(jobs.get(job, ())) for job in ("chief", "worker")) > 1
+
+
+def barrier(strategy: tf.distribute.Strategy) -> None:
+    """Returns once every worker has reached it: what the chief wrote before it (a
+    checkpoint, model.ckpt-best) is whole for every worker after it. (One all-reduce of
+    a scalar; nothing to wait for with one process.)"""
+    strategy.reduce(tf.distribute.ReduceOp.SUM,
+                    strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """Whether this process writes checkpoints, summaries and results."""
     resolver = getattr(strategy, "cluster_resolver", None)

@@ -253,7 +253,7 @@ class Trainer:
             logging.info("already trained: step %d of %d", start, self.train_steps)
             return TrainResult(start, None, False, tf.train.latest_checkpoint(self.output_dir))
         dataset = dataset_fn(start * self.gradient_accumulation_steps)
-        iterator = iter(self.strategy.experimental_distribute_dataset(dataset))
+        iterator = iter(distribute.distribute_dataset(self.strategy, dataset))
         if self._train_loop is None:
             self._train_loop = self._build_train_loop()
         writer = tf.summary.create_file_writer(
@@ -351,14 +351,14 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
             result = {k: outputs[k] for k in output_keys}
             result.update({k: batch[k] for k in feature_keys})
             return result
-        return strategy.run(replica_fn, args=(batch,))
+        # every replica's rows, of every worker, in the order of the global batch
+        return {k: strategy.gather(v, axis=0)
+                for k, v in strategy.run(replica_fn, args=(batch,)).items()}
 
     collected: dict[str, list] = {k: [] for k in (*output_keys, *feature_keys)}
-    for batch in strategy.experimental_distribute_dataset(dataset):
-        per_replica = step(batch)
-        for key, value in per_replica.items():
-            for local in strategy.experimental_local_results(value):
-                collected[key].extend(np.asarray(local))
+    for batch in distribute.distribute_dataset(strategy, dataset):
+        for key, value in step(batch).items():
+            collected[key].extend(np.asarray(value))
     return {k: _stack(v) for k, v in collected.items()}
 
 
@@ -384,7 +384,7 @@ def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
     totals: dict[str, list[float]] = {}
     if max_steps is not None:
         dataset = dataset.take(max_steps)
-    for batch in strategy.experimental_distribute_dataset(dataset):
+    for batch in distribute.distribute_dataset(strategy, dataset):
         for name, (value, count) in step(batch).items():
             total = totals.setdefault(name, [0.0, 0.0])
             total[0] += float(value)

@@ -19,7 +19,9 @@ clip sees the gradient of the whole global batch. They are clipped as they come:
 `IndexedSlices` of an embedding gather (token types; word embeddings are also the tied
 MLM output, so theirs is dense) count one slice per token in the norm, exactly as in the
 original, which gathers its embeddings off TPU (`use_one_hot_embeddings=False`).
-Densifying such gradients before `apply_gradients` changes the clip slightly.
+Densifying such gradients before `apply_gradients` changes the clip slightly. (On
+several hosts they are summed dense all the same, and their own norm is summed beside
+them, so the clip stays the same: `_densified_across_workers`.)
 
 `optimizer.iterations` is the original `global_step`; it goes up by one with every
 update. The original increments it in an op grouped with, but not ordered after, its
@@ -40,7 +42,7 @@ tracks the slots and the step counter as for any Keras optimizer.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import keras
 import tensorflow as tf
@@ -145,6 +147,34 @@ def _adam_update(grad, param, m, v, lr, *, beta_1, beta_2, epsilon, weight_decay
                          tf.ones_like(w_norm))
         return param - ratio * lr * update, next_m, next_v
     return param - lr * update, next_m, next_v
+
+
+class _Slices(NamedTuple):
+    flags: list[bool]      # which gradients were IndexedSlices
+    squares: tf.Tensor     # the sum of their values' squares over every replica
+
+
+def _densified_across_workers(grads_and_vars):
+    """On several hosts, embedding gradients (IndexedSlices, one slice per token) are
+    summed as dense tensors: MultiWorkerMirroredStrategy all-gathers slices with a
+    collective that needs the same number of slices at every step, and a batch padded
+    to its own longest has another at each step. Their contribution to the global norm
+    of the clip, one slice per token as the original counts it, is all-reduced beside
+    them, so the clip and the update are those of one process. Elsewhere, the pairs as
+    they are and None."""
+    from albert_tf.training import distribute
+
+    context = tf.distribute.get_replica_context()
+    flags = [isinstance(g, tf.IndexedSlices) for g, _ in grads_and_vars]
+    if context is None or not any(flags) or \
+            not distribute.spans_workers(tf.distribute.get_strategy()):
+        return grads_and_vars, None
+    squares = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g.values, tf.float32)))
+                        for (g, _), flag in zip(grads_and_vars, flags) if flag])
+    squares = context.all_reduce(tf.distribute.ReduceOp.SUM, squares)
+    dense = [(tf.convert_to_tensor(g) if flag else g, v)
+             for (g, v), flag in zip(grads_and_vars, flags)]
+    return dense, _Slices(flags, squares)
 
 
 class _OriginalAdamFamily(keras.optimizers.Optimizer):
@@ -275,11 +305,19 @@ class _OriginalAdamFamily(keras.optimizers.Optimizer):
         # Keras's TF optimizer sums the replicas' gradients here, just before the
         # per-variable updates: clip the sum, as the original clips its global batch's
         # gradient.
+        grads_and_vars, sliced = _densified_across_workers(list(grads_and_vars))
         grads_and_vars = super()._all_reduce_sum_gradients(grads_and_vars)
         if not self.clip_norm:
             return grads_and_vars
         grads = [g for g, _ in grads_and_vars]
-        clipped, _ = tf.clip_by_global_norm(grads, clip_norm=self.clip_norm)
+        if sliced is None:
+            clipped, _ = tf.clip_by_global_norm(grads, clip_norm=self.clip_norm)
+        else:  # tf.clip_by_global_norm's arithmetic, with the slices' own norm
+            squares = [tf.reduce_sum(tf.square(tf.cast(g, tf.float32))) for g, was_sliced
+                       in zip(grads, sliced.flags) if g is not None and not was_sliced]
+            norm = tf.sqrt(tf.add_n(squares + [sliced.squares]))
+            scale = self.clip_norm / tf.maximum(norm, self.clip_norm)
+            clipped = [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
         return [(g, v) for g, (_, v) in zip(clipped, grads_and_vars)]
 
     def update_step(self, gradient, variable, learning_rate):

@@ -8,10 +8,11 @@ that loads the export as TF Serving would, sends the first `--examples` dev text
 `--data_dir` one per request (after an untimed pass) to `serve_text` and, on the ids
 that serve_text's tokenizer packs, to `serving_default`, each signature freshly loaded,
 its first `--profiled_requests` requests sent once and then profiled (TensorFlow's
-executor stops tracing the ops it finds cheap after some calls): printed per signature, the p50 latency, the ops run per
-request and the ops that take the most time, summed over the request (a matmul's time
-includes the threads it waits for). Op time is the executor's; the rest of a request's latency is the eager call
-around the function, the executor's scheduling and the profiler's own cost.
+executor stops tracing the ops it finds cheap after some calls): printed per signature,
+the p50 latency, the ops run per request and the ops that take the most time, summed
+over the request (a matmul's time includes the threads it waits for). Op time is the
+executor's; the rest of a request's latency is the eager call around the function, the
+executor's scheduling and the profiler's own cost.
 
     python benchmarks/profile_request.py --config=benchmarks/albert_tiny_zh_shape.json \\
         --spm_model_file=../shared/data/spm/albert_en_30k_reconstructed.model \\

@@ -49,6 +49,8 @@ def test_mrpc_train_eval_predict(tmp_path, config_file):
 
     names = dict(tf.train.list_variables(str(out / "model.ckpt-best")))
     assert names["output_weights"] == [2, 16] and "bert/pooler/dense/kernel" in names
+    # and so are the final weights, as the original's Estimator kept model.ckpt-<step>
+    assert dict(tf.train.list_variables(str(out / "model.ckpt-6"))) == names
     test_rows = (FIXTURES / "glue" / "MRPC" / "test.tsv").read_text().splitlines()[1:]
     probabilities = (out / "test_results.tsv").read_text().splitlines()
     assert len(probabilities) == len(test_rows)

@@ -67,6 +67,7 @@ def test_cluener_labels_scores_and_predictions(cluener_run):
     assert 0 <= test["accuracy"] <= 1
     evaluation = read_results(out / "eval_results.txt")
     assert evaluation["global_step"] == 4 and "name_f1" in evaluation
+    assert (out / "model.ckpt-4.index").exists()  # the final weights, TF1 names
     best = read_results(out / "best_trial.txt")
     assert best["global_step"] in (2, 4) and (out / "model.ckpt-best.index").exists()
 

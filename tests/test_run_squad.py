@@ -30,6 +30,13 @@ def flags(config, output_dir, data):
             "--iterations_per_loop=5", "--learning_rate=1e-3"]
 
 
+def latest_step(output_dir) -> int:
+    """The step of the run's last (object-based) checkpoint, ckpt-N."""
+    import tensorflow as tf
+
+    return int(tf.train.latest_checkpoint(str(output_dir)).rsplit("-", 1)[1])
+
+
 def question_ids(path):
     return {qa["id"] for article in json.loads(path.read_text())["data"]
             for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
@@ -118,10 +125,18 @@ def test_export_serve_text_reproduces_run_squad(tmp_path, version):
     config = write_tiny_config(tmp_path, max_position_embeddings=384)
     data, out = (V1 if version == "v1.1" else V2), tmp_path / "run"
     args = [*flags(config, out, data), "--max_seq_length=384", "--doc_stride=128",
-            "--max_query_length=64", f"--export_dir={out / 'export'}"]
-    if version == "v2.0":
-        args.append("--version_2_with_negative")
+            "--max_query_length=64"]
+    if version == "v2.0":  # the script's own export
+        args += ["--version_2_with_negative", f"--export_dir={out / 'export'}"]
     run("--do_train", "--do_predict", *args)
+    if version == "v1.1":  # export_savedmodel.py from the run's TF1 checkpoint
+        (checkpoint,) = out.glob("model.ckpt-*.index")
+        assert checkpoint.name == f"model.ckpt-{latest_step(out)}.index"
+        run_script("export_savedmodel.py", "--kind=squad_v1",
+                   f"--checkpoint={str(checkpoint)[:-len('.index')]}",
+                   f"--albert_config_file={config}", f"--spm_model_file={SPM}",
+                   "--max_seq_length=384", "--max_query_length=64",
+                   f"--export_dir={out / 'export'}")
     items, skipped = one_window_questions(data, 384, 64)
     assert len(items) >= 20 and len(skipped) <= 4  # only the 1042-piece v1.1 paragraph
     (tmp_path / "items.json").write_text(json.dumps(items))

@@ -324,8 +324,8 @@ def run(settings: dict) -> dict:
                                   context.output_dir, settings["train_step"])
     if settings["do_train"]:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
-        trainer.train(lambda skip: task.dataset(paths["train"], settings, micro_batch,
-                                                True, drop_remainder=True).skip(skip))
+        common.train(trainer, lambda skip: task.dataset(
+            paths["train"], settings, micro_batch, True, drop_remainder=True).skip(skip))
     best = {}
     if settings["do_eval"]:
         best = common.evaluate_checkpoints(task, trainer, settings, paths["dev"],

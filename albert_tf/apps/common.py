@@ -308,6 +308,20 @@ def make_trainer(settings: dict, strategy, model, optimizer, objective, output_d
         enable_xla=settings["enable_xla"], seed=settings["seed"])
 
 
+def train(trainer, dataset_fn):
+    """`trainer.train(dataset_fn)`; when it reached its last step, the chief then keeps
+    the final weights as the original's `model.ckpt-<step>` (TF1 names, as its
+    Estimator wrote them): what `export_savedmodel.py --checkpoint`, `--init_checkpoint`
+    and the original code read. (The run's own `ckpt-N` are object-based checkpoints for
+    resuming, with the optimizer's slots.) Returns the `TrainResult`."""
+    result = trainer.train(dataset_fn)
+    if not result.stopped_by_signal and distribute.is_chief(trainer.strategy):
+        path = os.path.join(trainer.output_dir, f"model.ckpt-{result.step}")
+        checkpoints.save_tf1_checkpoint(trainer.model, path, global_step=result.step)
+        logging.info("TF1 checkpoint of the trained model: %s", path)
+    return result
+
+
 def initialize_from(model, init_checkpoint, output_dir) -> None:
     """Loads `init_checkpoint` (any layout, by name: `release.load_checkpoint`) unless
     `output_dir` holds a checkpoint to resume from (which then wins, as in the

@@ -231,8 +231,8 @@ def run(settings: dict) -> dict:
     if "train" in splits:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
         path = splits["train"].records.path
-        trainer.train(lambda skip: dataset(path, settings, micro_batch, True,
-                                           drop_remainder=True).skip(skip))
+        common.train(trainer, lambda skip: dataset(path, settings, micro_batch, True,
+                                                   drop_remainder=True).skip(skip))
     best = {}
     if "dev" in splits:
         best = common.evaluate_checkpoints(DevSet(splits["dev"], labels), trainer, settings,

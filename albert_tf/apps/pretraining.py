@@ -7,7 +7,7 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import checkpoints, losses, names
+from albert_tf import losses, names
 from albert_tf.apps import common
 from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.modeling import AlbertPretrainer
@@ -122,13 +122,7 @@ def run(settings: dict) -> dict:
     results = {}
     if settings["do_train"]:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
-        trainer.train(_dataset_fn(settings, micro_batch, training=True))
-        if distribute.is_chief(strategy):
-            # The original's model.ckpt-N: what --init_checkpoint of the fine-tuning
-            # scripts (and the original code) read.
-            path = os.path.join(context.output_dir, f"model.ckpt-{trainer.step}")
-            checkpoints.save_tf1_checkpoint(model, path, global_step=trainer.step)
-            logging.info("TF1 checkpoint for fine-tuning: %s", path)
+        common.train(trainer, _dataset_fn(settings, micro_batch, training=True))
     else:
         trainer.restore()
     if settings["do_eval"]:

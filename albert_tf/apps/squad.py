@@ -110,7 +110,7 @@ def run(settings: dict) -> dict:
                                   context.output_dir, train_steps)
     if train is not None:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
-        trainer.train(lambda skip: squad.squad_dataset(
+        common.train(trainer, lambda skip: squad.squad_dataset(
             train.record_file, settings["max_seq_length"], micro_batch, is_training=True,
             training=True, seed=settings["seed"], drop_remainder=True).skip(skip))
     else:

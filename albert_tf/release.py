@@ -55,10 +55,7 @@ class ReleaseFiles:
         its Google-layout equivalent)."""
         if self.config_file is None:
             raise CheckpointError(f"no albert config found in {self.directory}")
-        config = AlbertConfig.from_json_file(self.config_file)
-        if self.layout == "brightmart":
-            config = brightmart.google_config(config)
-        return config
+        return layout_config(AlbertConfig.from_json_file(self.config_file), self.layout)
 
     def tokenizer(self):
         """The release's Python tokenizer (`FullTokenizer`)."""
@@ -153,6 +150,13 @@ def _tf1_files(directory: str, checkpoint: str) -> ReleaseFiles:
         config_file=_glob_one(directory, _TF1_CONFIG_PATTERNS),
         spm_model_file=_glob_one(directory, _SPM_PATTERNS),
         vocab_file=_glob_one(directory, _VOCAB_PATTERNS))
+
+
+def layout_config(config: AlbertConfig, layout: str) -> AlbertConfig:
+    """The config of the model that weights of `layout` load into, from the config
+    released with them: brightmart's as its Google-layout equivalent
+    (`brightmart.google_config`), Google's and Hugging Face's as they are."""
+    return brightmart.google_config(config) if layout == "brightmart" else config
 
 
 def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:

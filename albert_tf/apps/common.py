@@ -17,7 +17,7 @@ import keras
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import brightmart, checkpoints, fileio, release
+from albert_tf import checkpoints, fileio, release
 from albert_tf.config import AlbertConfig
 from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError, refuse_frozen_weights
 from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path
@@ -199,10 +199,8 @@ def load_config(albert_config_file, checkpoint_layout: str = "google") -> Albert
     Google-layout equivalent of the config."""
     if not albert_config_file:
         raise UsageError("--albert_config_file is required")
-    config = AlbertConfig.from_name_or_file(albert_config_file)
-    if checkpoint_layout == "brightmart":
-        config = brightmart.google_config(config)
-    return config
+    return release.layout_config(AlbertConfig.from_name_or_file(albert_config_file),
+                                 checkpoint_layout)
 
 
 def complete_model_files(settings: dict) -> dict:

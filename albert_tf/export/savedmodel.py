@@ -15,7 +15,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import brightmart, fileio, packing
+from albert_tf import fileio, packing
 from albert_tf.config import AlbertConfig
 from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
@@ -23,7 +23,7 @@ from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings
 from albert_tf.modeling import real_tokens
-from albert_tf.release import describe_checkpoint, load_checkpoint
+from albert_tf.release import describe_checkpoint, layout_config, load_checkpoint
 
 SIGNATURES = ("serving_default", "serve_examples", "serve_text")
 # What the exported graph computes in: "bfloat16" runs the matmuls in bfloat16 (as Keras'
@@ -110,8 +110,7 @@ def load_model_from_checkpoint(kind: str, albert_config_file, checkpoint, *,
     config = albert_config_file if isinstance(albert_config_file, AlbertConfig) \
         else AlbertConfig.from_name_or_file(albert_config_file)
     files = describe_checkpoint(checkpoint)
-    if files.layout == "brightmart":
-        config = brightmart.google_config(config)
+    config = layout_config(config, files.layout)
     model = build_model(kind, config, num_labels=num_labels, num_choices=num_choices,
                         **kwargs)
     model.load_report = load_checkpoint(model, files, strict=True)

@@ -112,7 +112,7 @@ def test_a_rerun_resumes_and_keeps_finished_steps(quick_run):
 
 # ------------------------------------------------------------- without training
 def record(**changes):
-    return demo._settings_record(demo.QUICK, changes.pop("seed", 1), quick=True) | changes
+    return demo.settings_record(demo.QUICK, changes.pop("seed", 1), quick=True) | changes
 
 
 def test_work_dir_starts_clean_on_fresh_or_other_settings(tmp_path, capsys):

@@ -281,3 +281,34 @@ def test_an_unreadable_latest_checkpoint_resumes_from_the_one_before(tmp_path, c
                        r"\(ckpt-4, ckpt-8; .*initial weights"):
         fresh.train(lambda skip: tiny_training.dataset(8, skip))
     assert fresh.step == 0 and all(index.exists() for index in kept)
+
+
+DISTRIBUTED_ROWS = r"""
+import json
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from albert_tf.training import distribute
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+out = {}
+for size, drop in ((3, False), (4, True)):  # parts sliced; a static batch reshaped
+    rows = tf.data.Dataset.range(7).map(lambda i: {"x": tf.fill([2], i)})
+    seen = []
+    for batch in distribute.distribute_dataset(strategy, rows.batch(size, drop)):
+        parts = strategy.experimental_local_results(batch["x"])
+        seen.append([p[:, 0].numpy().tolist() for p in parts])
+    out[size] = seen
+print(json.dumps(out))
+"""
+
+
+def test_each_replica_takes_its_rows_of_every_global_batch():
+    """distribute.distribute_dataset: replica i reads the i-th part of each global batch,
+    in order (the last batch's parts shorter, or empty), as one process reads it."""
+    from tests.helpers.forked import run_python
+
+    result = run_python(["-c", DISTRIBUTED_ROWS], cwd=ROOT,
+                        env=dict(os.environ, PYTHONPATH=ROOT), check=True)
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["3"] == [[[0, 1], [2]], [[3, 4], [5]], [[6], []]]
+    assert out["4"] == [[[0, 1], [2, 3]]]

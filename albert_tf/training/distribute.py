@@ -116,9 +116,16 @@ def spans_workers(strategy: tf.distribute.Strategy) -> bool:
 def barrier(strategy: tf.distribute.Strategy) -> None:
     """Returns once every worker has reached it: what the chief wrote before it (a
     checkpoint, model.ckpt-best) is whole for every worker after it. (One all-reduce of
-    a scalar; nothing to wait for with one process.)"""
-    strategy.reduce(tf.distribute.ReduceOp.SUM,
-                    strategy.run(lambda: tf.constant(1.0)), axis=None)
+    a scalar, in a tf.function as TPUs want it; nothing to wait for on one host.)"""
+    if not spans_workers(strategy):
+        return
+
+    @tf.function(autograph=False)
+    def all_here():
+        return strategy.reduce(tf.distribute.ReduceOp.SUM,
+                               strategy.run(lambda: tf.constant(1.0)), axis=None)
+
+    all_here()
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

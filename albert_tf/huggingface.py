@@ -26,6 +26,15 @@ from albert_tf import fileio
 from albert_tf.checkpoints import CheckpointError, LoadReport, load_weights, tf1_name
 from albert_tf.config import AlbertConfig
 
+# `transformers` class of each of our models' heads (`AlbertModel.hf_architecture`)
+from albert_tf.names import HF_BASE as BASE
+from albert_tf.names import HF_MASKED_LM as MASKED_LM
+from albert_tf.names import HF_MULTIPLE_CHOICE as MULTIPLE_CHOICE
+from albert_tf.names import HF_PRETRAINING as PRETRAINING
+from albert_tf.names import HF_QUESTION_ANSWERING as QUESTION_ANSWERING
+from albert_tf.names import HF_SEQUENCE_CLASSIFICATION as SEQUENCE_CLASSIFICATION
+from albert_tf.names import HF_TOKEN_CLASSIFICATION as TOKEN_CLASSIFICATION
+
 SAFETENSORS = "model.safetensors"
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 CONFIG = "config.json"
@@ -39,16 +48,6 @@ CONVERT_HINT = (
     "AutoModel as M; M.from_pretrained('DIR').save_pretrained('DIR', "
     "safe_serialization=True)\" (use the Albert* class of its 'architectures' to keep "
     "the head), which writes model.safetensors")
-
-# `transformers` class of each of our models' heads (`AlbertModel.hf_architecture`).
-PRETRAINING = "AlbertForPreTraining"
-MASKED_LM = "AlbertForMaskedLM"
-BASE = "AlbertModel"
-SEQUENCE_CLASSIFICATION = "AlbertForSequenceClassification"
-MULTIPLE_CHOICE = "AlbertForMultipleChoice"
-TOKEN_CLASSIFICATION = "AlbertForTokenClassification"
-QUESTION_ANSWERING = "AlbertForQuestionAnswering"
-
 
 class Key(NamedTuple):
     """Where a TF1 variable lives in a state dict: the key, and whether the value is the

@@ -7,7 +7,8 @@ Three vocabularies meet in this toolkit:
 - model inputs: the names the Keras models and the `serving_default` signatures take
   (`input_word_ids`, `input_mask`, `input_type_ids`: TF Model Garden's and TF-Hub's);
 - model outputs: what each model returns, by head;
-- the inputs and extra outputs of the `serve_text` signatures.
+- the inputs and extra outputs of the `serve_text` signatures;
+- the Hugging Face `transformers` class of each model.
 
 A record feature that is also a model input has one entry in `RECORD_TO_MODEL`;
 every other feature keeps its name on both sides (`p_mask`, `masked_lm_positions`).
@@ -81,6 +82,17 @@ TEXT = "text"
 CHOICES = "choices"
 WORD_START = "word_start"
 TAGS = "tags"
+
+# ------------------------------------------------ Hugging Face `transformers` classes
+# The class with the same weights as each of our models (`AlbertModel.hf_architecture`;
+# `albert_tf.huggingface` reads and writes them).
+HF_PRETRAINING = "AlbertForPreTraining"
+HF_MASKED_LM = "AlbertForMaskedLM"
+HF_BASE = "AlbertModel"
+HF_SEQUENCE_CLASSIFICATION = "AlbertForSequenceClassification"
+HF_MULTIPLE_CHOICE = "AlbertForMultipleChoice"
+HF_TOKEN_CLASSIFICATION = "AlbertForTokenClassification"
+HF_QUESTION_ANSWERING = "AlbertForQuestionAnswering"
 
 
 def to_model_inputs(features: Mapping) -> dict:

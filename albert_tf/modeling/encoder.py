@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from albert_tf import huggingface, names
+from albert_tf import names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common, real_tokens
 from albert_tf.modeling.base import AlbertModel, tf1_scope
@@ -54,7 +54,7 @@ class AlbertEncoder(AlbertModel):
     can be loaded right away with `albert_tf.load_tf1_checkpoint`.
     """
 
-    hf_architecture = huggingface.BASE
+    hf_architecture = names.HF_BASE
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_encoder")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from albert_tf import huggingface, names
+from albert_tf import names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling.base import AlbertModel, tf1_scope
@@ -18,7 +18,7 @@ class AlbertPretrainer(AlbertModel):
     `sop_logits` [B, 2]. Losses: `albert_tf.losses`.
     """
 
-    hf_architecture = huggingface.PRETRAINING
+    hf_architecture = names.HF_PRETRAINING
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")

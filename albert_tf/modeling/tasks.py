@@ -21,7 +21,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from albert_tf import huggingface, names
+from albert_tf import names
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
@@ -144,7 +144,7 @@ class AlbertClassifier(AlbertTaskModel):
     `losses.regression_loss(predictions, label_ids)`.
     """
 
-    hf_architecture = huggingface.SEQUENCE_CLASSIFICATION
+    hf_architecture = names.HF_SEQUENCE_CLASSIFICATION
 
     def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
                  dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
@@ -190,7 +190,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
     [B]). Loss: `losses.classification_loss(logits, label_ids)`.
     """
 
-    hf_architecture = huggingface.MULTIPLE_CHOICE
+    hf_architecture = names.HF_MULTIPLE_CHOICE
 
     def __init__(self, config: AlbertConfig, num_choices: int = 4, seed: int | None = None,
                  dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
@@ -254,7 +254,7 @@ class AlbertSquadV1(AlbertTaskModel):
     only spans inside the paragraph). Loss: `losses.squad_v1_loss`.
     """
 
-    hf_architecture = huggingface.QUESTION_ANSWERING
+    hf_architecture = names.HF_QUESTION_ANSWERING
 
     reads_pooled_output = False
 
@@ -289,7 +289,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
     `losses.token_classification_loss(logits, label_ids)` (label -1: not scored).
     """
 
-    hf_architecture = huggingface.TOKEN_CLASSIFICATION
+    hf_architecture = names.HF_TOKEN_CLASSIFICATION
     reads_pooled_output = False
 
     def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,

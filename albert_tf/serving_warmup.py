@@ -65,7 +65,7 @@ def write_warmup_requests(
     log = prediction_log_pb2.PredictionLog(
         predict_log=prediction_log_pb2.PredictLog(request=request)
     )
-    serialized = log.SerializeToString()
+    serialized = log.SerializeToString(deterministic=True)  # the same file every time
 
     path = warmup_path(version_dir)
     with fileio.atomic_path(path) as tmp_path, tf.io.TFRecordWriter(tmp_path) as writer:

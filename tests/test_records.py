@@ -71,3 +71,17 @@ def test_training_shuffles_with_a_seed_and_can_drop_remainder(record_file):
     assert labels(1) == labels(1)
     assert labels(1) != labels(2)
     assert sorted(labels(1)[:8]) != labels(1)[:8] or sorted(labels(2)[:8]) != labels(2)[:8]
+
+
+def test_examples_are_written_in_feature_name_order():
+    """The same features give the same bytes whatever their order (protobuf writes a map
+    in an order that changes from process to process otherwise): every cached record
+    file, and its records_sha256, is reproducible."""
+    names = ["segment_ids", "input_ids", "label_ids", "input_mask", "is_real_example"]
+    features = {name: records.int64_feature([index]) for index, name in enumerate(names)}
+    data = records.make_example(features)
+    assert data == records.make_example(dict(reversed(list(features.items()))))
+    offsets = [data.index(name.encode()) for name in sorted(names)]
+    assert offsets == sorted(offsets)
+    assert tf.train.Example.FromString(data).features.feature["label_ids"] \
+        .int64_list.value == [2]

@@ -38,8 +38,11 @@ def bytes_feature(values) -> tf.train.Feature:
 
 
 def make_example(features: Mapping[str, tf.train.Feature]) -> bytes:
-    return tf.train.Example(
-        features=tf.train.Features(feature=dict(features))).SerializeToString()
+    """A tf.train.Example's bytes, its features in name order: the same bytes in every
+    process (protobuf writes a map in an order that changes with the process), so that
+    the same records give the same file and `records_sha256`."""
+    return tf.train.Example(features=tf.train.Features(feature=dict(features))) \
+        .SerializeToString(deterministic=True)
 
 
 @contextlib.contextmanager

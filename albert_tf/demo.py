@@ -34,8 +34,7 @@ import time
 
 from absl import flags
 
-# Sizes, samples, files and state of a run: albert_tf.demo_work (the tests use them there
-# too); the steps are here.
+# Sizes, samples, files and state of a run: albert_tf.demo_work; the steps are here.
 from albert_tf.demo_work import (
     FULL,
     LABELS,

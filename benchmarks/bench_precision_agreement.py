@@ -22,8 +22,7 @@ answers among the shared data): its first `--squad_train_articles` articles trai
 model of the same size with `run_squad.py` (about `--squad_train_steps` steps), which exports
 float32 (version 1); a second `run_squad.py --do_predict --serving_precision=bfloat16`
 on the same output folder exports bfloat16 (version 2), and `run_squad.py --do_predict
---export_tflite` the LiteRT files (run_squad.py keeps no model.ckpt-N for
-export_savedmodel.py). Every question of the other articles
+--export_tflite` the LiteRT files. Every question of the other articles
 is asked (the context cut to one window of `--squad_max_seq_length`, as serve_text
 does): the SavedModels through `serve_text`, the LiteRT files on the token ids that the
 float32 `serve_text` packed (the same window), `postprocess_serve_text` reading the

@@ -4,22 +4,14 @@ shared through --output_dir) end with the weights, dev results and predictions o
 process trained on the same global batches (dropout 0)."""
 
 import json
-import os
 import threading
 
 import numpy as np
 import pytest
 
-from tests.helpers.forked import run_python
-from tests.helpers.scripts import FIXTURES, ROOT, SPM, read_results
+from tests.helpers.scripts import FIXTURES, SPM, read_results, run_script
 from tests.helpers.tiny import write_tiny_config
 from tests.test_training_loop import free_ports
-
-
-def run(script, args, **environment):
-    result = run_python([ROOT / script, *args], timeout=300, cwd=ROOT,
-                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **environment))
-    return result
 
 
 def two_workers(script, args):
@@ -29,8 +21,8 @@ def two_workers(script, args):
 
     def worker(index):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        results[index] = run(script, ["--distribution_strategy=multi_worker_mirrored",
-                                      *args], TF_CONFIG=json.dumps(config))
+        results[index] = run_script(script, "--distribution_strategy=multi_worker_mirrored",
+                                    *args, check=False, env={"TF_CONFIG": json.dumps(config)})
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
     for thread in threads:
@@ -128,8 +120,7 @@ def test_two_workers_train_as_one_process(tmp_path, config, script, flags, kept)
     common += [] if script == "run_squad.py" else ["--train_step=4"]
     if script != "run_ner.py":
         common.append(f"--spm_model_file={SPM}")
-    one = run(script, [*common, f"--output_dir={tmp_path / 'one'}"])
-    assert one.returncode == 0, one.stderr[-3000:]
+    run_script(script, *common, f"--output_dir={tmp_path / 'one'}")
     two_workers(script, [*common, f"--output_dir={tmp_path / 'two'}"])
     assert_same_training(tmp_path / "one", tmp_path / "two")
     for name in kept:  # written once, by the chief, from every example

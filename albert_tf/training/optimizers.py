@@ -48,6 +48,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf import fused
+from albert_tf.training import distribute
 
 # The original's `exclude_from_weight_decay` for both optimizers (and LAMB's default
 # `exclude_from_layer_adaptation`).
@@ -154,27 +155,28 @@ class _Slices(NamedTuple):
     squares: tf.Tensor     # the sum of their values' squares over every replica
 
 
-def _densified_across_workers(grads_and_vars):
+def _densified_across_workers(grads_and_vars, clipped: bool):
     """On several hosts, embedding gradients (IndexedSlices, one slice per token) are
     summed as dense tensors: MultiWorkerMirroredStrategy all-gathers slices with a
     collective that needs the same number of slices at every step, and a batch padded
-    to its own longest has another at each step. Their contribution to the global norm
-    of the clip, one slice per token as the original counts it, is all-reduced beside
-    them, so the clip and the update are those of one process. Elsewhere, the pairs as
-    they are and None."""
-    from albert_tf.training import distribute
-
+    to its own longest has another at each step. When the gradients are `clipped`,
+    their contribution to the global norm, one slice per token as the original counts
+    it, is all-reduced beside them, so the clip and the update are those of one
+    process. Returns the pairs and that `_Slices` (None where nothing was densified or
+    nothing is clipped)."""
     context = tf.distribute.get_replica_context()
     flags = [isinstance(g, tf.IndexedSlices) for g, _ in grads_and_vars]
     if context is None or not any(flags) or \
             not distribute.spans_workers(tf.distribute.get_strategy()):
         return grads_and_vars, None
-    squares = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g.values, tf.float32)))
-                        for (g, _), flag in zip(grads_and_vars, flags) if flag])
-    squares = context.all_reduce(tf.distribute.ReduceOp.SUM, squares)
+    sliced = None
+    if clipped:
+        squares = tf.add_n([tf.reduce_sum(tf.square(tf.cast(g.values, tf.float32)))
+                            for (g, _), flag in zip(grads_and_vars, flags) if flag])
+        sliced = _Slices(flags, context.all_reduce(tf.distribute.ReduceOp.SUM, squares))
     dense = [(tf.convert_to_tensor(g) if flag else g, v)
              for (g, v), flag in zip(grads_and_vars, flags)]
-    return dense, _Slices(flags, squares)
+    return dense, sliced
 
 
 class _OriginalAdamFamily(keras.optimizers.Optimizer):
@@ -305,7 +307,8 @@ class _OriginalAdamFamily(keras.optimizers.Optimizer):
         # Keras's TF optimizer sums the replicas' gradients here, just before the
         # per-variable updates: clip the sum, as the original clips its global batch's
         # gradient.
-        grads_and_vars, sliced = _densified_across_workers(list(grads_and_vars))
+        grads_and_vars, sliced = _densified_across_workers(list(grads_and_vars),
+                                                           bool(self.clip_norm))
         grads_and_vars = super()._all_reduce_sum_gradients(grads_and_vars)
         if not self.clip_norm:
             return grads_and_vars

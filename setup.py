@@ -25,6 +25,7 @@ setup(
         "numpy>=1.26",
         "safetensors>=0.4",  # Hugging Face weights, through its NumPy API
         "seqeval>=1.2.2",  # NER entities and metrics (conlleval's definitions)
+        "scikit-learn>=1.3",  # multi-label metrics (seqeval needs it too)
     ],
     # ai-edge-litert: LiteRT's interpreter, which runs the --export_tflite files in tests.
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "ai-edge-litert>=2.0"]},

@@ -10,9 +10,10 @@ release directory (`--to=google`: `albert_config.json`, `model.ckpt.*`, the toke
 file) that the original TF1 code and every tool for Google's checkpoints read. The model
 (pretraining heads, encoder alone, or a fine-tuned head) is recognized from the weights;
 `--model` says it where they cannot (a one-output head is a regression classifier or a
-multiple-choice scorer). Nothing is written unless every weight was read (but for the
-pooler of a model that does not read it: transformers' question-answering and
-token-classification models have none).
+multiple-choice scorer; a TF1 classifier head may be multi-label: `--model=multi_label`,
+which a Hugging Face directory says with its `problem_type`). Nothing is written unless
+every weight was read (but for the pooler of a model that does not read it:
+transformers' question-answering and token-classification models have none).
 """
 
 from __future__ import annotations
@@ -32,22 +33,31 @@ from albert_tf.modeling import (
     AlbertSquadV1,
     AlbertTokenClassifier,
 )
+from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier
 
 MODELS = {"pretrainer": AlbertPretrainer, "encoder": AlbertEncoder,
           "classifier": AlbertClassifier, "multiple_choice": AlbertMultipleChoice,
-          "squad_v1": AlbertSquadV1, "token_classifier": AlbertTokenClassifier}
+          "squad_v1": AlbertSquadV1, "token_classifier": AlbertTokenClassifier,
+          "multi_label": AlbertMultiLabelClassifier}
 # The models whose `num_labels` is read from their head's weights [num_labels, H].
-_LABELLED_HEADS = {"classifier": "output_weights",
+_LABELLED_HEADS = {"classifier": "output_weights", "multi_label": "output_weights",
                    "token_classifier": "cls/ner/output_weights"}
+# Hugging Face `problem_type`s of a class that are a model of their own here.
+_BY_PROBLEM_TYPE = {(AlbertMultiLabelClassifier.hf_architecture,
+                     AlbertMultiLabelClassifier.hf_problem_type): "multi_label"}
 TARGETS = ("huggingface", "google")
-_BY_ARCHITECTURE = {cls.hf_architecture: name for name, cls in MODELS.items()}
+_BY_ARCHITECTURE = {cls.hf_architecture: name for name, cls in MODELS.items()
+                    if getattr(cls, "hf_problem_type", None) is None}
 
 
 def detect_model(files: release.ReleaseFiles) -> str:
     """The `MODELS` entry that the weights of `files` fill."""
     if files.layout == "huggingface":
-        architectures = huggingface.read_hf_config(files.config_file)[1].get("architectures")
-        name = _BY_ARCHITECTURE.get((architectures or [None])[0])
+        values = huggingface.read_hf_config(files.config_file)[1]
+        architectures = values.get("architectures")
+        architecture = (architectures or [None])[0]
+        name = _BY_PROBLEM_TYPE.get((architecture, values.get("problem_type")),
+                                    _BY_ARCHITECTURE.get(architecture))
         if name is None:
             raise CheckpointError(
                 f"{files.config_file} names the architectures {architectures}; give "

@@ -391,8 +391,11 @@ def hf_config_dict(model, architecture: str, *, spm_model_file=None, vocab_file=
             raise ValueError(f"{len(labels)} labels for a model of {num_labels} outputs")
         values["id2label"] = {str(i): str(label) for i, label in enumerate(labels)}
         values["label2id"] = {str(label): i for i, label in enumerate(labels)}
-        if num_labels == 1 and architecture == SEQUENCE_CLASSIFICATION:
-            values["problem_type"] = "regression"
+        problem_type = getattr(model, "hf_problem_type", None)
+        if problem_type is None and num_labels == 1 and architecture == SEQUENCE_CLASSIFICATION:
+            problem_type = "regression"
+        if problem_type is not None:
+            values["problem_type"] = problem_type
     values["dtype"] = "float32"
     return dict(sorted(values.items()))
 

@@ -21,8 +21,8 @@ import pytest  # noqa: E402
 LONGEST_MODULES = ("test_resume.py", "test_readme.py", "test_benchmarks.py",
                    "test_run_classifier.py",
                    "test_export.py", "test_run_squad.py", "test_demo.py", "test_run_ner.py",
-                   "test_multi_worker.py", "test_training_loop.py", "test_run_pretraining.py",
-                   "test_optimizers.py")
+                   "test_multi_worker.py", "test_multi_label.py", "test_training_loop.py",
+                   "test_run_pretraining.py", "test_optimizers.py", "test_task_module.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -23,7 +23,9 @@ APP_FLAGS = {
         "predict_batch_size", "train_step", "warmup_step", "dropout_prob",
         # Multiple choice and classification from your own files.
         "train_file", "dev_file", "test_file", "text_a_field", "text_b_field",
-        "label_field", "labels", "header"},
+        "label_field", "labels", "header",
+        # Your own task in a file, and the built-in task modules' flags (multi_label).
+        "task_module", "label_separator", "threshold", "tune_threshold"},
     "ner": {
         "do_predict", "data_dir", "task_name", "train_file", "dev_file", "test_file",
         "labels", "cached_dir", "max_seq_length", "train_batch_size", "eval_batch_size",

@@ -199,7 +199,7 @@ def run_multi_worker_commands(cwd):
 def write_own_task_data(root):
     """The data of the "Your own tasks" section: slices of the real CLUENER (its test
     file without labels, as released), WNUT-17 and C3 files; a prompt-and-endings JSON
-    lines file; a reviews CSV."""
+    lines file; reviews as CSV and JSON lines; GoEmotions rows; the examples/ folder."""
     import json
     import random
 
@@ -236,6 +236,12 @@ def write_own_task_data(root):
                                        for i, t in enumerate(ZH_POSITIVE + ZH_NEGATIVE)]
         (root / "reviews" / f"{split}.csv").write_text("\n".join(rows) + "\n",
                                                        encoding="utf-8")
+        (root / "reviews" / f"{split}.jsonl").write_text("".join(
+            json.dumps({"review": t, "label": "pos" if i % 2 else "neg"},
+                       ensure_ascii=False) + "\n"
+            for i, t in enumerate(ZH_POSITIVE + ZH_NEGATIVE)), encoding="utf-8")
+    shutil.copytree(FIXTURES / "goemotions", root / "emotions")
+    shutil.copytree(ROOT / "examples", root / "examples")
 
 
 def test_own_tasks_section_runs(release_dir, capsys):
@@ -247,7 +253,7 @@ def test_own_tasks_section_runs(release_dir, capsys):
     root = release_dir.parent
     write_own_task_data(root)
     commands = python_commands(own_tasks=True)
-    assert len(commands) == 5
+    assert len(commands) == 7
     for args in commands:
         result = run_python_command(args, root)
         assert result.returncode == 0, (args, result.stderr[-2000:])
@@ -266,6 +272,10 @@ def test_own_tasks_section_runs(release_dir, capsys):
     assert "eval_accuracy" in (root / "c3_out" / "eval_results.txt").read_text()
     assert (root / "reviews_out" / "labels.txt").read_text() == "neg\npos\n"
     assert (root / "endings_out" / "model.ckpt-best.index").exists()
+    assert "micro_f1" in (root / "emotions_out" / "eval_results.txt").read_text()
+    assert (root / "exported" / "emotions" / "1" / "saved_model.pb").exists()
+    assert (root / "mean_pool_out" / "labels.txt").read_text() == "neg\npos\n"
+    assert (root / "exported" / "mean_pool" / "1" / "saved_model.pb").exists()
 
 
 def check_rest_bodies(version_dir):

@@ -2,6 +2,9 @@
 read the same. Runs where `transformers` and `torch` are installed (the optional
 benchmark environment, `benchmarks/requirements-peers.txt`); skipped otherwise. The
 default suite checks the written files against transformers' own (test_huggingface.py).
+Where importing triton after TensorFlow crashes (torch 2.14 on some machines), import it
+first: `python -c "import triton, torch, transformers.models.albert.modeling_albert,
+sys, pytest; sys.exit(pytest.main(['tests/test_transformers_interop.py']))"`.
 """
 
 import numpy as np
@@ -153,3 +156,29 @@ def test_written_tokenizer_gives_our_ids(tmp_path, kind, texts):
         expected = [ours.vocab["[CLS]"], *ours.convert_tokens_to_ids(pieces),
                     ours.vocab["[SEP]"]]
         assert theirs(text)["input_ids"] == expected, text
+
+
+def test_multi_label_both_ways_with_the_same_loss(tmp_path):
+    """Ours written: transformers reads `problem_type` and computes the same logits and
+    binary cross-entropy; theirs written (`problem_type="multi_label_classification"`):
+    `convert.load` makes it our multi-label model, with the same logits."""
+    from albert_tf import convert
+    from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, multi_label_loss
+
+    model = AlbertMultiLabelClassifier(tiny_config(vocab_size=60), 4, seed=2)
+    huggingface.save_hf_checkpoint(model, tmp_path / "ours", labels=list("abcd"))
+    theirs = load_theirs(tmp_path / "ours", "AlbertForSequenceClassification")
+    assert theirs.config.problem_type == "multi_label_classification"
+    inputs = random_inputs(model.config, batch=3, length=8, seed=3, min_length=3)
+    labels = np.array([[1, 0, 1, 0], [0, 0, 0, 0], [1, 1, 1, 1]], np.float32)
+    ours = model(inputs)
+    with torch.no_grad():
+        out = theirs(**torch_inputs(inputs), labels=torch.tensor(labels))
+    close(ours[names.LOGITS], out.logits)
+    ours_loss = float(np.mean(multi_label_loss(ours[names.LOGITS], labels)))
+    assert ours_loss == pytest.approx(float(out.loss), abs=TOLERANCE)
+
+    theirs.save_pretrained(str(tmp_path / "theirs"), safe_serialization=True)
+    loaded, _ = convert.load(tmp_path / "theirs")
+    assert isinstance(loaded, AlbertMultiLabelClassifier) and loaded.num_labels == 4
+    close(loaded(inputs)[names.LOGITS], out.logits)

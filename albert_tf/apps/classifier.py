@@ -7,13 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import sys
 
 import numpy as np
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import losses, packing
-from albert_tf.apps import common
+from albert_tf import losses, packing, tasks
+from albert_tf.apps import common, driver
 from albert_tf.data import cache, glue, multiple_choice, race, tabular
 from albert_tf.evaluation import glue_metrics
 from albert_tf.fileio import write_text_atomically
@@ -38,7 +39,9 @@ def define_flags():
                         "A GLUE task (cola, mnli, mismnli, mrpc, rte, sst-2, sts-b, qqp, "
                         "qnli, wnli, ax), race, c3, swag, multiple_choice (JSON lines "
                         "{id, context, question, choices, label}), or classification / "
-                        "regression (your CSV, TSV or JSONL files; see --text_a_field).")
+                        "regression (your CSV, TSV or JSONL files; see --text_a_field), "
+                        "multi_label (the same files, several labels per row; see "
+                        "--label_separator), or the name of a --task_module's task.")
     flags.DEFINE_string("train_file", None,
                         "c3 / swag / multiple_choice / classification / regression: the "
                         "training file (comma-separated for several), instead of "
@@ -70,10 +73,21 @@ def define_flags():
     flags.DEFINE_integer("train_step", 1000, "Training steps.")
     flags.DEFINE_integer("warmup_step", 0, "Warmup steps.")
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the classifier head.")
+    flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
+                        "A task of your own: a Python file (or module) whose TASK is an "
+                        "albert_tf.tasks.Task subclass; its flags are added to these. "
+                        "Trained, evaluated, predicted and exported as the built-in tasks.")
+    for name in tasks.BUILTIN:
+        tasks.builtin(name).define_flags()
+    given = tasks.task_module_in(sys.argv[1:])
+    if given:
+        tasks.load_task_module(given)
 
 
-# The flags passed to `run`: the model flags and those `define_flags` adds.
-FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)
+# The flags passed to `run`: the model flags, those `define_flags` adds, those of the
+# built-in task modules and those of a --task_module file.
+FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(
+    __name__, *tasks.BUILTIN.values(), tasks.loaded_modules)
 
 
 @dataclasses.dataclass
@@ -301,9 +315,25 @@ def validate(settings) -> Task:
     return task
 
 
+def task_class(settings: dict):
+    """The `albert_tf.tasks.Task` of `--task_module` or of a built-in task module
+    (`--task_name=multi_label`); None for the tasks of this module."""
+    if settings.get(tasks.TASK_MODULE_FLAG):
+        task = tasks.load_task_module(settings[tasks.TASK_MODULE_FLAG])
+        if settings.get("task_name") and settings["task_name"] != task.name:
+            raise common.UsageError(
+                f"--task_name={settings['task_name']}, but --task_module="
+                f"{settings[tasks.TASK_MODULE_FLAG]} is the task {task.name!r}")
+        return task
+    return tasks.builtin(settings.get("task_name"))
+
+
 def run(settings: dict) -> dict:
     """Trains, evaluates (keeping the best checkpoint) and predicts; returns the best
     eval results."""
+    task = task_class(settings)
+    if task is not None:
+        return driver.run(task, settings)
     settings = with_max_qa_length(common.complete_model_files(settings))
     task = validate(settings)
     context, tokenizer = common.start(settings)

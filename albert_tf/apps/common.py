@@ -43,12 +43,13 @@ def user_errors() -> tuple[type[Exception], ...]:
     from albert_tf.data.pretraining import PretrainingDataError
     from albert_tf.data.race import RaceDataError
     from albert_tf.data.squad import SquadError
+    from albert_tf.tasks import TaskModuleError
     from albert_tf.tokenization import TokenizerError
     from albert_tf.training.lock import OutputDirLocked
 
-    return (OutputDirLocked, UsageError, CheckpointError, ConfigError, GlueDataError, NerDataError,
-            PretrainingDataError, RaceDataError, SquadError, TokenizerError,
-            distribute.DistributionError, FileNotFoundError)
+    return (OutputDirLocked, UsageError, TaskModuleError, CheckpointError, ConfigError,
+            GlueDataError, NerDataError, PretrainingDataError, RaceDataError, SquadError,
+            TokenizerError, distribute.DistributionError, FileNotFoundError)
 
 
 def run_script(run, flag_names) -> None:
@@ -149,7 +150,9 @@ class FlagNames(collections.abc.Sequence):
         self.modules = modules
 
     def _names(self) -> tuple[str, ...]:
-        return tuple(flag.name for module in self.modules
+        # a module is a name, or a function giving names (modules loaded at run time)
+        modules = [name for m in self.modules for name in (m() if callable(m) else [m])]
+        return tuple(flag.name for module in modules
                      for flag in flags.FLAGS.get_flags_for_module(module))
 
     def __getitem__(self, index):
@@ -480,8 +483,9 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
     latest; TensorBoard gets each) and keeps the best by the task's metric as
     `model.ckpt-best` (TF1 format, readable by the original code) with
     `best_trial.txt`. `task.dataset(path, settings, batch_size, training)` reads the
-    dev set in order, `task.metrics({"predictions", "label_ids"})` scores it and
-    `task.metric` names the result to maximize."""
+    dev set in order, `task.metrics(outputs)` scores it (the model outputs
+    `task.eval_outputs` and the features `task.label_features`, by default
+    `predictions` and `label_ids`) and `task.metric` names the result to maximize."""
     dataset = task.dataset(path, settings, settings["eval_batch_size"], False)
     # every worker evaluates the chief's checkpoints, once they are written
     distribute.barrier(trainer.strategy)
@@ -490,8 +494,10 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
     for checkpoint in checkpoints_to_try:
         if checkpoint is not None and not trainer.load(checkpoint, partial=True):
             continue  # unreadable: reported, not evaluated
-        results = task.metrics(predict(trainer.strategy, trainer.model, dataset,
-                                       ["predictions"], ["label_ids"]))
+        results = task.metrics(predict(
+            trainer.strategy, trainer.model, dataset,
+            list(getattr(task, "eval_outputs", ["predictions"])),
+            list(getattr(task, "label_features", ["label_ids"]))))
         results["global_step"] = trainer.step
         if distribute.is_chief(trainer.strategy):
             write_results(os.path.join(output_dir, "eval_results.txt"), results,

@@ -72,7 +72,7 @@ def split_file(data_dir, split: str) -> str:
     return found[0]
 
 
-def _rows(path: str, header: bool, used: list[tuple[str, str]], skips: records.SkipLog):
+def rows(path: str, header: bool, used: list[tuple[str, str]], skips: records.SkipLog):
     """(line number, row), each row a dict: a JSON object, or a CSV/TSV row by column
     index (as a string) and, with a header, by column name too. A `used` field (flag,
     field) that is neither a header name nor a column index is an error, raised when the
@@ -125,7 +125,7 @@ def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | 
     with_label = split != "test" and fields.label is not None
     skips = records.SkipLog(f"{split} row")
     examples = []
-    for number, row in _rows(path, header, fields.used(with_label), skips):
+    for number, row in rows(path, header, fields.used(with_label), skips):
         where = f"{path}:{number}"
         missing = [f"{field!r} (--{flag})" for flag, field in fields.used(with_label)
                    if row.get(field) is None]

@@ -60,7 +60,9 @@ The package: `kinds` (each serving kind described once, as data), `serving` (the
 `serving_default` as one LiteRT file, float32, float16 or int8).
 """
 
-from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
+from albert_tf.export import serving_text
+from albert_tf.export.kinds import KINDS, SERVING_KINDS, LabelRule, ServingKind
+from albert_tf.export.kinds import register as register_serving_kind
 from albert_tf.export.savedmodel import (
     DEFAULT_MAX_QA_LENGTH,
     DEFAULT_MAX_QUERY_LENGTH,
@@ -89,6 +91,7 @@ __all__ = [
     "SIGNATURES",
     "TFLITE_PRECISIONS",
     "ExportError",
+    "LabelRule",
     "ServingKind",
     "ServingModule",
     "build_model",
@@ -98,6 +101,8 @@ __all__ = [
     "next_version",
     "read_export_info",
     "read_tflite_info",
+    "register_serving_kind",
+    "serving_text",
     "serving_environment_now",
     "serving_kind",
     "warmup_inputs",

@@ -15,7 +15,7 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `model_info` / `text_info`: what the kind adds to `export_info.json`, read from the
   model and from the `TextSettings`.
 
-A new task adds one entry to `SERVING_KINDS`.
+A task module adds its own with `register`.
 """
 
 from __future__ import annotations
@@ -137,4 +137,13 @@ SERVING_KINDS: dict[str, ServingKind] = {kind.name: kind for kind in (
         serving_text.sentence_specs, serving_text.pack_sentences_for_mlm,
         extra_inputs=(MASKED_LM_POSITIONS,)),
 )}
-KINDS = tuple(SERVING_KINDS)
+KINDS = tuple(SERVING_KINDS)  # the kinds of the models in albert_tf.modeling
+
+
+def register(kind: ServingKind) -> ServingKind:
+    """Adds the kind of a task module (`albert_tf.tasks`) to `SERVING_KINDS`, so that it
+    is exported by name; returns it. A name taken by another kind is refused."""
+    if SERVING_KINDS.get(kind.name, kind) is not kind:
+        raise ValueError(f"the serving kind {kind.name!r} exists already")
+    SERVING_KINDS[kind.name] = kind
+    return kind

@@ -19,7 +19,7 @@ from albert_tf import fileio, packing
 from albert_tf.config import AlbertConfig
 from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
-from albert_tf.export.kinds import KINDS, SERVING_KINDS, ServingKind
+from albert_tf.export.kinds import SERVING_KINDS, ServingKind
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings
 from albert_tf.modeling import real_tokens
@@ -77,10 +77,14 @@ def refuse_frozen_weights(what: str, error: type[Exception] = ValueError) -> Non
 
 
 # ------------------------------------------------------------------ model building
-def serving_kind(kind: str) -> ServingKind:
-    """The table entry of `kind`; `ExportError` for an unknown kind."""
+def serving_kind(kind: str | ServingKind) -> ServingKind:
+    """The table entry of `kind` (a name, or a task's own `ServingKind`);
+    `ExportError` for an unknown name."""
+    if isinstance(kind, ServingKind):
+        return kind
     if kind not in SERVING_KINDS:
-        raise ExportError(f"unknown kind {kind!r}; expected one of {', '.join(KINDS)}")
+        raise ExportError(f"unknown kind {kind!r}; expected one of "
+                          f"{', '.join(SERVING_KINDS)}")
     return SERVING_KINDS[kind]
 
 

@@ -22,13 +22,15 @@ whose config and tokenizer files are used where those flags are not given. The w
 
 from absl import app, flags
 
+from albert_tf import tasks
 from albert_tf.apps import common
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
-from albert_tf.export import KINDS, SERVING_PRECISIONS
+from albert_tf.export import SERVING_KINDS, SERVING_PRECISIONS
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_enum("kind", None, list(KINDS), "The model to export.")
+tasks.import_builtin()  # their serving kinds (multi_label)
+flags.DEFINE_enum("kind", None, list(SERVING_KINDS), "The model to export.")
 common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
 flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
@@ -44,8 +46,11 @@ flags.DEFINE_integer("num_labels", None, "Classifier outputs (1: regression).")
 flags.DEFINE_integer("num_choices", 4, "Choices of a multiple-choice model (RACE: 4).")
 flags.DEFINE_string("labels", None,
                     "Comma-separated labels (default: the task's); a token_classifier "
-                    "without --num_labels has one output per label (run_ner.py's "
-                    "labels.txt).")
+                    "or multi_label model without --num_labels has one output per label "
+                    "(the labels.txt beside the checkpoints).")
+flags.DEFINE_float("threshold", None,
+                   "multi_label: the probability from which a label is predicted "
+                   "(default: the threshold.txt beside --checkpoint, else 0.5).")
 flags.DEFINE_enum("word_split", "whitespace", ["whitespace", "characters"],
                   "token_classifier: how serve_text cuts raw text into words, as the "
                   "training data's (run_ner.py: characters for CLUENER and other "
@@ -80,12 +85,18 @@ def main(argv):
             from albert_tf.data.glue import get_task
 
             num_labels = get_task(FLAGS.task_name).num_labels
-        if FLAGS.kind == "token_classifier" and num_labels is None and FLAGS.labels:
+        if FLAGS.kind in ("token_classifier", "multi_label") and num_labels is None \
+                and FLAGS.labels:
             num_labels = len(FLAGS.labels.split(","))
+        extra = {}
+        if FLAGS.kind == "multi_label":
+            from albert_tf.tasks.multi_label import threshold_for
+
+            extra["threshold"] = threshold_for(FLAGS.threshold, FLAGS.checkpoint)
         # Strict: a checkpoint that lacks any variable stops before anything is written.
         model = load_model_from_checkpoint(FLAGS.kind, config, FLAGS.checkpoint,
                                            num_labels=num_labels,
-                                           num_choices=FLAGS.num_choices)
+                                           num_choices=FLAGS.num_choices, **extra)
         labels = FLAGS.labels.split(",") if FLAGS.labels else None
         written = []
         if FLAGS.export_dir:

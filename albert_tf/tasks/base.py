@@ -1,0 +1,183 @@
+"""The task API: what a fine-tuning task is, for the one driver (`albert_tf.apps.driver`)
+to train, evaluate, predict and export it.
+
+A task is a subclass of `Task`, in the package (`albert_tf.tasks.multi_label`) or in a
+file of your own that the scripts load with `--task_module=path/to/my_task.py` (the file
+names its class in `TASK`). The driver owns everything else: flags common to every run,
+the tokenizer, the record cache, the loop on tf.distribute, checkpoints, the dev-set
+evaluation of every kept checkpoint with `model.ckpt-best`, and the exports. A task says:
+
+- `name`, `metric` (the dev result that picks the best checkpoint), `serving_kind`
+  (an `albert_tf.export.ServingKind`, or the name of one, for `--export_dir` and
+  `--export_tflite`);
+- `define_flags()`: the flags it adds (absl), read back as `self.options[name]`;
+- `validate()`: checks of the options, before any file is read;
+- `data_files()`: each split's files (default: `--<split>_file`, else `--data_dir`'s
+  `<split>.csv|.tsv|.jsonl`); `read(split, paths)`: the examples of a split (`split` is
+  train, dev or test);
+- `has_labels` and `discover_labels(examples)`: the labels of the training examples
+  (`--labels` wins; kept as labels.txt beside the checkpoints; `self.labels`);
+- `features(example)`: the record of an example, as lists of ints or floats by feature
+  name (`self.pack(text_a, text_b)` gives the three packed sequences), or
+  `split_records(split, data)` for records that are not one per example;
+  `record_spec()`: how to parse the features beyond the three sequences;
+- `build_model(config)`, `objective()` (`albert_tf.training.objectives`);
+- `metrics(examples, outputs)`: the scores of a split from the model's outputs
+  (`eval_outputs`) and the record features (`label_features`) of its examples, in order;
+- `write_predictions(examples, outputs, output_dir, step)`: the test split's predictions;
+- `export_options()`: what the export of `serving_kind` takes beside the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Sequence
+
+import tensorflow as tf
+
+from albert_tf import names, packing
+from albert_tf.tokenization import CLS, SEP
+
+
+class Task:
+    """Base of every fine-tuning task; see the module's docstring. Instances are made by
+    the driver for one run, with the run's `options` (the flags, by name)."""
+
+    name: str = ""
+    metric: str = ""
+    serving_kind: Any = None
+    # The model outputs and record features that `metrics` and `write_predictions` read.
+    eval_outputs: tuple[str, ...] = (names.PREDICTIONS,)
+    label_features: tuple[str, ...] = (names.LABEL_IDS,)
+    # Whether the task has labels: `--labels`, or those of the training split
+    # (`discover_labels`), kept as labels.txt beside the checkpoints.
+    has_labels: bool = False
+    # Record features beside the three sequences that hold one value per position
+    # (cut to each batch's longest with them), and what pads any feature in a batch.
+    sequence_features: tuple[str, ...] = ()
+    padding_values: Mapping[str, int] = {}
+    # Bump when `features` changes what it writes: cached records are then rewritten.
+    cache_format: int = 1
+
+    def __init__(self, options: Mapping[str, Any]):
+        self.options = options
+        self.tokenizer = None    # set by the driver before `read`
+        self.labels: list[str] | None = None  # set by the driver after the training split
+
+    # ---------------------------------------------------------------- what it adds
+    @classmethod
+    def define_flags(cls) -> None:
+        """Defines the task's own flags (`absl.flags.DEFINE_*`); none by default."""
+
+    def validate(self) -> None:
+        """Raises `albert_tf.apps.common.UsageError` for options that cannot make a run."""
+
+    # --------------------------------------------------------------------- the data
+    def data_files(self) -> dict[str, list[str]]:
+        """The files of each split the run needs (train, dev, test for --do_train,
+        --do_eval, --do_predict): `--<split>_file` (comma-separated for several), else
+        `<data_dir>/<split>.csv|.tsv|.jsonl`; each must exist."""
+        from albert_tf.apps.common import UsageError, check_file, wanted_splits
+        from albert_tf.data import tabular
+
+        files = {}
+        for split in wanted_splits(self.options):
+            given = self.options.get(f"{split}_file")
+            if given:
+                paths = [p for p in given.split(",") if p]
+            elif self.options.get("data_dir"):
+                try:
+                    paths = [tabular.split_file(self.options["data_dir"], split)]
+                except FileNotFoundError as e:
+                    raise UsageError(f"--data_dir: {e}") from None
+            else:
+                raise UsageError(f"give --{split}_file or --data_dir for {self.name}")
+            files[split] = [check_file(path, f"{split}_file") for path in paths]
+        return files
+
+    def read(self, split: str, paths: Sequence[str]):
+        """The split's data: a list of examples, or any object `split_records`,
+        `metrics` and `write_predictions` take."""
+        raise NotImplementedError(f"{type(self).__name__}.read")
+
+    def discover_labels(self, examples: list) -> list[str]:
+        """The labels of the training examples, sorted (`has_labels` tasks)."""
+        raise NotImplementedError(f"{type(self).__name__}.discover_labels")
+
+    def features(self, example) -> Mapping[str, Sequence]:
+        raise NotImplementedError(f"{type(self).__name__}.features")
+
+    def split_records(self, split: str, data) -> Iterable[Mapping[str, Sequence]]:
+        """The records of a split, in order: by default one per example (`features`)."""
+        return (self.features(example) for example in data)
+
+    def record_spec(self) -> dict[str, tf.io.FixedLenFeature]:
+        """The features `features` writes beside the three sequences."""
+        return {}
+
+    def cache_settings(self) -> dict:
+        """Options the records depend on beyond the files, the tokenizer, the labels and
+        `max_seq_length` (a change converts the data again)."""
+        return {}
+
+    def records_name(self, split: str) -> str:
+        """The cached record file's name, `.tf_record` added: `<task>_train`,
+        `<task>_eval`, `<task>_predict` (the original's suffixes)."""
+        from albert_tf.data.glue import CACHE_SUFFIX
+
+        return f"{self.name}_{CACHE_SUFFIX[split]}"
+
+    def cache_info(self, split: str, paths: Sequence[str]) -> dict:
+        """What the split's records are made from, kept beside them: a difference
+        converts again."""
+        from albert_tf.data import cache
+
+        return {"format": self.cache_format, "task": self.name, "split": split,
+                "sources": [cache.abspath_or_url(p) for p in paths],
+                "sources_sha256": [cache.file_sha256(p) for p in paths],
+                "max_seq_length": int(self.options["max_seq_length"]),
+                "labels": self.labels, **self.cache_settings(),
+                **cache.tokenizer_settings(self.tokenizer)}
+
+    def pack(self, text_a: str, text_b: str | None = None) -> dict[str, list[int]]:
+        """`[CLS] A [SEP] (B [SEP])` of the texts as record features (`input_ids`,
+        `input_mask`, `segment_ids`) padded to `max_seq_length`, truncated as the
+        original (a pair longest first); an empty B counts as no B."""
+        segments = [self.tokenizer.encode(text_a)]
+        if text_b:
+            ids_b = self.tokenizer.encode(text_b)
+            if ids_b:
+                segments.append(ids_b)
+        packed = packing.pack(segments, self.options["max_seq_length"],
+                              cls_id=self.tokenizer.special_id(CLS),
+                              sep_id=self.tokenizer.special_id(SEP))
+        return {names.MODEL_TO_RECORD[k]: v.tolist() for k, v in packed.items()}
+
+    # -------------------------------------------------------------------- the model
+    def build_model(self, config):
+        raise NotImplementedError(f"{type(self).__name__}.build_model")
+
+    def objective(self):
+        raise NotImplementedError(f"{type(self).__name__}.objective")
+
+    # ------------------------------------------------------------------ the results
+    def metrics(self, examples: list, outputs: Mapping) -> dict:
+        raise NotImplementedError(f"{type(self).__name__}.metrics")
+
+    def write_predictions(self, examples: list, outputs: Mapping, output_dir: str,
+                          step: int) -> str | None:
+        """Writes the test split's predictions (of the model at training step `step`);
+        returns the file written."""
+        return None
+
+    def evaluated(self, best: dict, output_dir: str) -> None:
+        """Called with the best dev results once every checkpoint is evaluated (to keep
+        what was tuned on dev beside the model)."""
+
+    def prepare_model(self, model, output_dir: str) -> None:
+        """Called with the best model before it predicts the test split and is
+        exported."""
+
+    def export_options(self) -> dict:
+        """Arguments of `albert_tf.export.export_savedmodel` beside the model, the
+        tokenizer and the labels (`is_pair`, ...)."""
+        return {}

@@ -1,0 +1,145 @@
+"""Token classification (NER) on CoNLL column files or CLUENER JSON lines, written with
+the task API (`albert_tf.tasks.Task`); `run_ner.py` runs it.
+
+The data side is `albert_tf.data.ner` (formats, windows of whole words, predictions
+written back, seqeval's metrics); the model is `AlbertTokenClassifier`. A split's data
+is its `ner.NerFile`; its records are the windows of its sentences
+(`<cache_dir>/ner_<split>.tf_record`). The dev and test windows are kept to put the
+predictions back per word.
+"""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+from absl import logging
+
+from albert_tf import names
+from albert_tf.apps.common import UsageError, check_file, wanted_splits, write_results
+from albert_tf.data import cache, ner
+from albert_tf.modeling import AlbertTokenClassifier
+from albert_tf.tasks.base import Task
+from albert_tf.training.objectives import TokenObjective
+
+# --data_dir + --task_name: the file names of each split.
+TASK_FILES = {
+    "cluener": {"train": "train.json", "dev": "dev.json", "test": "test.json"},
+    "conll": {"train": "train.txt", "dev": "dev.txt", "test": "test.txt"},
+}
+PREDICTION_FILES = {"conll": "test_predictions.conll", "cluener": "test_predictions.json"}
+
+
+class TokenClassificationTask(Task):
+    name = "ner"
+    metric = "f1"
+    serving_kind = "token_classifier"
+    has_labels = True
+    label_features = ()
+    sequence_features = (names.LABEL_IDS,)
+    padding_values = {names.LABEL_IDS: ner.IGNORE}  # padding positions are not scored
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.windows: dict[str, list[ner.NerFeature]] = {}  # of dev and test, by split
+        self.word_split: str | None = None
+
+    def data_files(self) -> dict[str, list[str]]:
+        """The file of each split asked for: --train_file etc., else --data_dir/<task's
+        name>."""
+        o = self.options
+        task = (o["task_name"] or "").lower() or None
+        if task is not None and task not in TASK_FILES:
+            raise UsageError(f"--task_name={o['task_name']} is not one of "
+                             f"{', '.join(TASK_FILES)}")
+        files = {}
+        for split in wanted_splits(o):
+            path = o[f"{split}_file"]
+            if path is None:
+                if not (o["data_dir"] and task):
+                    raise UsageError(f"give --{split}_file, or --data_dir and --task_name")
+                path = os.path.join(o["data_dir"], TASK_FILES[task][split])
+            files[split] = [check_file(path, f"{split}_file")]
+        return files
+
+    def validate(self) -> None:
+        if self.options["train_step"] is not None and self.options["train_step"] < 1:
+            raise UsageError(f"--train_step={self.options['train_step']} must be positive")
+
+    def read(self, split, paths) -> ner.NerFile:
+        """The split's file (errors name file and line); training and dev files must have
+        tags. The windows of dev and test are made now (the labels are known by then)."""
+        data = ner.read_ner_file(paths[0])
+        if split != "test" and not data.has_tags:
+            raise ner.NerDataError(f"{paths[0]}: the {split} file has no tags")
+        ner.warn_about_unopened_entities(data)
+        if split != "train":
+            self.windows[split] = self._windows(data)
+        if self.word_split is None:  # the first file read (training's, if any)
+            self.word_split = ner.word_split_of(data)
+        return data
+
+    def discover_labels(self, data: ner.NerFile) -> list[str]:
+        return ner.labels_of([data])
+
+    def _windows(self, data: ner.NerFile) -> list[ner.NerFeature]:
+        return ner.file_features(data, self.tokenizer, self.options["max_seq_length"],
+                                 self.labels)
+
+    def split_records(self, split, data: ner.NerFile):
+        windows = self.windows.get(split) or self._windows(data)
+        logging.info("%d windows of %d sentences of %s", len(windows), len(data.sentences),
+                     data.path)
+        for window in windows:
+            yield {**{names.MODEL_TO_RECORD[k]: v for k, v in window.inputs.items()},
+                   names.LABEL_IDS: window.label_ids}
+
+    def record_spec(self) -> dict:
+        return {names.LABEL_IDS: tf.io.FixedLenFeature([self.options["max_seq_length"]],
+                                                       tf.int64)}
+
+    def records_name(self, split: str) -> str:
+        return f"ner_{split}"
+
+    def cache_info(self, split, paths) -> dict:
+        return {"format": 1, "split": split, "source": cache.abspath_or_url(paths[0]),
+                "source_sha256": cache.file_sha256(paths[0]), "labels": list(self.labels),
+                "max_seq_length": int(self.options["max_seq_length"]),
+                **cache.tokenizer_settings(self.tokenizer)}
+
+    def build_model(self, config):
+        return AlbertTokenClassifier(config, len(self.labels), seed=self.options["seed"],
+                                     dropout_rate=self.options["dropout_prob"])
+
+    def objective(self):
+        return TokenObjective()
+
+    def _tags(self, split, data: ner.NerFile, outputs) -> list[list[str]]:
+        return ner.word_predictions(data, self.windows[split], outputs[names.PREDICTIONS],
+                                    self.labels)
+
+    def metrics(self, data: ner.NerFile, outputs) -> dict:
+        """seqeval's entity-level scores of the dev predictions put back per word."""
+        return ner.ner_metrics([s.tags for s in data.sentences],
+                               self._tags("dev", data, outputs))
+
+    def write_predictions(self, data: ner.NerFile, outputs, output_dir, step) -> str:
+        """The test file back with the predicted tags, in its own format; with tags in
+        the file, also its scores to test_results.txt."""
+        tags = self._tags("test", data, outputs)
+        path = os.path.join(output_dir, PREDICTION_FILES[data.format])
+        ner.write_predictions(data, tags, path)
+        logging.info("wrote the predictions of %d sentences to %s", len(tags), path)
+        if data.has_tags:
+            scores = ner.ner_metrics([s.tags for s in data.sentences], tags)
+            scores["global_step"] = step
+            write_results(os.path.join(output_dir, "test_results.txt"), scores,
+                          title="Test results")
+        return path
+
+    def export_options(self) -> dict:
+        # serve_text cuts raw text into words as the data read here were cut.
+        return {"word_split": self.word_split}
+
+
+TASK = TokenClassificationTask

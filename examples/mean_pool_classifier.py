@@ -1,0 +1,120 @@
+"""A task of your own in one file: text classification on the mean of the token vectors.
+
+    python run_classifier.py --task_module=examples/mean_pool_classifier.py \\
+        --train_file=train.jsonl --dev_file=dev.jsonl --test_file=test.jsonl ...
+
+reads JSON lines `{"text": ..., "label": ...}` and puts a head of its own on ALBERT:
+the masked mean of the sequence output, then a dense layer (TF1 variables
+`cls/mean_pool/dense/kernel` and `/bias`). `run_classifier.py` trains, evaluates every
+kept checkpoint (accuracy picks `model.ckpt-best`), predicts and exports it
+(`--export_dir`, `--export_tflite`) as it does its own tasks; see README "Your own task
+in one file".
+"""
+
+import json
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+from absl import flags
+
+from albert_tf import names, tasks
+from albert_tf.export import LabelRule, ServingKind, register_serving_kind, serving_text
+from albert_tf.modeling import AlbertTaskModel, tf1_scope
+from albert_tf.training.objectives import MeanObjective
+
+
+class MeanPoolClassifier(AlbertTaskModel):
+    """logits = dense(mean of sequence_output over the real tokens): [B, num_labels]."""
+
+    reads_pooled_output = False  # the pooler is neither used nor needed in a checkpoint
+
+    def __init__(self, config, num_labels, seed=None, **kwargs):
+        super().__init__(config, seed, **kwargs)
+        self.num_labels = num_labels
+        self.dense = keras.layers.Dense(num_labels, name="dense", dtype=self.dtype_policy)
+        with tf1_scope("cls"), keras.name_scope("mean_pool"):
+            self.dense.build((None, config.hidden_size))
+
+    def call(self, inputs, training=None):
+        sequence = self.encoder(inputs, training=training)[names.SEQUENCE_OUTPUT]
+        # (expand_dims: LiteRT has no strided slice that adds an axis)
+        mask = tf.expand_dims(tf.cast(inputs[names.INPUT_MASK], sequence.dtype), -1)  # [B, S, 1]
+        mean = tf.reduce_sum(sequence * mask, 1) / tf.maximum(tf.reduce_sum(mask, 1), 1)
+        logits = tf.cast(self.dense(mean), tf.float32)  # [B, num_labels]
+        probabilities = tf.nn.softmax(logits, -1)
+        return {names.LOGITS: logits, names.PROBABILITIES: probabilities,
+                names.PREDICTIONS: tf.argmax(logits, -1, output_type=tf.int32)}
+
+    def get_config(self):
+        return {**super().get_config(), "num_labels": self.num_labels}
+
+
+# What --export_dir and --export_tflite write: the classifier's signatures, text in.
+SERVING_KIND = register_serving_kind(ServingKind(
+    "mean_pool_classifier", MeanPoolClassifier,
+    (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS),
+    serving_text.sentence_specs, serving_text.pack_sentences,
+    model_arguments=("num_labels",), labels=LabelRule("num_labels", str),
+    model_info=("num_labels",)))
+
+
+class MeanPoolTask(tasks.Task):
+    name = "mean_pool"
+    metric = "eval_accuracy"
+    serving_kind = SERVING_KIND
+    has_labels = True
+
+    @classmethod
+    def define_flags(cls):
+        flags.DEFINE_string("text_key", "text", "mean_pool: the JSON key of the text.")
+
+    def read(self, split, paths):
+        rows = []
+        for path in paths:
+            with open(path, encoding="utf-8") as f:
+                for number, line in enumerate(f, 1):
+                    if line.strip():
+                        row = json.loads(line)
+                        rows.append((f"{split}-{len(rows)}", row[self.options["text_key"]],
+                                     row.get("label")))
+        return rows
+
+    def discover_labels(self, examples):
+        return sorted({label for _, _, label in examples if label is not None})
+
+    def features(self, example):
+        _, text, label = example
+        return {**self.pack(text),
+                names.LABEL_IDS: [self.labels.index(label) if label is not None else 0]}
+
+    def record_spec(self):
+        return {names.LABEL_IDS: tf.io.FixedLenFeature([1], tf.int64)}
+
+    def build_model(self, config):
+        return MeanPoolClassifier(config, len(self.labels), seed=self.options["seed"])
+
+    def objective(self):
+        def loss(outputs, features):  # per example [B]
+            return tf.nn.sparse_softmax_cross_entropy_with_logits(
+                tf.reshape(features[names.LABEL_IDS], [-1]), outputs[names.LOGITS])
+
+        return MeanObjective(loss)
+
+    def metrics(self, examples, outputs):
+        gold = np.reshape(outputs[names.LABEL_IDS], [-1])
+        return {"eval_accuracy": float(np.mean(outputs[names.PREDICTIONS] == gold))}
+
+    def write_predictions(self, examples, outputs, output_dir, step):
+        path = os.path.join(output_dir, "mean_pool_predictions.jsonl")
+        with open(path, "w", encoding="utf-8") as f:
+            for (guid, _, _), prediction in zip(examples, outputs[names.PREDICTIONS]):
+                f.write(json.dumps({"id": guid, "label": self.labels[prediction]}) + "\n")
+        return path
+
+    def export_options(self):
+        return {"is_pair": False}  # serve_text takes text_a alone
+
+
+TASK = MeanPoolTask

@@ -15,61 +15,28 @@ exact resume; every kept checkpoint evaluated on dev, the best kept as
 from __future__ import annotations
 
 import math
-import os
 
-import tensorflow as tf
 from absl import logging
 
 from albert_tf.apps import common
-from albert_tf.data import cache, records
 from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
 
-class _Records:
-    """The task's records as `common.evaluate_checkpoints` and the loop read them."""
+class _DevSet:
+    """The task's dev split as `common.evaluate_checkpoints` reads it."""
 
-    def __init__(self, task, dev=None):
-        self.task, self.dev = task, dev
+    def __init__(self, task, data):
+        self.task, self.data = task, data
         self.metric = task.metric
         self.eval_outputs = task.eval_outputs
         self.label_features = task.label_features
 
-    def dataset(self, path, settings, batch_size, training, drop_remainder=False):
-        task = self.task
-        return records.fine_tuning_dataset(
-            path, records.fixed_length_spec(settings["max_seq_length"], task.record_spec()),
-            batch_size, training=training, seed=settings["seed"],
-            drop_remainder=drop_remainder,
-            sequence_features=records.SEQUENCE_FEATURES + tuple(task.sequence_features),
-            padding_values=task.padding_values or None)
+    def dataset(self, path, settings, batch_size, training):
+        return self.task.dataset(path, batch_size, training)
 
     def metrics(self, outputs) -> dict:
-        return self.task.metrics(self.dev, outputs)
-
-
-def _serialize(features, spec) -> bytes:
-    """One record: each feature as int64 or float, as `spec` parses it (the three
-    sequences are int64)."""
-    return records.make_example({
-        name: (records.float_feature if name in spec and spec[name].dtype == tf.float32
-               else records.int64_feature)(list(values))
-        for name, values in features.items()})
-
-
-def convert(task, split: str, data, paths: list[str], cache_dir) -> cache.CachedRecords:
-    """The split's records under `cache_dir` (`task.records_name`), reused when they were
-    made from what `task.cache_info` says."""
-    spec = task.record_spec()
-
-    def write(path):
-        count = records.write_records(path, (_serialize(features, spec) for features in
-                                             task.split_records(split, data)))
-        logging.info("wrote %d %s %s records to %s", count, task.name, split, path)
-        return count, 0
-
-    path = os.path.join(cache_dir, task.records_name(split) + ".tf_record")
-    return cache.cached_conversion(path, task.cache_info(split, paths), write)
+        return self.task.metrics(self.data, outputs)
 
 
 def read_splits(task, settings, files, output_dir) -> dict:
@@ -119,7 +86,7 @@ def run(task_class, settings: dict) -> dict:
     task.tokenizer = tokenizer
     data = read_splits(task, settings, files, output_dir)
     cache_dir = settings["cached_dir"] or output_dir
-    converted = {split: convert(task, split, data[split], files[split], cache_dir)
+    converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
                  for split in files}
     paths = {split: c.path for split, c in converted.items()}
     steps, warmup = train_steps(settings, converted["train"].num_examples
@@ -134,23 +101,23 @@ def run(task_class, settings: dict) -> dict:
     common.initialize_from(model, settings["init_checkpoint"], output_dir)
     trainer = common.make_trainer(settings, strategy, model, optimizer, task.objective(),
                                   output_dir, steps)
-    reader = _Records(task, data.get("dev"))
     if "train" in paths:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
-        common.train(trainer, lambda skip: reader.dataset(
-            paths["train"], settings, micro_batch, True, drop_remainder=True).skip(skip))
+        common.train(trainer, lambda skip: task.dataset(
+            paths["train"], micro_batch, True, drop_remainder=True).skip(skip))
     best = {}
     if "dev" in paths:
-        best = common.evaluate_checkpoints(reader, trainer, settings, paths["dev"], output_dir)
+        best = common.evaluate_checkpoints(_DevSet(task, data["dev"]), trainer, settings,
+                                           paths["dev"], output_dir)
         if distribute.is_chief(strategy):
             task.evaluated(best, output_dir)
     if "test" in paths or common.exporting(settings):
         common.load_best_or_latest(trainer, output_dir)
         task.prepare_model(trainer.model, output_dir)
     if "test" in paths:
-        dataset = reader.dataset(paths["test"], settings, settings["predict_batch_size"],
-                                 False)
-        outputs = predict(strategy, trainer.model, dataset, list(task.eval_outputs),
+        dataset = task.dataset(paths["test"], settings["predict_batch_size"], False)
+        outputs = predict(strategy, trainer.model, dataset,
+                          list(task.predict_outputs or task.eval_outputs),
                           list(task.label_features))
         if distribute.is_chief(strategy):
             written = task.write_predictions(data["test"], outputs, output_dir, trainer.step)

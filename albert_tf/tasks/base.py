@@ -45,8 +45,10 @@ class Task:
     name: str = ""
     metric: str = ""
     serving_kind: Any = None
-    # The model outputs and record features that `metrics` and `write_predictions` read.
+    # The model outputs that `metrics` reads (dev) and `write_predictions` reads (test),
+    # and the record features both get beside them.
     eval_outputs: tuple[str, ...] = (names.PREDICTIONS,)
+    predict_outputs: tuple[str, ...] | None = None  # default: eval_outputs
     label_features: tuple[str, ...] = (names.LABEL_IDS,)
     # Whether the task has labels: `--labels`, or those of the training split
     # (`discover_labels`), kept as labels.txt beside the checkpoints.
@@ -118,6 +120,45 @@ class Task:
         """Options the records depend on beyond the files, the tokenizer, the labels and
         `max_seq_length` (a change converts the data again)."""
         return {}
+
+    def cached_records(self, split: str, data, paths: Sequence[str], cache_dir: str):
+        """The split's records as a file under `cache_dir` (`records_name`), converted
+        from `split_records` unless the file there was made from what `cache_info`
+        says; returns `albert_tf.data.cache.CachedRecords`."""
+        import os
+
+        from albert_tf.data import cache, records
+
+        spec = self.record_spec()
+
+        def serialized(features) -> bytes:  # ints as int64, floats where spec says
+            return records.make_example({
+                name: (records.float_feature if name in spec and spec[name].dtype ==
+                       tf.float32 else records.int64_feature)(list(values))
+                for name, values in features.items()})
+
+        def write(path):
+            count = records.write_records(path, (serialized(features) for features in
+                                                 self.split_records(split, data)))
+            return count, 0
+
+        path = os.path.join(cache_dir, self.records_name(split) + ".tf_record")
+        return cache.cached_conversion(path, self.cache_info(split, paths), write)
+
+    def dataset(self, path: str, batch_size: int, training: bool,
+                drop_remainder: bool = False) -> tf.data.Dataset:
+        """Batches of the records at `path`, each padded to its longest sequence
+        (`sequence_features` with the three, `padding_values`); shuffled with the
+        run's seed and repeated when `training`."""
+        from albert_tf.data import records
+
+        return records.fine_tuning_dataset(
+            path, records.fixed_length_spec(self.options["max_seq_length"],
+                                            self.record_spec()),
+            batch_size, training=training, seed=self.options["seed"],
+            drop_remainder=drop_remainder,
+            sequence_features=records.SEQUENCE_FEATURES + tuple(self.sequence_features),
+            padding_values=self.padding_values or None)
 
     def records_name(self, split: str) -> str:
         """The cached record file's name, `.tf_record` added: `<task>_train`,

@@ -1,0 +1,190 @@
+"""Sentence (pair) classification and regression, written with the task API: the GLUE
+tasks as the original `run_classifier.py` runs them, and `classification` /
+`regression` from your CSV, TSV or JSONL files (`albert_tf.data.tabular`).
+
+GLUE records are the original's (`albert_tf.data.glue`: `<task>_{train,eval,predict}
+.tf_record`, read when the cache is stale); the model is `AlbertClassifier`
+(`num_labels == 1`: regression, STS-B). `--do_predict` writes `test_results.tsv` (each
+example's probabilities, or its score), and GLUE's submission file or, for your files,
+`<task>_predictions.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+from absl import logging
+
+from albert_tf import losses, names
+from albert_tf.apps.common import UsageError, wanted_splits
+from albert_tf.data import cache, glue, tabular
+from albert_tf.evaluation import glue_metrics
+from albert_tf.fileio import write_text_atomically
+from albert_tf.modeling import AlbertClassifier
+from albert_tf.tasks.base import Task
+from albert_tf.training.objectives import MeanObjective
+
+FILE_TASKS = ("classification", "regression")  # CSV / TSV / JSONL
+CACHE_FORMAT = 1  # of the records of FILE_TASKS
+
+
+def write_test_results(values, output_dir: str) -> str:
+    """`test_results.tsv`: a line per example, its values (probabilities, or a score)
+    tab-separated, as the original."""
+    path = os.path.join(output_dir, "test_results.tsv")
+    lines = ["\t".join(f"{v:.6f}" for v in np.atleast_1d(row)) for row in values]
+    write_text_atomically(path, "\n".join(lines) + "\n")
+    return path
+
+
+def prediction_file(task_name: str, output_dir: str, rows) -> str:
+    """`<task>_predictions.jsonl`: one JSON object per example."""
+    path = os.path.join(output_dir, f"{task_name}_predictions.jsonl")
+    write_text_atomically(path, "".join(json.dumps(row, ensure_ascii=False) + "\n"
+                                        for row in rows))
+    return path
+
+
+class ClassificationTask(Task):
+    serving_kind = "classifier"
+    label_features = (names.LABEL_IDS,)
+
+    def __init__(self, options):
+        super().__init__(options)
+        self.name = options["task_name"].lower()
+        self.is_file = self.name in FILE_TASKS
+        self.is_regression = self.name == "regression"
+        self._glue_task = None if self.is_file else glue.get_task(options["task_name"])
+        if self._glue_task is not None:
+            self.name = self._glue_task.name
+            self.is_regression = self._glue_task.is_regression
+            self.labels = list(self._glue_task.labels) or None
+        self.has_labels = self.is_file and not self.is_regression
+        self.predict_outputs = (names.PREDICTIONS,) if self.is_regression else (
+            names.PROBABILITIES, names.PREDICTIONS)
+
+    @property
+    def fields(self) -> tabular.Fields:
+        o = self.options
+        return tabular.Fields(o["text_a_field"], o["text_b_field"], o["label_field"])
+
+    @property
+    def glue_task(self) -> glue.GlueTask:
+        """The GLUE task, or the files' task as one (its labels known once read)."""
+        if self._glue_task is None:
+            return tabular.file_task(self.name, self.labels, regression=self.is_regression,
+                                     is_pair=self.fields.text_b is not None)
+        return self._glue_task
+
+    @property
+    def metric(self) -> str:
+        return self.glue_task.metric
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        o = self.options
+        if not self.is_file and (not o["data_dir"] or not os.path.isdir(o["data_dir"])):
+            raise UsageError(f"--data_dir={o['data_dir']} is not a directory")
+        if self.is_file and not o["text_a_field"]:
+            raise UsageError(f"--task_name={self.name} needs --text_a_field")
+
+    def data_files(self) -> dict[str, list[str]]:
+        if not self.is_file:  # GLUE: found (or named missing) as the records are made
+            return {split: [] for split in wanted_splits(self.options)}
+        files = super().data_files()
+        for split, paths in files.items():
+            if len(paths) != 1:
+                raise UsageError(f"--{split}_file: one file for {self.name}")
+        return files
+
+    # -------------------------------------------------------------------- data
+    def read(self, split, paths):
+        """Your files' examples (GLUE's are read when their records are made)."""
+        if not self.is_file:
+            return None
+        return tabular.read_examples(paths[0], self.fields, split=split, labels=self.labels,
+                                     regression=self.is_regression,
+                                     header=self.options["header"],
+                                     process_text=self.tokenizer.preprocess)
+
+    def discover_labels(self, examples) -> list[str]:
+        return tabular.labels_of(examples)
+
+    def cached_records(self, split, examples, paths, cache_dir):
+        o = self.options
+        if not self.is_file:
+            return glue.cached_glue_records(self.glue_task, split, o["data_dir"], cache_dir,
+                                            self.tokenizer, o["max_seq_length"])
+        info = {"format": CACHE_FORMAT, "task": self.name, "split": split,
+                "sources": [cache.abspath_or_url(p) for p in paths],
+                "sources_sha256": [cache.file_sha256(p) for p in paths],
+                "max_seq_length": int(o["max_seq_length"]),
+                **cache.tokenizer_settings(self.tokenizer),
+                "labels": list(self.glue_task.labels),
+                "fields": [o[f] for f in ("text_a_field", "text_b_field", "label_field")],
+                "header": o["header"]}
+
+        def convert(path):
+            return glue.write_examples(examples, self.glue_task, o["max_seq_length"],
+                                       self.tokenizer, path), 0
+
+        path = os.path.join(cache_dir, f"{self.name}_{glue.CACHE_SUFFIX[split]}.tf_record")
+        return cache.cached_conversion(path, info, convert)
+
+    def dataset(self, path, batch_size, training, drop_remainder=False):
+        return glue.glue_dataset(path, self.glue_task, self.options["max_seq_length"],
+                                 batch_size, training=training, seed=self.options["seed"],
+                                 drop_remainder=drop_remainder)
+
+    # ------------------------------------------------------------------- model
+    def build_model(self, config):
+        return AlbertClassifier(config, self.glue_task.num_labels, seed=self.options["seed"],
+                                dropout_rate=self.options["dropout_prob"])
+
+    def objective(self):
+        if self.is_regression:
+            return MeanObjective(lambda o, f: losses.regression_loss(
+                o[names.PREDICTIONS], f[names.LABEL_IDS], per_example=True))
+        return MeanObjective(lambda o, f: losses.classification_loss(
+            o[names.LOGITS], f[names.LABEL_IDS], per_example=True))
+
+    # ----------------------------------------------------------------- results
+    def metrics(self, examples, outputs) -> dict:
+        return glue_metrics.task_metrics(self.glue_task, outputs[names.PREDICTIONS],
+                                         outputs[names.LABEL_IDS])
+
+    def write_predictions(self, examples, outputs, output_dir, step) -> str:
+        """test_results.tsv (probabilities or scores); GLUE's submission file, or
+        `<task>_predictions.jsonl`: `id`, `prediction` (a label; a score),
+        `probabilities` (of every label), `label` (the gold one, or null)."""
+        values = outputs[names.PREDICTIONS if self.is_regression else names.PROBABILITIES]
+        written = write_test_results(values, output_dir)
+        if not self.is_file:
+            submission = glue_metrics.write_glue_submission(
+                self.glue_task, outputs[names.PREDICTIONS],
+                os.path.join(output_dir, "submission"))
+            logging.info("GLUE submission file: %s", submission)
+            return written
+        rows = []
+        for i, example in enumerate(examples):
+            prediction = outputs[names.PREDICTIONS][i]
+            if self.is_regression:
+                rows.append({"id": example.guid, "prediction": float(prediction),
+                             "label": example.label})
+            else:
+                rows.append({"id": example.guid,
+                             "prediction": self.glue_task.labels[int(prediction)],
+                             "probabilities": [round(float(p), 6)
+                                               for p in outputs[names.PROBABILITIES][i]],
+                             "label": example.label})
+        return prediction_file(self.name, output_dir, rows)
+
+    def export_options(self) -> dict:
+        if self.is_file:
+            return {"is_pair": self.glue_task.is_pair}
+        return {"task_name": self.name}
+
+
+TASK = ClassificationTask

@@ -1,0 +1,166 @@
+"""Multiple choice, written with the task API: RACE as the original `run_race.py`, and
+C3, SWAG and JSON lines (`albert_tf.data.multiple_choice`).
+
+Each example's choices are packed `[CLS] context [SEP] question + choice [SEP]`
+(`albert_tf.data.race`), scored by `AlbertMultipleChoice`; a question with fewer choices
+than the task's most has absent ones, never predicted. `--do_predict` writes
+`test_results.tsv` and, but for RACE, `<task>_predictions.jsonl`.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from albert_tf import losses, names, packing
+from albert_tf.apps.common import UsageError, check_file, wanted_splits
+from albert_tf.data import cache, glue, multiple_choice, race
+from albert_tf.modeling import AlbertMultipleChoice
+from albert_tf.tasks.base import Task
+from albert_tf.tasks.classification import CACHE_FORMAT, prediction_file, write_test_results
+from albert_tf.training.objectives import MeanObjective
+
+RACE = "race"
+CHOICE_TASKS = ("c3", "swag", "multiple_choice")  # besides RACE
+
+
+def with_max_qa_length(options: dict) -> dict:
+    """`max_qa_length` left unset: RACE's default cut to what `max_seq_length` leaves
+    (a default fits the flags given, as the export's does)."""
+    if options.get("max_qa_length") is not None:
+        return options
+    return dict(options, max_qa_length=min(
+        race.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options["max_seq_length"])))
+
+
+class MultipleChoiceTask(Task):
+    metric = "eval_accuracy"
+    serving_kind = "multiple_choice"
+    predict_outputs = (names.PROBABILITIES, names.PREDICTIONS)
+
+    def __init__(self, options):
+        super().__init__(with_max_qa_length(options))
+        self.name = options["task_name"].lower()
+        self.is_race = self.name == RACE
+        self.examples: dict[str, list] = {}
+
+    @property
+    def num_choices(self) -> int:
+        """RACE's 4; else the most of any example read (at least 4 for C3 and SWAG)."""
+        if self.is_race:
+            return race.NUM_CHOICES
+        most = max(len(e.endings) for examples in self.examples.values() for e in examples)
+        return max(most, race.NUM_CHOICES) if self.name in ("c3", "swag") else most
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        o = self.options
+        if self.is_race and (not o["data_dir"] or not os.path.isdir(o["data_dir"])):
+            raise UsageError(f"--data_dir={o['data_dir']} is not a directory")
+        if o["high_only"] and o["middle_only"]:
+            raise UsageError("--high_only and --middle_only exclude each other")
+        if not 1 <= o["max_qa_length"] <= o["max_seq_length"] - 3:
+            raise UsageError(
+                f"--max_qa_length={o['max_qa_length']} must be positive and leave room "
+                f"for [CLS] and 2 x [SEP] in --max_seq_length={o['max_seq_length']}")
+
+    def data_files(self) -> dict[str, list[str]]:
+        """--<split>_file, else the task's names under --data_dir (RACE's folders are
+        found as its records are made)."""
+        o = self.options
+        files = {}
+        for split in wanted_splits(o):
+            given = o[f"{split}_file"]
+            if self.is_race:
+                paths = []
+            elif given:
+                paths = [p for p in given.split(",") if p]
+            elif not o["data_dir"]:
+                raise UsageError(f"give --{split}_file or --data_dir for {self.name}")
+            elif self.name == "c3":
+                paths = multiple_choice.c3_files(o["data_dir"], split)
+            else:
+                names_of = multiple_choice.SWAG_FILES if self.name == "swag" else \
+                    multiple_choice.JSONL_FILES
+                paths = [os.path.join(o["data_dir"], names_of[split])]
+            files[split] = [check_file(path, f"{split}_file") for path in paths]
+        return files
+
+    # -------------------------------------------------------------------- data
+    def read(self, split, paths):
+        if self.is_race:
+            return None  # read when its records are made
+        process = self.tokenizer.preprocess
+        if self.name == "c3":
+            examples = multiple_choice.read_c3(paths, process)
+        else:
+            read = multiple_choice.read_swag if self.name == "swag" else \
+                multiple_choice.read_choice_jsonl
+            examples = [e for path in paths for e in read(path, process)]
+        self.examples[split] = examples
+        return examples
+
+    def cached_records(self, split, examples, paths, cache_dir):
+        o = self.options
+        if self.is_race:
+            return race.cached_race_records(
+                split, o["data_dir"], cache_dir, self.tokenizer, o["max_seq_length"],
+                o["max_qa_length"], high_only=o["high_only"], middle_only=o["middle_only"])
+        info = {"format": CACHE_FORMAT, "task": self.name, "split": split,
+                "sources": [cache.abspath_or_url(p) for p in paths],
+                "sources_sha256": [cache.file_sha256(p) for p in paths],
+                "max_seq_length": int(o["max_seq_length"]),
+                **cache.tokenizer_settings(self.tokenizer),
+                "max_qa_length": int(o["max_qa_length"]), "num_choices": self.num_choices}
+
+        def convert(path):
+            return race.write_examples(examples, o["max_seq_length"], o["max_qa_length"],
+                                       self.tokenizer, path, self.num_choices), 0
+
+        path = os.path.join(cache_dir, f"{self.name}_{glue.CACHE_SUFFIX[split]}.tf_record")
+        return cache.cached_conversion(path, info, convert)
+
+    def dataset(self, path, batch_size, training, drop_remainder=False):
+        return race.race_dataset(path, self.options["max_seq_length"], batch_size,
+                                 training=training, seed=self.options["seed"],
+                                 drop_remainder=drop_remainder, num_choices=self.num_choices)
+
+    # ------------------------------------------------------------------- model
+    def build_model(self, config):
+        return AlbertMultipleChoice(config, num_choices=self.num_choices,
+                                    seed=self.options["seed"],
+                                    dropout_rate=self.options["dropout_prob"])
+
+    def objective(self):
+        return MeanObjective(lambda o, f: losses.classification_loss(
+            o[names.LOGITS], f[names.LABEL_IDS], per_example=True))
+
+    # ----------------------------------------------------------------- results
+    def metrics(self, examples, outputs) -> dict:
+        return {"eval_accuracy": float(np.mean(
+            outputs[names.PREDICTIONS] == outputs[names.LABEL_IDS]))}
+
+    def write_predictions(self, examples, outputs, output_dir, step) -> str:
+        """test_results.tsv; but for RACE, `<task>_predictions.jsonl`: `id`,
+        `prediction` (a choice's index), `probabilities` (of the example's own
+        choices), `label` (the gold one, or null)."""
+        written = write_test_results(outputs[names.PROBABILITIES], output_dir)
+        if self.is_race:
+            return written
+        rows = []
+        for i, example in enumerate(examples):
+            count = len(example.endings)
+            label = None if example.label == multiple_choice.NO_LABEL else example.label
+            rows.append({"id": example.example_id,
+                         "prediction": int(outputs[names.PREDICTIONS][i]),
+                         "probabilities": [round(float(p), 6)
+                                           for p in outputs[names.PROBABILITIES][i][:count]],
+                         "label": label})
+        return prediction_file(self.name, output_dir, rows)
+
+    def export_options(self) -> dict:
+        return {"max_qa_length": self.options["max_qa_length"]}
+
+
+TASK = MultipleChoiceTask

@@ -13,8 +13,7 @@ import pytest
 
 from albert_tf import convert, names
 from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, scores
-from tests.helpers.forked import run_python
-from tests.helpers.scripts import FIXTURES, SPM, run_script
+from tests.helpers.scripts import FIXTURES, SPM, run_script, serve_text
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
 
@@ -32,6 +31,16 @@ def easy_rows(count, rng):
         rng.shuffle(words)
         rows.append((" ".join(words), labels))
     return rows
+
+
+def write_splits(root, counts, rows, seed, to_json):
+    """`<root>/<split>.jsonl` for each (split, count) of `counts`: `rows(count, rng)`
+    made into JSON objects by `to_json(text, label)`."""
+    rng = random.Random(seed)
+    for split, count in counts:
+        with open(root / f"{split}.jsonl", "w") as f:
+            for text, label in rows(count, rng):
+                f.write(json.dumps(to_json(text, label)) + "\n")
 
 
 def flags(config, out, **changes):
@@ -53,11 +62,8 @@ def easy(tmp_path_factory):
     """The keyword task as JSON lines (labels as lists), trained with the threshold tuned
     on dev, its test file predicted and the model exported every way."""
     root = tmp_path_factory.mktemp("easy")
-    rng = random.Random(3)
-    for split, count in (("train", 400), ("dev", 80), ("test", 12)):
-        with open(root / f"{split}.jsonl", "w") as f:
-            for text, labels in easy_rows(count, rng):
-                f.write(json.dumps({"text": text, "topics": labels}) + "\n")
+    write_splits(root, [("train", 400), ("dev", 80), ("test", 12)], easy_rows, 3,
+                 lambda text, labels: {"text": text, "topics": labels})
     config = write_tiny_config(root)
     out = root / "out"
     run_script("run_classifier.py", "--task_name=multi_label", f"--data_dir={root}",
@@ -94,19 +100,6 @@ def test_learns_and_scores_as_scikit_learn_on_what_it_writes(easy):
     assert test["subset_accuracy"] == pytest.approx(accuracy_score(gold, guess))
 
 
-def serve_text(version_dir, texts):
-    code = (
-        "import json, sys\n"
-        "import tensorflow_text  # registers the tokenizer ops\n"
-        "import tensorflow as tf\n"
-        "serve = tf.saved_model.load(sys.argv[1]).signatures['serve_text']\n"
-        "out = serve(text_a=tf.constant(json.loads(sys.argv[2])))\n"
-        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n")
-    result = run_python(["-c", code, version_dir, json.dumps(texts)], timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
 def test_exports_answer_as_the_predictions(easy):
     from ai_edge_litert.interpreter import Interpreter
 
@@ -119,7 +112,7 @@ def test_exports_answer_as_the_predictions(easy):
     expected = np.array([list(r["probabilities"].values()) for r in predicted])
     hot = [[int(x in r["labels"]) for x in r["probabilities"]] for r in predicted]
     version = easy / "out" / "export" / "1"
-    served = serve_text(version, texts)
+    served = serve_text(version, text_a=texts)
     np.testing.assert_allclose(served["probabilities"], expected, atol=1e-5)
     assert served["predictions"] == hot  # multi-hot at the tuned threshold
     info = read_export_info(version)

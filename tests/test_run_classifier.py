@@ -9,8 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.helpers.forked import run_python
-from tests.helpers.scripts import FIXTURES, SPM, run_script
+from tests.helpers.scripts import FIXTURES, SPM, run_script, serve_text
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
 
@@ -62,7 +61,8 @@ def test_mrpc_train_eval_predict(tmp_path, config_file):
     assert (out / "export" / "1" / "assets.extra" / "labels.txt").read_text().split() == [
         "0", "1"]
     pairs = [row.split("\t")[3:5] for row in test_rows]
-    served = serve_text(out / "export" / "1", pairs)
+    served = serve_text(out / "export" / "1", text_a=[p[0] for p in pairs],
+                        text_b=[p[1] for p in pairs])["probabilities"]
     expected = [[float(x) for x in row.split("\t")] for row in probabilities]
     assert len(served) == len(expected)
     for got, want in zip(served, expected):
@@ -70,24 +70,6 @@ def test_mrpc_train_eval_predict(tmp_path, config_file):
     # A later --do_predict alone uses the trained model.
     run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_predict",
         *common_flags(config_file, out))
-
-
-def serve_text(version_dir, pairs):
-    """Probabilities from the export's serve_text signature, in a fresh process."""
-    import json
-
-    code = (
-        "import json, sys\n"
-        "import tensorflow_text  # registers the tokenizer ops\n"
-        "import tensorflow as tf\n"
-        "pairs = json.loads(sys.argv[2])\n"
-        "serve = tf.saved_model.load(sys.argv[1]).signatures['serve_text']\n"
-        "out = serve(text_a=tf.constant([p[0] for p in pairs]),\n"
-        "            text_b=tf.constant([p[1] for p in pairs]))\n"
-        "print(json.dumps(out['probabilities'].numpy().tolist()))\n")
-    result = run_python(["-c", code, version_dir, json.dumps(pairs)], timeout=120)
-    assert result.returncode == 0, result.stderr[-2000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_sts_b_is_regression(tmp_path, config_file):

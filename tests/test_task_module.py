@@ -4,7 +4,6 @@ evaluated, predicted and exported through the installed `albert-run-classifier`.
 
 import json
 import pathlib
-import random
 import shutil
 import subprocess
 import sys
@@ -14,10 +13,10 @@ import tensorflow as tf
 
 from albert_tf import tasks
 from albert_tf.apps import classifier, common
-from tests.helpers.scripts import ROOT, SPM
+from tests.helpers.scripts import ROOT, SPM, serve_text
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
-from tests.test_multi_label import serve_text
+from tests.test_multi_label import write_splits
 from tests.test_run_classifier import easy_rows
 
 EXAMPLE = ROOT / "examples" / "mean_pool_classifier.py"
@@ -27,11 +26,8 @@ def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path
     folder = tmp_path / "my_project"
     folder.mkdir()
     shutil.copy(EXAMPLE, folder / "my_task.py")
-    rng = random.Random(5)
-    for split, count in (("train", 300), ("dev", 60), ("test", 6)):
-        with open(folder / f"{split}.jsonl", "w") as f:
-            for text, label in easy_rows(count, rng):
-                f.write(json.dumps({"review": text, "label": label}) + "\n")
+    write_splits(folder, [("train", 300), ("dev", 60), ("test", 6)], easy_rows, 5,
+                 lambda text, label: {"review": text, "label": label})
     config = write_tiny_config(folder)
     out = folder / "out"
     command = [pathlib.Path(sys.executable).parent / "albert-run-classifier",
@@ -54,7 +50,7 @@ def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path
     # The export answers raw text as the predictions (its own serving kind).
     texts = [json.loads(line)["review"]
              for line in (folder / "test.jsonl").read_text().splitlines()]
-    served = serve_text(out / "export" / "1", texts)
+    served = serve_text(out / "export" / "1", text_a=texts)
     assert [["neg", "pos"][i] for i in served["predictions"]] == [p["label"] for p in predicted]
 
 

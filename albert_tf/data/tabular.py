@@ -116,6 +116,20 @@ def rows(path: str, header: bool, used: list[tuple[str, str]], skips: records.Sk
             yield reader.line_num, {str(i): v for i, v in enumerate(row)}
 
 
+def complete_rows(path: str, fields: Fields, header: bool, with_label: bool,
+                  skips: records.SkipLog):
+    """(where, row) of the rows that hold every field used (`path:line`); a row that
+    lacks one is skipped, naming what it lacks."""
+    for number, row in rows(path, header, fields.used(with_label), skips):
+        where = f"{path}:{number}"
+        missing = [f"{field!r} (--{flag})" for flag, field in fields.used(with_label)
+                   if row.get(field) is None]
+        if missing:
+            skips.skip(where, f"missing {', '.join(missing)}")
+            continue
+        yield where, row
+
+
 def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | None,
                   regression: bool, header: bool = True,
                   process_text=str) -> list[InputExample]:
@@ -125,13 +139,7 @@ def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | 
     with_label = split != "test" and fields.label is not None
     skips = records.SkipLog(f"{split} row")
     examples = []
-    for number, row in rows(path, header, fields.used(with_label), skips):
-        where = f"{path}:{number}"
-        missing = [f"{field!r} (--{flag})" for flag, field in fields.used(with_label)
-                   if row.get(field) is None]
-        if missing:
-            skips.skip(where, f"missing {', '.join(missing)}")
-            continue
+    for where, row in complete_rows(path, fields, header, with_label, skips):
         label = None
         if with_label:
             raw = row[fields.label]

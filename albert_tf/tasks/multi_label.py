@@ -207,17 +207,9 @@ class MultiLabelTask(Task):
         with_label = split != "test" and fields.label is not None
         examples = []
         for path in paths:
-            skips = records.SkipLog(f"{split} row")
-            count = 0
-            for number, row in tabular.rows(path, self.options["header"],
-                                            fields.used(with_label), skips):
-                where = f"{path}:{number}"
-                count += 1
-                missing = [f"{field!r} (--{flag})" for flag, field in fields.used(with_label)
-                           if row.get(field) is None]
-                if missing:
-                    skips.skip(where, f"missing {', '.join(missing)}")
-                    continue
+            skips, before = records.SkipLog(f"{split} row"), len(examples)
+            for where, row in tabular.complete_rows(path, fields, self.options["header"],
+                                                    with_label, skips):
                 labels = None
                 if fields.label is not None and row.get(fields.label) is not None:
                     labels = tuple(dict.fromkeys(self._row_labels(row[fields.label])))
@@ -229,7 +221,7 @@ class MultiLabelTask(Task):
                 text_b = None if fields.text_b is None else str(row[fields.text_b])
                 examples.append(Example(f"{split}-{len(examples)}", str(row[fields.text_a]),
                                         text_b, labels))
-            skips.summary(count)
+            skips.summary(len(examples) - before + skips.count)
         if not examples:
             raise tabular.TableDataError(f"no usable {split} row in {', '.join(paths)} "
                                          "(see the warnings)")

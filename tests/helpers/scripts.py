@@ -24,6 +24,23 @@ def run_script(script: str, *args, check: bool = True,
     return result
 
 
+def serve_text(version_dir, **texts) -> dict[str, list]:
+    """Every output of an export's `serve_text` signature called with `texts` (input
+    name -> list of strings), in a fresh process, as lists."""
+    import json
+
+    code = (
+        "import json, sys\n"
+        "import tensorflow_text  # registers the tokenizer ops\n"
+        "import tensorflow as tf\n"
+        "serve = tf.saved_model.load(sys.argv[1]).signatures['serve_text']\n"
+        "out = serve(**{k: tf.constant(v) for k, v in json.loads(sys.argv[2]).items()})\n"
+        "print(json.dumps({k: v.numpy().tolist() for k, v in out.items()}))\n")
+    result = run_python(["-c", code, version_dir, json.dumps(texts)], timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def read_results(path: pathlib.Path) -> dict[str, float]:
     """The `key = value` lines of an eval_results.txt."""
     return {k: float(v) for k, v in (line.split(" = ")

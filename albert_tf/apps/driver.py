@@ -14,8 +14,6 @@ exact resume; every kept checkpoint evaluated on dev, the best kept as
 
 from __future__ import annotations
 
-import math
-
 from absl import logging
 
 from albert_tf.apps import common
@@ -58,25 +56,11 @@ def read_splits(task, settings, files, output_dir) -> dict:
     return data
 
 
-def train_steps(settings, num_examples: int | None) -> tuple[int, int]:
-    """(steps, warmup): --train_step, else --num_train_epochs over the training records;
-    --warmup_step, else --warmup_proportion of the steps."""
-    steps = settings.get("train_step")
-    if steps is None:
-        steps = 1 if num_examples is None else max(1, math.ceil(
-            num_examples / settings["train_batch_size"] * settings["num_train_epochs"]))
-    warmup = settings.get("warmup_step")
-    if warmup is None:
-        warmup = int(steps * settings["warmup_proportion"])
-    return steps, warmup
-
-
 def run(task_class, settings: dict) -> dict:
     """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
     test split and exports; returns the best dev results."""
     settings = common.complete_model_files(settings)
     task = task_class(settings)
-    common.check_run(settings)
     task.validate()
     files = task.data_files()
     if task.has_labels:
@@ -85,12 +69,12 @@ def run(task_class, settings: dict) -> dict:
     strategy, output_dir = context.strategy, context.output_dir
     task.tokenizer = tokenizer
     data = read_splits(task, settings, files, output_dir)
-    cache_dir = settings["cached_dir"] or output_dir
+    cache_dir = settings.get("cached_dir") or output_dir
     converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
                  for split in files}
     paths = {split: c.path for split, c in converted.items()}
-    steps, warmup = train_steps(settings, converted["train"].num_examples
-                                if "train" in converted else None)
+    steps, warmup = task.train_steps(converted["train"].num_examples
+                                     if "train" in converted else None)
 
     with strategy.scope():
         model = task.build_model(context.config)
@@ -125,4 +109,4 @@ def run(task_class, settings: dict) -> dict:
                 logging.info("predictions: %s", written)
     common.export_if_asked(settings, strategy, trainer.model, task.serving_kind,
                            labels=task.labels, **task.export_options())
-    return best
+    return best or task.results

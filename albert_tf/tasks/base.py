@@ -30,11 +30,16 @@ evaluation of every kept checkpoint with `model.ckpt-best`, and the exports. A t
 
 from __future__ import annotations
 
+import math
+import os
 from typing import Any, Iterable, Mapping, Sequence
 
 import tensorflow as tf
 
 from albert_tf import names, packing
+from albert_tf.apps.common import UsageError, check_file, check_run, wanted_splits
+from albert_tf.data import cache, records, tabular
+from albert_tf.data.glue import CACHE_SUFFIX
 from albert_tf.tokenization import CLS, SEP
 
 
@@ -59,6 +64,9 @@ class Task:
     padding_values: Mapping[str, int] = {}
     # Bump when `features` changes what it writes: cached records are then rewritten.
     cache_format: int = 1
+    # What a run returns where it has no dev split: results the task scored on its test
+    # split (SQuAD's EM / F1 of --predict_file), set by `write_predictions`.
+    results: dict = {}
 
     def __init__(self, options: Mapping[str, Any]):
         self.options = options
@@ -71,16 +79,17 @@ class Task:
         """Defines the task's own flags (`absl.flags.DEFINE_*`); none by default."""
 
     def validate(self) -> None:
-        """Raises `albert_tf.apps.common.UsageError` for options that cannot make a run."""
+        """Raises `albert_tf.apps.common.UsageError` for options that cannot make a run.
+        The base checks that there is something to do, that the tokenizer's file
+        exists and that --do_eval / --do_predict without --do_train find a trained
+        model (`common.check_run`); a task's own `validate` calls it."""
+        check_run(self.options)
 
     # --------------------------------------------------------------------- the data
     def data_files(self) -> dict[str, list[str]]:
         """The files of each split the run needs (train, dev, test for --do_train,
         --do_eval, --do_predict): `--<split>_file` (comma-separated for several), else
         `<data_dir>/<split>.csv|.tsv|.jsonl`; each must exist."""
-        from albert_tf.apps.common import UsageError, check_file, wanted_splits
-        from albert_tf.data import tabular
-
         files = {}
         for split in wanted_splits(self.options):
             given = self.options.get(f"{split}_file")
@@ -125,10 +134,6 @@ class Task:
         """The split's records as a file under `cache_dir` (`records_name`), converted
         from `split_records` unless the file there was made from what `cache_info`
         says; returns `albert_tf.data.cache.CachedRecords`."""
-        import os
-
-        from albert_tf.data import cache, records
-
         spec = self.record_spec()
 
         def serialized(features) -> bytes:  # ints as int64, floats where spec says
@@ -150,8 +155,6 @@ class Task:
         """Batches of the records at `path`, each padded to its longest sequence
         (`sequence_features` with the three, `padding_values`); shuffled with the
         run's seed and repeated when `training`."""
-        from albert_tf.data import records
-
         return records.fine_tuning_dataset(
             path, records.fixed_length_spec(self.options["max_seq_length"],
                                             self.record_spec()),
@@ -163,15 +166,11 @@ class Task:
     def records_name(self, split: str) -> str:
         """The cached record file's name, `.tf_record` added: `<task>_train`,
         `<task>_eval`, `<task>_predict` (the original's suffixes)."""
-        from albert_tf.data.glue import CACHE_SUFFIX
-
         return f"{self.name}_{CACHE_SUFFIX[split]}"
 
     def cache_info(self, split: str, paths: Sequence[str]) -> dict:
         """What the split's records are made from, kept beside them: a difference
         converts again."""
-        from albert_tf.data import cache
-
         return {"format": self.cache_format, "task": self.name, "split": split,
                 "sources": [cache.abspath_or_url(p) for p in paths],
                 "sources_sha256": [cache.file_sha256(p) for p in paths],
@@ -192,6 +191,20 @@ class Task:
                               cls_id=self.tokenizer.special_id(CLS),
                               sep_id=self.tokenizer.special_id(SEP))
         return {names.MODEL_TO_RECORD[k]: v.tolist() for k, v in packed.items()}
+
+    def train_steps(self, num_examples: int | None) -> tuple[int, int]:
+        """(training steps, warmup steps): --train_step, else --num_train_epochs over the
+        `num_examples` training records (None: no training split); --warmup_step, else
+        --warmup_proportion of the steps."""
+        o = self.options
+        steps = o.get("train_step")
+        if steps is None:
+            steps = 1 if num_examples is None else max(1, math.ceil(
+                num_examples / o["train_batch_size"] * o["num_train_epochs"]))
+        warmup = o.get("warmup_step")
+        if warmup is None:
+            warmup = int(steps * o["warmup_proportion"])
+        return steps, warmup
 
     # -------------------------------------------------------------------- the model
     def build_model(self, config):

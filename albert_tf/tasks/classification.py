@@ -87,6 +87,7 @@ class ClassificationTask(Task):
         o = self.options
         if not self.is_file and (not o["data_dir"] or not os.path.isdir(o["data_dir"])):
             raise UsageError(f"--data_dir={o['data_dir']} is not a directory")
+        super().validate()
         if self.is_file and not o["text_a_field"]:
             raise UsageError(f"--task_name={self.name} needs --text_a_field")
 

@@ -176,6 +176,7 @@ class MultiLabelTask(Task):
         return tabular.Fields(o["text_a_field"], o["text_b_field"], o["label_field"])
 
     def validate(self) -> None:
+        super().validate()
         if not self.options["text_a_field"]:
             raise UsageError(f"--task_name={self.name} needs --text_a_field")
         if self.options["do_train"] and not self.options["label_field"]:

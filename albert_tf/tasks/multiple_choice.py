@@ -58,6 +58,7 @@ class MultipleChoiceTask(Task):
         o = self.options
         if self.is_race and (not o["data_dir"] or not os.path.isdir(o["data_dir"])):
             raise UsageError(f"--data_dir={o['data_dir']} is not a directory")
+        super().validate()
         if o["high_only"] and o["middle_only"]:
             raise UsageError("--high_only and --middle_only exclude each other")
         if not 1 <= o["max_qa_length"] <= o["max_seq_length"] - 3:

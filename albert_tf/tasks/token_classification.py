@@ -63,6 +63,7 @@ class TokenClassificationTask(Task):
         return files
 
     def validate(self) -> None:
+        super().validate()
         if self.options["train_step"] is not None and self.options["train_step"] < 1:
             raise UsageError(f"--train_step={self.options['train_step']} must be positive")
 

@@ -183,8 +183,8 @@ def test_goemotions_rows_with_separated_labels(tmp_path):
                f"--test_file={GOEMOTIONS / 'dev.tsv'}", "--text_a_field=text",
                "--label_field=labels", "--do_train", "--do_eval", "--do_predict",
                "--tune_threshold",
-               *flags(config, out, max_seq_length=48, train_batch_size=32, train_step=40,
-                      save_checkpoints_steps=40, iterations_per_loop=40))
+               *flags(config, out, max_seq_length=32, train_batch_size=32, train_step=20,
+                      save_checkpoints_steps=20, iterations_per_loop=20))
     train, dev = read_tsv(GOEMOTIONS / "train.tsv"), read_tsv(GOEMOTIONS / "dev.tsv")
     labels = sorted({x for row in train for x in row[1].split(",")})
     assert (out / "labels.txt").read_text().splitlines() == labels

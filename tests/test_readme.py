@@ -273,9 +273,9 @@ def test_own_tasks_section_runs(release_dir, capsys):
     assert (root / "reviews_out" / "labels.txt").read_text() == "neg\npos\n"
     assert (root / "endings_out" / "model.ckpt-best.index").exists()
     assert "micro_f1" in (root / "emotions_out" / "eval_results.txt").read_text()
-    assert (root / "exported" / "emotions" / "1" / "saved_model.pb").exists()
+    assert (root / "emotions_out" / "threshold.txt").exists()
     assert (root / "mean_pool_out" / "labels.txt").read_text() == "neg\npos\n"
-    assert (root / "exported" / "mean_pool" / "1" / "saved_model.pb").exists()
+    assert "eval_accuracy" in (root / "mean_pool_out" / "eval_results.txt").read_text()
 
 
 def check_rest_bodies(version_dir):

@@ -23,7 +23,7 @@ import os
 import tensorflow as tf
 from absl import app, flags, logging
 
-from albert_tf import fileio, huggingface, release
+from albert_tf import fileio, huggingface, release, task_heads
 from albert_tf.checkpoints import CheckpointError, save_tf1_checkpoint
 from albert_tf.modeling import (
     AlbertClassifier,
@@ -40,8 +40,9 @@ MODELS = {"pretrainer": AlbertPretrainer, "encoder": AlbertEncoder,
           "squad_v1": AlbertSquadV1, "token_classifier": AlbertTokenClassifier,
           "multi_label": AlbertMultiLabelClassifier}
 # The models whose `num_labels` is read from their head's weights [num_labels, H].
-_LABELLED_HEADS = {"classifier": "output_weights", "multi_label": "output_weights",
-                   "token_classifier": "cls/ner/output_weights"}
+_LABELLED_HEADS = {"classifier": task_heads.weights_name("classifier"),
+                   "multi_label": task_heads.weights_name("classifier"),
+                   "token_classifier": task_heads.weights_name("token_classifier")}
 # Hugging Face `problem_type`s of a class that are a model of their own here.
 _BY_PROBLEM_TYPE = {(AlbertMultiLabelClassifier.hf_architecture,
                      AlbertMultiLabelClassifier.hf_problem_type): "multi_label"}
@@ -66,12 +67,12 @@ def detect_model(files: release.ReleaseFiles) -> str:
     shapes = release.weight_shapes(files)
     if "cls/predictions/output_bias" in shapes:
         return "pretrainer"
-    if "cls/squad/output_weights" in shapes:
-        return "squad_v1"
-    if "cls/ner/output_weights" in shapes:
-        return "token_classifier"
-    if "output_weights" in shapes:
-        if shapes["output_weights"][0] == 1:
+    for head in ("squad_v1", "token_classifier"):
+        if task_heads.weights_name(head) in shapes:
+            return head
+    pooled = task_heads.weights_name("classifier")  # also the multiple-choice scorer's
+    if pooled in shapes:
+        if shapes[pooled][0] == 1:
             raise CheckpointError(
                 f"{files.checkpoint} has a one-output head: give --model=classifier "
                 "(regression) or --model=multiple_choice")

@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import fileio
+from albert_tf import fileio, task_heads
 from albert_tf.checkpoints import CheckpointError, LoadReport, load_weights, tf1_name
 from albert_tf.config import AlbertConfig
 
@@ -101,27 +101,30 @@ def encoder_keys(config: AlbertConfig, base: str = "albert.") -> dict[str, Key]:
     return keys
 
 
-# The heads: TF1 name -> key, by `transformers` class. The classifier and multiple-choice
-# heads are [num_outputs, H] on both sides (no transpose), as are the SOP weights.
+# The heads: TF1 name -> key, by `transformers` class. The fine-tuning heads are
+# [num_outputs, H] on both sides (no transpose), as are the SOP weights.
 _MLM = {
     **_linear("cls/predictions/transform/dense", "predictions.dense"),
     **_layer_norm("cls/predictions/transform/LayerNorm", "predictions.LayerNorm"),
     "cls/predictions/output_bias": Key("predictions.bias"),
 }
-_POOLED_HEAD = {"output_weights": Key("classifier.weight"),
-                "output_bias": Key("classifier.bias")}
+
+
+def _head(name: str) -> dict[str, Key]:
+    """A fine-tuning head's keys, from its table (`albert_tf.task_heads`)."""
+    return {tf1: Key(variable.hf_key) for tf1, variable in task_heads.HEADS[name].items()}
+
+
 HEAD_KEYS: dict[str, dict[str, Key]] = {
     BASE: {},
     PRETRAINING: {**_MLM,
                   "cls/seq_relationship/output_weights": Key("sop_classifier.classifier.weight"),
                   "cls/seq_relationship/output_bias": Key("sop_classifier.classifier.bias")},
     MASKED_LM: _MLM,
-    SEQUENCE_CLASSIFICATION: _POOLED_HEAD,
-    MULTIPLE_CHOICE: _POOLED_HEAD,
-    QUESTION_ANSWERING: {"cls/squad/output_weights": Key("qa_outputs.weight"),
-                         "cls/squad/output_bias": Key("qa_outputs.bias")},
-    TOKEN_CLASSIFICATION: {"cls/ner/output_weights": Key("classifier.weight"),
-                           "cls/ner/output_bias": Key("classifier.bias")},
+    SEQUENCE_CLASSIFICATION: _head("classifier"),
+    MULTIPLE_CHOICE: _head("multiple_choice"),
+    QUESTION_ANSWERING: _head("squad_v1"),
+    TOKEN_CLASSIFICATION: _head("token_classifier"),
 }
 # What `transformers` ties to other weights (absent from its own files, or equal).
 TIED = {"predictions.decoder.weight": "bert/embeddings/word_embeddings",

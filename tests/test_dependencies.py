@@ -20,6 +20,8 @@ FORBIDDEN = {
     "albert_tf.config": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
                          "albert_tf.checkpoints", "albert_tf.data"),
     "albert_tf.fileio": ("albert_tf.",),
+    # The heads' tables are data: the models, the layout and the readers read them.
+    "albert_tf.task_heads": ("albert_tf.",),
     "albert_tf.data": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
                        "albert_tf.export", "albert_tf.tasks"),
     # (Reading releases is still in: `from_release` imports albert_tf.release, and

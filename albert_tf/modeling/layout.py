@@ -8,6 +8,7 @@ gives parameter counts of any size instantly.
 
 from __future__ import annotations
 
+from albert_tf import task_heads
 from albert_tf.config import AlbertConfig
 
 
@@ -116,32 +117,31 @@ def parameter_counts(config: AlbertConfig) -> dict[str, int]:
 
 # --------------------------------------------------------------------- fine-tuning heads
 # The variables the original fine-tuning scripts add to `bert/` (every one of them also
-# creates the pooler, used or not). Shapes as the original creates them.
+# creates the pooler, used or not). Shapes as the original creates them; the heads with
+# a Hugging Face counterpart are the tables of `albert_tf.task_heads`.
 
 
 def classifier_variables(config: AlbertConfig, num_labels: int) -> dict[str, tuple[int, ...]]:
     """`classifier_utils.create_model` (run_classifier.py): two variables at the root
     scope, on the pooled output. STS-B (regression) has num_labels = 1."""
-    return {"output_weights": (num_labels, config.hidden_size), "output_bias": (num_labels,)}
+    return task_heads.shapes("classifier", config, num_labels)
 
 
 def multiple_choice_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
     """`race_utils.create_model` (run_race.py): one score per choice, at the root scope."""
-    return {"output_weights": (1, config.hidden_size), "output_bias": (1,)}
+    return task_heads.shapes("multiple_choice", config, 1)
 
 
 def squad_v1_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
     """`squad_utils.create_v1_model` (run_squad_v1.py): start and end weights in one."""
-    return {"cls/squad/output_weights": (2, config.hidden_size),
-            "cls/squad/output_bias": (2,)}
+    return task_heads.shapes("squad_v1", config, 2)
 
 
 def token_classification_variables(config: AlbertConfig,
                                    num_labels: int) -> dict[str, tuple[int, ...]]:
     """Our NER head (the original has none): a score per label at every position, named
     as the SQuAD v1 head is (`cls/<task>/output_weights` [num_labels, H])."""
-    return {"cls/ner/output_weights": (num_labels, config.hidden_size),
-            "cls/ner/output_bias": (num_labels,)}
+    return task_heads.shapes("token_classifier", config, num_labels)
 
 
 def squad_v2_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:

@@ -18,10 +18,12 @@ checkpoint fine-tuned by the original scripts loads whole. Losses: `albert_tf.lo
 
 from __future__ import annotations
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
-from albert_tf import names
+from albert_tf import names, task_heads
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
@@ -97,17 +99,28 @@ class AlbertTaskModel(AlbertModel):
     def _encode(self, inputs, training, first_token_only=False):
         return self.encoder(inputs, training=training, first_token_only=first_token_only)
 
-    def _build_pooled_head(self, num_outputs: int, dropout_rate: float) -> None:
+    def _build_head(self, head: str, num_outputs: int) -> None:
+        """The weights and bias of a head of `albert_tf.task_heads` under their TF1 names
+        (`self.output_weights` [num_outputs, H], `self.output_bias`), created in the
+        table's order."""
+        created = []
+        for name, variable in task_heads.HEADS[head].items():
+            *scopes, leaf = name.split("/")
+            initial = "zeros" if variable.initial == "zeros" else \
+                common.truncated_normal(HEAD_INITIALIZER_STDDEV, self._head_seeds)
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(tf1_scope(scopes[0]) if scopes else root_scope())
+                for scope in scopes[1:]:
+                    stack.enter_context(keras.name_scope(scope))
+                created.append(_variable(leaf, variable.shape(self.config, num_outputs),
+                                         initial, self.dtype_policy))
+        self.output_weights, self.output_bias = created
+
+    def _build_pooled_head(self, head: str, num_outputs: int, dropout_rate: float) -> None:
         """The head the original's classifier and RACE scorer put on the pooled output:
         root-scope `output_weights` [num_outputs, H] and `output_bias`, and dropout."""
-        seeds = self._head_seeds
-        with root_scope():
-            self.output_weights = _variable(
-                "output_weights", (num_outputs, self.config.hidden_size),
-                common.truncated_normal(HEAD_INITIALIZER_STDDEV, seeds), self.dtype_policy)
-            self.output_bias = _variable("output_bias", (num_outputs,), "zeros",
-                                         self.dtype_policy)
-        self.dropout = common.dropout(dropout_rate, seeds, self.dtype_policy)
+        self._build_head(head, num_outputs)
+        self.dropout = common.dropout(dropout_rate, self._head_seeds, self.dtype_policy)
 
     def _score_pooled(self, pooled, training):
         """dropout(pooled) @ output_weights^T + output_bias: [N, H] -> [N, num_outputs]."""
@@ -154,7 +167,7 @@ class AlbertClassifier(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
-        self._build_pooled_head(num_labels, dropout_rate)
+        self._build_pooled_head("classifier", num_labels, dropout_rate)
         self.built = True
 
     @property
@@ -200,7 +213,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_choices = num_choices
         self.dropout_rate = dropout_rate
-        self._build_pooled_head(1, dropout_rate)
+        self._build_pooled_head("multiple_choice", 1, dropout_rate)
         self.built = True
 
     def _flatten(self, inputs) -> tuple[dict, tf.Tensor]:
@@ -261,12 +274,7 @@ class AlbertSquadV1(AlbertTaskModel):
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_squad_v1")
         super().__init__(config, seed, **kwargs)
-        with tf1_scope("cls"), keras.name_scope("squad"):
-            self.output_weights = _variable(
-                "output_weights", (2, config.hidden_size),
-                common.truncated_normal(HEAD_INITIALIZER_STDDEV, self._head_seeds),
-                self.dtype_policy)
-            self.output_bias = _variable("output_bias", (2,), "zeros", self.dtype_policy)
+        self._build_head("squad_v1", 2)
         self.built = True
 
     def call(self, inputs, training=None):
@@ -300,13 +308,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
-        with tf1_scope("cls"), keras.name_scope("ner"):
-            self.output_weights = _variable(
-                "output_weights", (num_labels, config.hidden_size),
-                common.truncated_normal(HEAD_INITIALIZER_STDDEV, self._head_seeds),
-                self.dtype_policy)
-            self.output_bias = _variable("output_bias", (num_labels,), "zeros",
-                                         self.dtype_policy)
+        self._build_head("token_classifier", num_labels)
         self.dropout = common.dropout(dropout_rate, self._head_seeds, self.dtype_policy)
         self.built = True
 

@@ -1,29 +1,27 @@
-"""What the absl scripts share: flags with the original names, and the set-up steps.
+"""What the absl scripts share before a run: flags with the original names, the errors
+that mean bad input, the config and model files, and the checks made before any work.
 
-The scripts (`run_pretraining.py`, `run_classifier.py`, `run_squad.py`) only define
-flags and call `albert_tf.apps.<task>.run`; everything they do is reachable from
-Python here. `export_savedmodel.py` takes the model and tokenizer flags defined here
-too, so every script reads `--albert_config_file` (a file or a shipped name) the same
-way.
+The scripts (`run_pretraining.py`, `run_classifier.py`, `run_squad.py`, `run_ner.py`)
+only define flags and call `albert_tf.apps.<script>.run`; everything they do is
+reachable from Python. `export_savedmodel.py` takes the model and tokenizer flags
+defined here too, so every script reads `--albert_config_file` (a file or a shipped
+name) the same way. The run itself (strategy, trainer, best checkpoint, exports) is
+`albert_tf.apps.session`.
 """
 
 from __future__ import annotations
 
 import collections.abc
-import dataclasses
 import os
 
-import keras
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import checkpoints, fileio, release
+from albert_tf import fileio, release
 from albert_tf.config import AlbertConfig
-from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError, refuse_frozen_weights
+from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError
 from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path
 from albert_tf.training import distribute
-from albert_tf.training.loop import Trainer, predict
-from albert_tf.training.optimizers import create_optimizer
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
@@ -177,15 +175,6 @@ def flag_values(names) -> dict:
     return {name: flags.FLAGS[name].value for name in names}
 
 
-@dataclasses.dataclass
-class RunContext:
-    """The strategy, the config and the helpers of one run."""
-
-    strategy: tf.distribute.Strategy
-    config: AlbertConfig
-    output_dir: str
-
-
 def check_file(path, flag: str) -> str:
     if not path:
         raise UsageError(f"--{flag} is required")
@@ -240,167 +229,6 @@ def complete_model_files(settings: dict) -> dict:
             logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
                             settings["do_lower_case"], files.directory, said)
     return settings
-
-
-def setup(*, albert_config_file, output_dir, distribution_strategy="one_device", tpu=None,
-          precision="float32", seed=12345, max_seq_length=None,
-          checkpoint_layout="google", export_tflite=None, **_) -> RunContext:
-    """Config, strategy, precision and seeds; errors before any work starts."""
-    if not output_dir:
-        raise UsageError("--output_dir is required")
-    checked_tflite_path(export_tflite)
-    # Training, and evaluating one checkpoint after another, change the weights.
-    refuse_frozen_weights("this script", UsageError)
-    config = load_config(albert_config_file, checkpoint_layout)
-    if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
-        raise UsageError(
-            f"--max_seq_length={max_seq_length} is longer than the model's "
-            f"max_position_embeddings ({config.max_position_embeddings}) in "
-            f"{albert_config_file}")
-    keras.utils.set_random_seed(seed)
-    keras.mixed_precision.set_dtype_policy(precision)
-    strategy = distribute.get_strategy(distribution_strategy, tpu=tpu)
-    tf.io.gfile.makedirs(output_dir)
-    if distribute.is_chief(strategy):  # one run per output directory
-        from albert_tf.training import lock
-
-        lock.acquire(output_dir)
-    logging.info("%s with %d replicas; precision %s", type(strategy).__name__,
-                 strategy.num_replicas_in_sync, precision)
-    return RunContext(strategy, config, os.fspath(output_dir))
-
-
-def start(settings: dict) -> tuple[RunContext, object]:
-    """`setup`, the batch sizes checked against the replicas, and the run's Python
-    tokenizer (`--spm_model_file` or `--vocab_file`, `--do_lower_case`)."""
-    from albert_tf.tokenization import FullTokenizer
-
-    context = setup(**settings)
-    for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if flag in settings:
-            distribute.per_replica_batch_size(settings[flag], context.strategy, flag)
-    tokenizer = FullTokenizer(vocab_file=settings["vocab_file"],
-                              do_lower_case=settings["do_lower_case"],
-                              spm_model_file=settings["spm_model_file"])
-    return context, tokenizer
-
-
-def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimizer="adamw",
-                   precision="float32", **kwargs):
-    """The original optimizer; wrapped for loss scaling under float16."""
-    result = create_optimizer(learning_rate, num_train_steps, num_warmup_steps,
-                              optimizer=optimizer, **kwargs)
-    if precision == "mixed_float16":
-        result = keras.optimizers.LossScaleOptimizer(result)
-    return result
-
-
-def make_trainer(settings: dict, strategy, model, optimizer, objective, output_dir: str,
-                 train_steps: int):
-    """The run's `Trainer`: checkpoints, loop length, accumulation, XLA and the seed of
-    its random draws (dropout) from the common flags."""
-    return Trainer(
-        strategy=strategy, model=model, optimizer=optimizer, objective=objective,
-        output_dir=output_dir, train_steps=train_steps,
-        steps_per_loop=settings["iterations_per_loop"],
-        save_checkpoints_steps=settings["save_checkpoints_steps"],
-        keep_checkpoint_max=settings["keep_checkpoint_max"],
-        gradient_accumulation_steps=settings["gradient_accumulation_steps"],
-        enable_xla=settings["enable_xla"], seed=settings["seed"])
-
-
-def train(trainer, dataset_fn):
-    """`trainer.train(dataset_fn)`; when it reached its last step, the chief then keeps
-    the final weights as the original's `model.ckpt-<step>` (TF1 names, as its
-    Estimator wrote them): what `export_savedmodel.py --checkpoint`, `--init_checkpoint`
-    and the original code read. (The run's own `ckpt-N` are object-based checkpoints for
-    resuming, with the optimizer's slots.) Returns the `TrainResult`."""
-    result = trainer.train(dataset_fn)
-    if not result.stopped_by_signal and distribute.is_chief(trainer.strategy):
-        path = os.path.join(trainer.output_dir, f"model.ckpt-{result.step}")
-        checkpoints.save_tf1_checkpoint(trainer.model, path, global_step=result.step)
-        logging.info("TF1 checkpoint of the trained model: %s", path)
-    return result
-
-
-def initialize_from(model, init_checkpoint, output_dir) -> None:
-    """Loads `init_checkpoint` (any layout, by name: `release.load_checkpoint`) unless
-    `output_dir` holds a checkpoint to resume from (which then wins, as in the
-    original)."""
-    if not init_checkpoint:
-        return
-    if tf.train.latest_checkpoint(output_dir):
-        logging.info("not loading %s: resuming from %s", init_checkpoint, output_dir)
-        return
-    report = release.load_checkpoint(model, init_checkpoint)
-    logging.info("initialized from %s:\n%s", init_checkpoint, report)
-
-
-def write_results(path: str, results: dict, title: str = "Eval results",
-                  summary_step: int | None = None) -> None:
-    """`key = value` lines, as the original's eval_results.txt; also logged, and with
-    `summary_step` written as TensorBoard scalars under `<dir>/eval`."""
-    logging.info("***** %s *****", title)
-    for key, value in sorted(results.items()):
-        logging.info("  %s = %s", key, value)
-    fileio.write_text_atomically(path, "".join(f"{k} = {v}\n" for k, v in sorted(results.items())))
-    if summary_step is not None:
-        writer = tf.summary.create_file_writer(os.path.join(os.path.dirname(path), "eval"))
-        with writer.as_default(step=summary_step):
-            for key, value in results.items():
-                if key != "global_step":
-                    tf.summary.scalar(key, float(value))
-        writer.flush()
-
-
-# The flags that each ask for the trained model in some form (`export_if_asked`).
-EXPORT_FLAGS = ("export_dir", "export_tflite", "export_hf_dir")
-
-
-def exporting(settings: dict) -> bool:
-    """Whether the run writes its model in any form at the end."""
-    return any(settings.get(flag) for flag in EXPORT_FLAGS)
-
-
-def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
-                    **options) -> str | None:
-    """With `--export_hf_dir`, writes `model` as a Hugging Face directory (`labels` name
-    a classifier's outputs); with `--export_dir`, exports it as `kind` (see
-    `albert_tf.export`) with the run's tokenizer and `max_seq_length`; with
-    `--export_tflite`, writes it as one LiteRT file (`tflite_precision`). The chief
-    alone writes. Returns the SavedModel version directory written."""
-    if not distribute.is_chief(strategy):
-        return None
-    if settings.get("export_hf_dir"):
-        from albert_tf.huggingface import save_hf_checkpoint
-
-        save_hf_checkpoint(model, settings["export_hf_dir"],
-                           spm_model_file=settings["spm_model_file"],
-                           vocab_file=settings["vocab_file"],
-                           do_lower_case=settings["do_lower_case"], labels=labels)
-        logging.info("wrote the Hugging Face directory %s", settings["export_hf_dir"])
-    if settings.get("export_tflite"):
-        from albert_tf.export import export_tflite
-
-        export_tflite(model, settings["export_tflite"], kind=kind,
-                      precision=settings["tflite_precision"], labels=labels,
-                      task_name=options.get("task_name"),
-                      max_seq_length=settings["max_seq_length"],
-                      do_lower_case=settings["do_lower_case"])
-        logging.info("wrote the LiteRT file %s", settings["export_tflite"])
-    if not settings.get("export_dir"):
-        return None
-    if labels is not None:
-        options["labels"] = labels
-    from albert_tf.export import export_savedmodel
-
-    path = export_savedmodel(
-        model, settings["export_dir"], kind=kind, spm_model_file=settings["spm_model_file"],
-        vocab_file=settings["vocab_file"], do_lower_case=settings["do_lower_case"],
-        max_seq_length=settings["max_seq_length"],
-        serving_precision=settings["serving_precision"], **options)
-    logging.info("exported the SavedModel to %s", path)
-    return path
 
 
 def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
@@ -465,56 +293,6 @@ def check_labels_known(settings: dict) -> None:
     if not settings["do_train"] and not settings["labels"] and not tf.io.gfile.exists(path):
         raise UsageError(f"no {LABELS_FILE} in --output_dir={settings['output_dir']}: "
                          f"give --labels")
-
-
-def load_best_or_latest(trainer, output_dir) -> None:
-    """The kept best checkpoint (model.ckpt-best) if there is one, else the latest (as
-    the chief wrote them: every worker reads the same)."""
-    distribute.barrier(trainer.strategy)
-    best = os.path.join(output_dir, BEST_CHECKPOINT)
-    if tf.io.gfile.exists(best + ".index"):
-        checkpoints.load_tf1_checkpoint(trainer.model, best, strict=True)
-    else:
-        trainer.restore()
-
-
-def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
-    """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
-    latest; TensorBoard gets each) and keeps the best by the task's metric as
-    `model.ckpt-best` (TF1 format, readable by the original code) with
-    `best_trial.txt`. `task.dataset(path, settings, batch_size, training)` reads the
-    dev set in order, `task.metrics(outputs)` scores it (the model outputs
-    `task.eval_outputs` and the features `task.label_features`, by default
-    `predictions` and `label_ids`) and `task.metric` names the result to maximize."""
-    dataset = task.dataset(path, settings, settings["eval_batch_size"], False)
-    # every worker evaluates the chief's checkpoints, once they are written
-    distribute.barrier(trainer.strategy)
-    checkpoints_to_try = trainer.checkpoints_oldest_first() or [None]
-    best, best_step = None, None
-    for checkpoint in checkpoints_to_try:
-        if checkpoint is not None and not trainer.load(checkpoint, partial=True):
-            continue  # unreadable: reported, not evaluated
-        results = task.metrics(predict(
-            trainer.strategy, trainer.model, dataset,
-            list(getattr(task, "eval_outputs", ["predictions"])),
-            list(getattr(task, "label_features", ["label_ids"]))))
-        results["global_step"] = trainer.step
-        if distribute.is_chief(trainer.strategy):
-            write_results(os.path.join(output_dir, "eval_results.txt"), results,
-                          summary_step=trainer.step)
-        logging.info("dev %s at step %d: %s", task.metric, trainer.step, results[task.metric])
-        if best is None or results[task.metric] > best[task.metric]:
-            best, best_step = results, trainer.step
-            if distribute.is_chief(trainer.strategy):
-                checkpoints.save_tf1_checkpoint(trainer.model,
-                                                os.path.join(output_dir, BEST_CHECKPOINT),
-                                                global_step=trainer.step)
-    if best is None:
-        raise UsageError(f"no checkpoint of {output_dir} can be read: nothing to evaluate")
-    if distribute.is_chief(trainer.strategy):
-        write_results(os.path.join(output_dir, "best_trial.txt"), best,
-                      title=f"Best trial (step {best_step})")
-    return best
 
 
 def app_main(app_module):

@@ -4,7 +4,7 @@
 
 The steps, each the same for every task: the model files the `--init_checkpoint`
 brings; the task's checks and every split's files, before any work; the strategy,
-seeds and tokenizer (`common.start`); the labels (`--labels`, a model's labels.txt, or
+seeds and tokenizer (`session.start`); the labels (`--labels`, a model's labels.txt, or
 the training split's) and every split read; each split's records converted once and
 cached beside their settings; the model and optimizer; training with checkpoints and
 exact resume; every kept checkpoint evaluated on dev, the best kept as
@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from absl import logging
 
-from albert_tf.apps import common
+from albert_tf.apps import common, session
 from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
 
 class _DevSet:
-    """The task's dev split as `common.evaluate_checkpoints` reads it."""
+    """The task's dev split as `session.evaluate_checkpoints` reads it."""
 
     def __init__(self, task, data):
         self.task, self.data = task, data
@@ -65,7 +65,7 @@ def run(task_class, settings: dict) -> dict:
     files = task.data_files()
     if task.has_labels:
         common.check_labels_known(settings)
-    context, tokenizer = common.start(settings)
+    context, tokenizer = session.start(settings)
     strategy, output_dir = context.strategy, context.output_dir
     task.tokenizer = tokenizer
     data = read_splits(task, settings, files, output_dir)
@@ -78,25 +78,25 @@ def run(task_class, settings: dict) -> dict:
 
     with strategy.scope():
         model = task.build_model(context.config)
-        optimizer = common.make_optimizer(
+        optimizer = session.make_optimizer(
             learning_rate=settings["learning_rate"], num_train_steps=steps,
             num_warmup_steps=warmup, optimizer=settings["optimizer"],
             precision=settings["precision"])
-    common.initialize_from(model, settings["init_checkpoint"], output_dir)
-    trainer = common.make_trainer(settings, strategy, model, optimizer, task.objective(),
+    session.initialize_from(model, settings["init_checkpoint"], output_dir)
+    trainer = session.make_trainer(settings, strategy, model, optimizer, task.objective(),
                                   output_dir, steps)
     if "train" in paths:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
-        common.train(trainer, lambda skip: task.dataset(
+        session.train(trainer, lambda skip: task.dataset(
             paths["train"], micro_batch, True, drop_remainder=True).skip(skip))
     best = {}
     if "dev" in paths:
-        best = common.evaluate_checkpoints(_DevSet(task, data["dev"]), trainer, settings,
+        best = session.evaluate_checkpoints(_DevSet(task, data["dev"]), trainer, settings,
                                            paths["dev"], output_dir)
         if distribute.is_chief(strategy):
             task.evaluated(best, output_dir)
-    if "test" in paths or common.exporting(settings):
-        common.load_best_or_latest(trainer, output_dir)
+    if "test" in paths or session.exporting(settings):
+        session.load_best_or_latest(trainer, output_dir)
         task.prepare_model(trainer.model, output_dir)
     if "test" in paths:
         dataset = task.dataset(paths["test"], settings["predict_batch_size"], False)
@@ -107,6 +107,6 @@ def run(task_class, settings: dict) -> dict:
             written = task.write_predictions(data["test"], outputs, output_dir, trainer.step)
             if written:
                 logging.info("predictions: %s", written)
-    common.export_if_asked(settings, strategy, trainer.model, task.serving_kind,
+    session.export_if_asked(settings, strategy, trainer.model, task.serving_kind,
                            labels=task.labels, **task.export_options())
     return best or task.results

@@ -8,7 +8,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from albert_tf import losses, names
-from albert_tf.apps import common
+from albert_tf.apps import common, session
 from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.tokenization import FullTokenizer
@@ -103,26 +103,26 @@ def run(settings: dict) -> dict:
     """Trains and/or evaluates; returns the eval results (empty without do_eval)."""
     settings = common.complete_model_files(settings)
     validate(settings)
-    context = common.setup(**settings)
+    context = session.setup(**settings)
     strategy, config = context.strategy, context.config
     distribute.per_replica_batch_size(settings["train_batch_size"], strategy)
     distribute.per_replica_batch_size(settings["eval_batch_size"], strategy, "eval_batch_size")
     with strategy.scope():
         model = AlbertPretrainer(config, seed=settings["seed"])
-        optimizer = common.make_optimizer(
+        optimizer = session.make_optimizer(
             learning_rate=settings["learning_rate"],
             num_train_steps=settings["num_train_steps"],
             num_warmup_steps=settings["num_warmup_steps"],
             optimizer=settings["optimizer"], precision=settings["precision"],
             start_warmup_step=settings["start_warmup_step"],
             poly_power=settings["poly_power"])
-    common.initialize_from(model, settings["init_checkpoint"], context.output_dir)
-    trainer = common.make_trainer(settings, strategy, model, optimizer, PretrainingObjective(),
+    session.initialize_from(model, settings["init_checkpoint"], context.output_dir)
+    trainer = session.make_trainer(settings, strategy, model, optimizer, PretrainingObjective(),
                                   context.output_dir, settings["num_train_steps"])
     results = {}
     if settings["do_train"]:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
-        common.train(trainer, _dataset_fn(settings, micro_batch, training=True))
+        session.train(trainer, _dataset_fn(settings, micro_batch, training=True))
     else:
         trainer.restore()
     if settings["do_eval"]:
@@ -131,8 +131,8 @@ def run(settings: dict) -> dict:
                            max_steps=settings["max_eval_steps"])
         results["global_step"] = trainer.step
         if distribute.is_chief(strategy):
-            common.write_results(os.path.join(context.output_dir, "eval_results.txt"),
+            session.write_results(os.path.join(context.output_dir, "eval_results.txt"),
                                  results, summary_step=trainer.step)
-    common.export_if_asked(settings, strategy, model, "mlm")
+    session.export_if_asked(settings, strategy, model, "mlm")
     logging.info("done: step %d", trainer.step)
     return results

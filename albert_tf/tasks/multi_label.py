@@ -33,7 +33,8 @@ import tensorflow as tf
 from absl import flags, logging
 
 from albert_tf import fileio, names
-from albert_tf.apps.common import UsageError, write_results
+from albert_tf.apps.common import UsageError
+from albert_tf.apps.session import write_results
 from albert_tf.data import records, tabular
 from albert_tf.export import kinds, serving_text
 from albert_tf.modeling import AlbertClassifier

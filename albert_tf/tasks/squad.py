@@ -17,7 +17,8 @@ import os
 import tensorflow as tf
 
 from albert_tf import fileio, losses, names
-from albert_tf.apps.common import UsageError, check_file, write_results
+from albert_tf.apps.common import UsageError, check_file
+from albert_tf.apps.session import write_results
 from albert_tf.data import cache, squad
 from albert_tf.evaluation import squad_metrics, squad_postprocess
 from albert_tf.modeling import AlbertSquadV1, AlbertSquadV2

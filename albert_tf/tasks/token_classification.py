@@ -16,7 +16,8 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import names
-from albert_tf.apps.common import UsageError, check_file, wanted_splits, write_results
+from albert_tf.apps.common import UsageError, check_file, wanted_splits
+from albert_tf.apps.session import write_results
 from albert_tf.data import cache, ner
 from albert_tf.modeling import AlbertTokenClassifier
 from albert_tf.tasks.base import Task

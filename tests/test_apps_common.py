@@ -160,3 +160,39 @@ def test_labels_are_saved_once_and_other_labels_refused(tmp_path):
     with pytest.raises(common.UsageError, match="distinct"):
         common.resolve_labels({"labels": ["O", "O"], "do_train": False}, str(tmp_path / "x"),
                               lambda: [])
+
+
+def test_typed_options_name_what_is_wrong_before_any_work():
+    """A run's options are a frozen dataclass of the script's flags: an unknown option
+    (with the closest name), a wrong type, an enum value outside its set and two options
+    that exclude each other are named; those left out take the flags' defaults."""
+    out = python(
+        "from albert_tf.apps import classifier, common, options\n"
+        "classifier.define_flags()\n"
+        "def attempt(values):\n"
+        "    try:\n"
+        "        return common.typed_options(values, classifier.FLAG_NAMES,\n"
+        "                                    exclusive=[('high_only', 'middle_only')])\n"
+        "    except options.OptionsError as e:\n"
+        "        print('error:', e)\n"
+        "attempt({'task_name': 'mrpc', 'max_seq_lenght': 64})\n"
+        "attempt({'max_seq_length': '64'})\n"
+        "attempt({'precision': 'float64'})\n"
+        "attempt({'high_only': True, 'middle_only': True})\n"
+        "typed = attempt({'task_name': 'mrpc', 'train_step': 3})\n"
+        "print(typed['train_step'], typed['max_seq_length'], typed.checkpoint_layout)\n"
+        "try:\n"
+        "    typed.train_step = 4\n"
+        "except Exception as e:\n"
+        "    print('frozen:', type(e).__name__)\n"
+        "print(typed.replace(train_step=5)['train_step'], typed['train_step'])\n")
+    assert out.splitlines() == [
+        "error: unknown option(s): max_seq_lenght (did you mean max_seq_length?)",
+        "error: --max_seq_length='64': expected an integer",
+        "error: --precision='float64': expected one of float32, mixed_bfloat16, "
+        "mixed_float16",
+        "error: --high_only and --middle_only exclude each other",
+        "3 512 google",
+        "frozen: FrozenInstanceError",
+        "5 3",
+    ]

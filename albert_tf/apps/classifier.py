@@ -115,4 +115,6 @@ def task_class(settings: dict):
 def run(settings: dict) -> dict:
     """Trains, evaluates (keeping the best checkpoint) and predicts; returns the best
     eval results."""
+    settings = common.typed_options(settings, FLAG_NAMES,
+                                    exclusive=[("high_only", "middle_only")])
     return driver.run(task_class(settings), settings)

@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from albert_tf import fileio, release
+from albert_tf.apps import options
 from albert_tf.config import AlbertConfig
 from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError
 from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path
@@ -45,7 +46,8 @@ def user_errors() -> tuple[type[Exception], ...]:
     from albert_tf.tokenization import TokenizerError
     from albert_tf.training.lock import OutputDirLocked
 
-    return (OutputDirLocked, UsageError, TaskModuleError, CheckpointError, ConfigError,
+    return (OutputDirLocked, UsageError, options.OptionsError, TaskModuleError,
+            CheckpointError, ConfigError,
             GlueDataError, NerDataError, PretrainingDataError, RaceDataError, SquadError,
             TokenizerError, distribute.DistributionError, FileNotFoundError)
 
@@ -195,16 +197,24 @@ def load_config(albert_config_file, checkpoint_layout: str = "google") -> Albert
                                  checkpoint_layout)
 
 
+def typed_options(settings, flag_names, *, exclusive=()) -> options.Options:
+    """The run's options as a frozen dataclass of the script's flags
+    (`albert_tf.apps.options`): unknown options, values of the wrong type and options
+    that exclude each other are named before any work; options left out take the
+    flags' defaults."""
+    return options.build(settings, options.options_class(flag_names, exclusive=exclusive))
+
+
 def complete_model_files(settings: dict) -> dict:
     """The settings with what `--init_checkpoint` brings: the layout of its weights
     (`checkpoint_layout`), and the config and tokenizer files found beside them where
     the flags give none (a release directory of any layout), `do_lower_case` too. A
-    copy; checked before any work starts."""
-    settings = dict(settings)
+    copy (of the same type: typed options stay typed); checked before any work starts."""
+    given, settings = settings, dict(settings)
     if not settings.get("init_checkpoint"):
         if "do_lower_case" in settings and settings["do_lower_case"] is None:
             settings["do_lower_case"] = True
-        return settings
+        return options.with_changes(given, **settings)
     files = release.describe_checkpoint(settings["init_checkpoint"])
     settings["checkpoint_layout"] = files.layout
     if not settings.get("albert_config_file"):
@@ -228,7 +238,7 @@ def complete_model_files(settings: dict) -> dict:
         elif said is not None and settings["do_lower_case"] != said:
             logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
                             settings["do_lower_case"], files.directory, said)
-    return settings
+    return options.with_changes(given, **settings)
 
 
 def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:

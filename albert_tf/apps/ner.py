@@ -55,4 +55,4 @@ FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)
 def run(settings: dict) -> dict:
     """Trains, evaluates every kept checkpoint on the dev file (keeping the best),
     predicts the test file; returns the best dev scores."""
-    return driver.run(TokenClassificationTask, settings)
+    return driver.run(TokenClassificationTask, common.typed_options(settings, FLAG_NAMES))

@@ -101,7 +101,7 @@ def validate(settings) -> None:
 
 def run(settings: dict) -> dict:
     """Trains and/or evaluates; returns the eval results (empty without do_eval)."""
-    settings = common.complete_model_files(settings)
+    settings = common.complete_model_files(common.typed_options(settings, FLAG_NAMES))
     validate(settings)
     context = session.setup(**settings)
     strategy, config = context.strategy, context.config

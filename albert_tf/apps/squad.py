@@ -47,4 +47,4 @@ FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)  # those defin
 def run(settings: dict) -> dict:
     """Trains and/or predicts; returns the official scores of the predictions when the
     predict file has answers."""
-    return driver.run(SquadTask, settings)
+    return driver.run(SquadTask, common.typed_options(settings, FLAG_NAMES))

@@ -15,6 +15,7 @@ import numpy as np
 
 from albert_tf import losses, names, packing
 from albert_tf.apps.common import UsageError, check_file, wanted_splits
+from albert_tf.apps.options import with_changes
 from albert_tf.data import cache, glue, multiple_choice, race
 from albert_tf.modeling import AlbertMultipleChoice
 from albert_tf.tasks.base import Task
@@ -30,7 +31,7 @@ def with_max_qa_length(options: dict) -> dict:
     (a default fits the flags given, as the export's does)."""
     if options.get("max_qa_length") is not None:
         return options
-    return dict(options, max_qa_length=min(
+    return with_changes(options, max_qa_length=min(
         race.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options["max_seq_length"])))
 
 

@@ -26,6 +26,10 @@ evaluation of every kept checkpoint with `model.ckpt-best`, and the exports. A t
   (`eval_outputs`) and the record features (`label_features`) of its examples, in order;
 - `write_predictions(examples, outputs, output_dir, step)`: the test split's predictions;
 - `export_options()`: what the export of `serving_kind` takes beside the model.
+
+Where the defaults do not fit, a task overrides the step itself: `cached_records` (the
+original's GLUE, RACE and SQuAD records keep their own caches), `dataset`, `train_steps`
+(SQuAD's rounding), `evaluated` and `prepare_model` (multi-label's tuned threshold).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from absl import flags
 
 from albert_tf import tasks
 from albert_tf.apps import common, driver
-from albert_tf.data import glue, race
+from albert_tf.data import glue
 from albert_tf.tasks.classification import FILE_TASKS, ClassificationTask
 from albert_tf.tasks.multiple_choice import CHOICE_TASKS, RACE, MultipleChoiceTask
 
@@ -52,11 +52,6 @@ def define_flags():
     flags.DEFINE_string("cached_dir", None,
                         "Where converted TFRecords are cached (default: output_dir).")
     flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-    flags.DEFINE_integer("max_qa_length", None, "Multiple choice: maximum question + "
-                         f"option length (default: RACE's {race.DEFAULT_MAX_QA_LENGTH}, or "
-                         "what --max_seq_length leaves after [CLS] and 2 x [SEP]).")
-    flags.DEFINE_bool("high_only", False, "RACE: only the high-school part.")
-    flags.DEFINE_bool("middle_only", False, "RACE: only the middle-school part.")
     flags.DEFINE_bool("do_predict", False, "Predict the test set.")
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
     flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
@@ -68,6 +63,7 @@ def define_flags():
                         "A task of your own: a Python file (or module) whose TASK is an "
                         "albert_tf.tasks.Task subclass; its flags are added to these. "
                         "Trained, evaluated, predicted and exported as the built-in tasks.")
+    MultipleChoiceTask.define_flags()
     for name in tasks.BUILTIN:
         tasks.builtin(name).define_flags()
     given = tasks.task_module_in(sys.argv[1:])
@@ -75,10 +71,10 @@ def define_flags():
         tasks.load_task_module(given)
 
 
-# The flags passed to `run`: the model flags, those `define_flags` adds, those of the
-# built-in task modules and those of a --task_module file.
+# The flags passed to `run`: the model flags, those `define_flags` adds, those the task
+# modules define (multiple choice's, the built-in ones') and those of a --task_module.
 FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(
-    __name__, *tasks.BUILTIN.values(), tasks.loaded_modules)
+    __name__, MultipleChoiceTask.__module__, *tasks.BUILTIN.values(), tasks.loaded_modules)
 
 
 def task_class(settings: dict):

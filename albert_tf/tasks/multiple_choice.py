@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+from absl import flags
 
 from albert_tf import losses, names, packing
 from albert_tf.apps.common import UsageError, check_file, wanted_splits
@@ -39,6 +40,14 @@ class MultipleChoiceTask(Task):
     metric = "eval_accuracy"
     serving_kind = "multiple_choice"
     predict_outputs = (names.PROBABILITIES, names.PREDICTIONS)
+
+    @classmethod
+    def define_flags(cls) -> None:
+        flags.DEFINE_integer("max_qa_length", None, "Multiple choice: maximum question + "
+                             f"option length (default: RACE's {race.DEFAULT_MAX_QA_LENGTH}, "
+                             "or what --max_seq_length leaves after [CLS] and 2 x [SEP]).")
+        flags.DEFINE_bool("high_only", False, "RACE: only the high-school part.")
+        flags.DEFINE_bool("middle_only", False, "RACE: only the middle-school part.")
 
     def __init__(self, options):
         super().__init__(with_max_qa_length(options))

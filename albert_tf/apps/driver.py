@@ -84,7 +84,7 @@ def run(task_class, settings: dict) -> dict:
             precision=settings["precision"])
     session.initialize_from(model, settings["init_checkpoint"], output_dir)
     trainer = session.make_trainer(settings, strategy, model, optimizer, task.objective(),
-                                  output_dir, steps)
+                                   output_dir, steps)
     if "train" in paths:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
         session.train(trainer, lambda skip: task.dataset(
@@ -92,7 +92,7 @@ def run(task_class, settings: dict) -> dict:
     best = {}
     if "dev" in paths:
         best = session.evaluate_checkpoints(_DevSet(task, data["dev"]), trainer, settings,
-                                           paths["dev"], output_dir)
+                                            paths["dev"], output_dir)
         if distribute.is_chief(strategy):
             task.evaluated(best, output_dir)
     if "test" in paths or session.exporting(settings):
@@ -108,5 +108,5 @@ def run(task_class, settings: dict) -> dict:
             if written:
                 logging.info("predictions: %s", written)
     session.export_if_asked(settings, strategy, trainer.model, task.serving_kind,
-                           labels=task.labels, **task.export_options())
+                            labels=task.labels, **task.export_options())
     return best or task.results

@@ -117,8 +117,9 @@ def run(settings: dict) -> dict:
             start_warmup_step=settings["start_warmup_step"],
             poly_power=settings["poly_power"])
     session.initialize_from(model, settings["init_checkpoint"], context.output_dir)
-    trainer = session.make_trainer(settings, strategy, model, optimizer, PretrainingObjective(),
-                                  context.output_dir, settings["num_train_steps"])
+    trainer = session.make_trainer(settings, strategy, model, optimizer,
+                                   PretrainingObjective(), context.output_dir,
+                                   settings["num_train_steps"])
     results = {}
     if settings["do_train"]:
         micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
@@ -132,7 +133,7 @@ def run(settings: dict) -> dict:
         results["global_step"] = trainer.step
         if distribute.is_chief(strategy):
             session.write_results(os.path.join(context.output_dir, "eval_results.txt"),
-                                 results, summary_step=trainer.step)
+                                  results, summary_step=trainer.step)
     session.export_if_asked(settings, strategy, model, "mlm")
     logging.info("done: step %d", trainer.step)
     return results

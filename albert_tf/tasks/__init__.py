@@ -2,8 +2,10 @@
 the loading of a task from a file of your own (`--task_module=path/to/my_task.py`).
 
 A task module defines a `Task` subclass and names it `TASK`; see `albert_tf.tasks.base`
-for what a task says and `albert_tf.apps.driver` for what is done with it. Built in:
-`multi_label` (`albert_tf.tasks.multi_label`).
+for what a task says and `albert_tf.apps.driver` for what is done with it. The modules
+here: `classification` (GLUE, your files), `multiple_choice` (RACE, C3, SWAG, JSON
+lines), `token_classification` (NER), `squad`, and `multi_label`, which `BUILTIN` names
+for `run_classifier.py --task_name` (the others are picked by their scripts).
 """
 
 from __future__ import annotations

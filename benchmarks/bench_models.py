@@ -341,7 +341,7 @@ def _ours_train_rate(config, ids, mask, types, labels, xla: bool,
     import tensorflow as tf
 
     from albert_tf import losses
-    from albert_tf.apps.common import make_optimizer
+    from albert_tf.apps.session import make_optimizer
     from albert_tf.modeling.tasks import AlbertClassifier
     from albert_tf.training import distribute
     from albert_tf.training.loop import Trainer

@@ -21,22 +21,6 @@ from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
 
-class _DevSet:
-    """The task's dev split as `session.evaluate_checkpoints` reads it."""
-
-    def __init__(self, task, data):
-        self.task, self.data = task, data
-        self.metric = task.metric
-        self.eval_outputs = task.eval_outputs
-        self.label_features = task.label_features
-
-    def dataset(self, path, settings, batch_size, training):
-        return self.task.dataset(path, batch_size, training)
-
-    def metrics(self, outputs) -> dict:
-        return self.task.metrics(self.data, outputs)
-
-
 def read_splits(task, settings, files, output_dir) -> dict:
     """Every split's data, read once the labels are known (`--labels`, else a model's
     labels.txt, else the task's `discover_labels` of the training split)."""
@@ -91,7 +75,7 @@ def run(task_class, settings: dict) -> dict:
             paths["train"], micro_batch, True, drop_remainder=True).skip(skip))
     best = {}
     if "dev" in paths:
-        best = session.evaluate_checkpoints(_DevSet(task, data["dev"]), trainer, settings,
+        best = session.evaluate_checkpoints(task, data["dev"], trainer, settings,
                                             paths["dev"], output_dir)
         if distribute.is_chief(strategy):
             task.evaluated(best, output_dir)

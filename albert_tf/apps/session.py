@@ -211,15 +211,15 @@ def load_best_or_latest(trainer, output_dir) -> None:
         trainer.restore()
 
 
-def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
+def evaluate_checkpoints(task, dev, trainer, settings, path, output_dir) -> dict:
     """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
     latest; TensorBoard gets each) and keeps the best by the task's metric as
     `model.ckpt-best` (TF1 format, readable by the original code) with
-    `best_trial.txt`. `task.dataset(path, settings, batch_size, training)` reads the
-    dev set in order, `task.metrics(outputs)` scores it (the model outputs
-    `task.eval_outputs` and the features `task.label_features`, by default
-    `predictions` and `label_ids`) and `task.metric` names the result to maximize."""
-    dataset = task.dataset(path, settings, settings["eval_batch_size"], False)
+    `best_trial.txt`. `task` is an `albert_tf.tasks.Task`: `task.dataset` reads the dev
+    records at `path` in order, `task.metrics(dev, outputs)` scores them (the model
+    outputs `task.eval_outputs` and the features `task.label_features`) and
+    `task.metric` names the result to maximize."""
+    dataset = task.dataset(path, settings["eval_batch_size"], False)
     # every worker evaluates the chief's checkpoints, once they are written
     distribute.barrier(trainer.strategy)
     checkpoints_to_try = trainer.checkpoints_oldest_first() or [None]
@@ -227,10 +227,9 @@ def evaluate_checkpoints(task, trainer, settings, path, output_dir) -> dict:
     for checkpoint in checkpoints_to_try:
         if checkpoint is not None and not trainer.load(checkpoint, partial=True):
             continue  # unreadable: reported, not evaluated
-        results = task.metrics(predict(
-            trainer.strategy, trainer.model, dataset,
-            list(getattr(task, "eval_outputs", ["predictions"])),
-            list(getattr(task, "label_features", ["label_ids"]))))
+        results = task.metrics(dev, predict(trainer.strategy, trainer.model, dataset,
+                                            list(task.eval_outputs),
+                                            list(task.label_features)))
         results["global_step"] = trainer.step
         if distribute.is_chief(trainer.strategy):
             write_results(os.path.join(output_dir, "eval_results.txt"), results,

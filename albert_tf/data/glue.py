@@ -316,21 +316,29 @@ def label_id(task: GlueTask, label) -> int | float:
                             f"{', '.join(task.labels)})") from None
 
 
-def convert_single_example(example: InputExample, task: str | GlueTask,
-                           max_seq_length: int, tokenizer) -> InputFeatures:
-    """`[CLS] A [SEP] (B [SEP])` ids, mask and segments padded to `max_seq_length`,
-    truncated as the original (pair: longest first; single: keep the start)."""
-    task = get_task(task)
+def pack_pair(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length: int,
+              tokenizer) -> dict:
+    """`[CLS] A [SEP] (B [SEP])` as record features (`input_ids`, `input_mask`,
+    `segment_ids`, NumPy) padded to `max_seq_length`, truncated as the original (pair:
+    longest first; single: keep the start); an empty B counts as no B, as there."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
-    segments = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.text_a))]
-    if example.text_b:
-        tokens_b = tokenizer.tokenize(example.text_b)
-        if tokens_b:  # an empty B counts as no B, as in the original
-            segments.append(tokenizer.convert_tokens_to_ids(tokens_b))
-    packed = names.to_record_features(packing.pack(
+    segments = [ids_a, ids_b] if ids_b else [ids_a]
+    return names.to_record_features(packing.pack(
         segments, max_seq_length, cls_id=tokenizer.special_id(CLS),
         sep_id=tokenizer.special_id(SEP)))
+
+
+def convert_single_example(example: InputExample, task: str | GlueTask,
+                           max_seq_length: int, tokenizer) -> InputFeatures:
+    """The example's packed sequences (`pack_pair` of its pieces) and label."""
+    task = get_task(task)
+
+    def ids(text):
+        return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+
+    packed = pack_pair(ids(example.text_a), ids(example.text_b) if example.text_b else None,
+                       max_seq_length, tokenizer)
     return InputFeatures(input_ids=packed[names.INPUT_IDS].tolist(),
                          input_mask=packed[names.INPUT_MASK].tolist(),
                          segment_ids=packed[names.SEGMENT_IDS].tolist(),

@@ -40,11 +40,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import tensorflow as tf
 
-from albert_tf import names, packing
+from albert_tf import names
 from albert_tf.apps.common import UsageError, check_file, check_run, wanted_splits
 from albert_tf.data import cache, records, tabular
-from albert_tf.data.glue import CACHE_SUFFIX
-from albert_tf.tokenization import CLS, SEP
+from albert_tf.data.glue import CACHE_SUFFIX, pack_pair
 
 
 class Task:
@@ -130,29 +129,33 @@ class Task:
         return {}
 
     def cache_settings(self) -> dict:
-        """Options the records depend on beyond the files, the tokenizer, the labels and
-        `max_seq_length` (a change converts the data again)."""
-        return {}
+        """What the records depend on beyond the files, the tokenizer and
+        `max_seq_length` (a change converts the data again): by default the labels of a
+        `has_labels` task."""
+        return {"labels": self.labels} if self.has_labels else {}
 
     def cached_records(self, split: str, data, paths: Sequence[str], cache_dir: str):
-        """The split's records as a file under `cache_dir` (`records_name`), converted
-        from `split_records` unless the file there was made from what `cache_info`
-        says; returns `albert_tf.data.cache.CachedRecords`."""
+        """The split's records as a file under `cache_dir` (`records_name`), written by
+        `write_records` unless the file there was made from what `cache_info` says;
+        returns `albert_tf.data.cache.CachedRecords`."""
+        path = os.path.join(cache_dir, self.records_name(split) + ".tf_record")
+        return cache.cached_conversion(path, self.cache_info(split, paths),
+                                       lambda p: (self.write_records(split, data, p), 0))
+
+    def write_records(self, split: str, data, path: str) -> int:
+        """Writes the split's records to `path` (atomically); returns how many. By
+        default each of `split_records`, ints as int64 and floats where `record_spec`
+        parses them as floats."""
         spec = self.record_spec()
 
-        def serialized(features) -> bytes:  # ints as int64, floats where spec says
+        def serialized(features) -> bytes:
             return records.make_example({
                 name: (records.float_feature if name in spec and spec[name].dtype ==
                        tf.float32 else records.int64_feature)(list(values))
                 for name, values in features.items()})
 
-        def write(path):
-            count = records.write_records(path, (serialized(features) for features in
-                                                 self.split_records(split, data)))
-            return count, 0
-
-        path = os.path.join(cache_dir, self.records_name(split) + ".tf_record")
-        return cache.cached_conversion(path, self.cache_info(split, paths), write)
+        return records.write_records(path, (serialized(features) for features in
+                                            self.split_records(split, data)))
 
     def dataset(self, path: str, batch_size: int, training: bool,
                 drop_remainder: bool = False) -> tf.data.Dataset:
@@ -179,22 +182,16 @@ class Task:
                 "sources": [cache.abspath_or_url(p) for p in paths],
                 "sources_sha256": [cache.file_sha256(p) for p in paths],
                 "max_seq_length": int(self.options["max_seq_length"]),
-                "labels": self.labels, **self.cache_settings(),
-                **cache.tokenizer_settings(self.tokenizer)}
+                **cache.tokenizer_settings(self.tokenizer), **self.cache_settings()}
 
     def pack(self, text_a: str, text_b: str | None = None) -> dict[str, list[int]]:
-        """`[CLS] A [SEP] (B [SEP])` of the texts as record features (`input_ids`,
-        `input_mask`, `segment_ids`) padded to `max_seq_length`, truncated as the
-        original (a pair longest first); an empty B counts as no B."""
-        segments = [self.tokenizer.encode(text_a)]
-        if text_b:
-            ids_b = self.tokenizer.encode(text_b)
-            if ids_b:
-                segments.append(ids_b)
-        packed = packing.pack(segments, self.options["max_seq_length"],
-                              cls_id=self.tokenizer.special_id(CLS),
-                              sep_id=self.tokenizer.special_id(SEP))
-        return {names.MODEL_TO_RECORD[k]: v.tolist() for k, v in packed.items()}
+        """`[CLS] A [SEP] (B [SEP])` of the raw texts as record features (`input_ids`,
+        `input_mask`, `segment_ids`) padded to `max_seq_length`, packed and truncated as
+        GLUE's records are (`albert_tf.data.glue.pack_pair`)."""
+        encode = self.tokenizer.encode
+        packed = pack_pair(encode(text_a), encode(text_b) if text_b else None,
+                           self.options["max_seq_length"], self.tokenizer)
+        return {name: values.tolist() for name, values in packed.items()}
 
     def train_steps(self, num_examples: int | None) -> tuple[int, int]:
         """(training steps, warmup steps): --train_step, else --num_train_epochs over the

@@ -19,7 +19,7 @@ from absl import logging
 
 from albert_tf import losses, names
 from albert_tf.apps.common import UsageError, wanted_splits
-from albert_tf.data import cache, glue, tabular
+from albert_tf.data import glue, tabular
 from albert_tf.evaluation import glue_metrics
 from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling import AlbertClassifier
@@ -27,7 +27,6 @@ from albert_tf.tasks.base import Task
 from albert_tf.training.objectives import MeanObjective
 
 FILE_TASKS = ("classification", "regression")  # CSV / TSV / JSONL
-CACHE_FORMAT = 1  # of the records of FILE_TASKS
 
 
 def write_test_results(values, output_dir: str) -> str:
@@ -114,25 +113,21 @@ class ClassificationTask(Task):
         return tabular.labels_of(examples)
 
     def cached_records(self, split, examples, paths, cache_dir):
+        if self.is_file:
+            return super().cached_records(split, examples, paths, cache_dir)
+        return glue.cached_glue_records(self.glue_task, split, self.options["data_dir"],
+                                        cache_dir, self.tokenizer,
+                                        self.options["max_seq_length"])
+
+    def cache_settings(self) -> dict:
         o = self.options
-        if not self.is_file:
-            return glue.cached_glue_records(self.glue_task, split, o["data_dir"], cache_dir,
-                                            self.tokenizer, o["max_seq_length"])
-        info = {"format": CACHE_FORMAT, "task": self.name, "split": split,
-                "sources": [cache.abspath_or_url(p) for p in paths],
-                "sources_sha256": [cache.file_sha256(p) for p in paths],
-                "max_seq_length": int(o["max_seq_length"]),
-                **cache.tokenizer_settings(self.tokenizer),
-                "labels": list(self.glue_task.labels),
+        return {"labels": list(self.glue_task.labels),  # [] for regression
                 "fields": [o[f] for f in ("text_a_field", "text_b_field", "label_field")],
                 "header": o["header"]}
 
-        def convert(path):
-            return glue.write_examples(examples, self.glue_task, o["max_seq_length"],
-                                       self.tokenizer, path), 0
-
-        path = os.path.join(cache_dir, f"{self.name}_{glue.CACHE_SUFFIX[split]}.tf_record")
-        return cache.cached_conversion(path, info, convert)
+    def write_records(self, split, examples, path) -> int:
+        return glue.write_examples(examples, self.glue_task, self.options["max_seq_length"],
+                                   self.tokenizer, path)
 
     def dataset(self, path, batch_size, training, drop_remainder=False):
         return glue.glue_dataset(path, self.glue_task, self.options["max_seq_length"],

@@ -237,7 +237,8 @@ class MultiLabelTask(Task):
 
     def cache_settings(self) -> dict:
         o = self.options
-        return {"fields": [o["text_a_field"], o["text_b_field"], o["label_field"]],
+        return {**super().cache_settings(),
+                "fields": [o["text_a_field"], o["text_b_field"], o["label_field"]],
                 "header": o["header"], "label_separator": o["label_separator"]}
 
     def multi_hot(self, labels) -> list[int]:

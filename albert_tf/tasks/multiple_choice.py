@@ -17,10 +17,10 @@ from absl import flags
 from albert_tf import losses, names, packing
 from albert_tf.apps.common import UsageError, check_file, wanted_splits
 from albert_tf.apps.options import with_changes
-from albert_tf.data import cache, glue, multiple_choice, race
+from albert_tf.data import multiple_choice, race
 from albert_tf.modeling import AlbertMultipleChoice
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.classification import CACHE_FORMAT, prediction_file, write_test_results
+from albert_tf.tasks.classification import prediction_file, write_test_results
 from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
@@ -114,23 +114,20 @@ class MultipleChoiceTask(Task):
 
     def cached_records(self, split, examples, paths, cache_dir):
         o = self.options
-        if self.is_race:
-            return race.cached_race_records(
-                split, o["data_dir"], cache_dir, self.tokenizer, o["max_seq_length"],
-                o["max_qa_length"], high_only=o["high_only"], middle_only=o["middle_only"])
-        info = {"format": CACHE_FORMAT, "task": self.name, "split": split,
-                "sources": [cache.abspath_or_url(p) for p in paths],
-                "sources_sha256": [cache.file_sha256(p) for p in paths],
-                "max_seq_length": int(o["max_seq_length"]),
-                **cache.tokenizer_settings(self.tokenizer),
-                "max_qa_length": int(o["max_qa_length"]), "num_choices": self.num_choices}
+        if not self.is_race:
+            return super().cached_records(split, examples, paths, cache_dir)
+        return race.cached_race_records(
+            split, o["data_dir"], cache_dir, self.tokenizer, o["max_seq_length"],
+            o["max_qa_length"], high_only=o["high_only"], middle_only=o["middle_only"])
 
-        def convert(path):
-            return race.write_examples(examples, o["max_seq_length"], o["max_qa_length"],
-                                       self.tokenizer, path, self.num_choices), 0
+    def cache_settings(self) -> dict:
+        return {"max_qa_length": int(self.options["max_qa_length"]),
+                "num_choices": self.num_choices}
 
-        path = os.path.join(cache_dir, f"{self.name}_{glue.CACHE_SUFFIX[split]}.tf_record")
-        return cache.cached_conversion(path, info, convert)
+    def write_records(self, split, examples, path) -> int:
+        o = self.options
+        return race.write_examples(examples, o["max_seq_length"], o["max_qa_length"],
+                                   self.tokenizer, path, self.num_choices)
 
     def dataset(self, path, batch_size, training, drop_remainder=False):
         return race.race_dataset(path, self.options["max_seq_length"], batch_size,

@@ -19,65 +19,70 @@ transformers' question-answering and token-classification models have none).
 from __future__ import annotations
 
 import os
+import sys
 
 import tensorflow as tf
 from absl import app, flags, logging
 
-from albert_tf import fileio, huggingface, release, task_heads
+from albert_tf import fileio, huggingface, release, task_heads, tasks
 from albert_tf.checkpoints import CheckpointError, save_tf1_checkpoint
-from albert_tf.modeling import (
-    AlbertClassifier,
-    AlbertEncoder,
-    AlbertMultipleChoice,
-    AlbertPretrainer,
-    AlbertSquadV1,
-    AlbertTokenClassifier,
-)
-from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier
+from albert_tf.modeling import MODELS
 
-MODELS = {"pretrainer": AlbertPretrainer, "encoder": AlbertEncoder,
-          "classifier": AlbertClassifier, "multiple_choice": AlbertMultipleChoice,
-          "squad_v1": AlbertSquadV1, "token_classifier": AlbertTokenClassifier,
-          "multi_label": AlbertMultiLabelClassifier}
-# The models whose `num_labels` is read from their head's weights [num_labels, H].
-_LABELLED_HEADS = {"classifier": task_heads.weights_name("classifier"),
-                   "multi_label": task_heads.weights_name("classifier"),
-                   "token_classifier": task_heads.weights_name("token_classifier")}
-# Hugging Face `problem_type`s of a class that are a model of their own here.
-_BY_PROBLEM_TYPE = {(AlbertMultiLabelClassifier.hf_architecture,
-                     AlbertMultiLabelClassifier.hf_problem_type): "multi_label"}
 TARGETS = ("huggingface", "google")
-_BY_ARCHITECTURE = {cls.hf_architecture: name for name, cls in MODELS.items()
-                    if getattr(cls, "hf_problem_type", None) is None}
+
+
+def models() -> dict[str, type]:
+    """`--model`'s choices: every registered model (`albert_tf.modeling.register_model`),
+    those of the built-in task modules and of a loaded --task_module included."""
+    tasks.import_builtin()
+    return dict(MODELS)
+
+
+def _by_hf_class(models: dict[str, type]) -> dict[tuple[str, str | None], str]:
+    """(architecture, problem_type) -> model, the first registered where several share
+    one (the package's before a task module's); problem_type None: the class's model
+    whatever its problem type says (regression is the classifier's too)."""
+    found = {}
+    for name, cls in models.items():
+        if cls.hf_architecture is not None:
+            found.setdefault((cls.hf_architecture, cls.hf_problem_type), name)
+    return found
 
 
 def detect_model(files: release.ReleaseFiles) -> str:
-    """The `MODELS` entry that the weights of `files` fill."""
+    """The model (a `models()` name) that the weights of `files` fill."""
+    known = models()
     if files.layout == "huggingface":
         values = huggingface.read_hf_config(files.config_file)[1]
         architectures = values.get("architectures")
         architecture = (architectures or [None])[0]
-        name = _BY_PROBLEM_TYPE.get((architecture, values.get("problem_type")),
-                                    _BY_ARCHITECTURE.get(architecture))
+        by_class = _by_hf_class(known)
+        name = by_class.get((architecture, values.get("problem_type")),
+                            by_class.get((architecture, None)))
         if name is None:
             raise CheckpointError(
                 f"{files.config_file} names the architectures {architectures}; give "
-                f"--model ({', '.join(MODELS)})")
+                f"--model ({', '.join(known)})")
         return name
     shapes = release.weight_shapes(files)
-    if "cls/predictions/output_bias" in shapes:
-        return "pretrainer"
-    for head in ("squad_v1", "token_classifier"):
-        if task_heads.weights_name(head) in shapes:
-            return head
+    # The models whose every head is in the checkpoint; a head within another model's
+    # (the pretraining heads hold no other) counts for the larger one.
+    found = {name: cls for name, cls in known.items() if cls.heads and cls.detectable
+             and all(task_heads.weights_name(head) in shapes for head in cls.heads)}
+    found = {name: cls for name, cls in found.items() if not any(
+        set(cls.heads) < set(other.heads) for other in found.values())}
+    if not found:
+        return "encoder"
+    if len(found) > 1:
+        raise CheckpointError(f"{files.checkpoint} holds the heads of {', '.join(found)}: "
+                              "give --model")
+    name, cls = next(iter(found.items()))
     pooled = task_heads.weights_name("classifier")  # also the multiple-choice scorer's
-    if pooled in shapes:
-        if shapes[pooled][0] == 1:
-            raise CheckpointError(
-                f"{files.checkpoint} has a one-output head: give --model=classifier "
-                "(regression) or --model=multiple_choice")
-        return "classifier"
-    return "encoder"
+    if cls.heads == ("classifier",) and shapes[pooled][0] == 1:
+        raise CheckpointError(
+            f"{files.checkpoint} has a one-output head: give --model=classifier "
+            "(regression) or --model=multiple_choice")
+    return name
 
 
 def load(path, *, model: str = "auto", albert_config_file=None):
@@ -85,17 +90,20 @@ def load(path, *, model: str = "auto", albert_config_file=None):
     files = release.describe_checkpoint(path)
     if albert_config_file:
         files.config_file = os.fspath(albert_config_file)
+    known = models()
     name = detect_model(files) if model == "auto" else model
-    if name not in MODELS:
-        raise ValueError(f"--model={name}: expected auto or one of {', '.join(MODELS)}")
-    kwargs = {}
-    if name in _LABELLED_HEADS:
-        head = _LABELLED_HEADS[name]
-        shapes = release.weight_shapes(files, MODELS[name].hf_architecture)
-        if head not in shapes:
-            raise CheckpointError(f"{files.checkpoint} has no {name} head ({head})")
-        kwargs["num_labels"] = int(shapes[head][0])
-    result = MODELS[name](files.load_config(), **kwargs)
+    if name not in known:
+        raise ValueError(f"--model={name}: expected auto or one of {', '.join(known)}")
+    cls, config, kwargs = known[name], files.load_config(), {}
+    if cls.outputs_argument is not None:
+        head = cls.heads[0]
+        count = task_heads.num_outputs(
+            head, config, release.weight_shapes(files, cls.hf_architecture, cls.heads))
+        if count is None:
+            raise CheckpointError(f"{files.checkpoint} has no {name} head "
+                                  f"({', '.join(task_heads.table(head))})")
+        kwargs[cls.outputs_argument] = count
+    result = cls(config, **kwargs)
     result.load_report = release.load_checkpoint(result, files)
     # Every weight must be read, but for a pooler the model never reads (transformers'
     # question answering and token classification models have none).
@@ -145,7 +153,9 @@ def define_flags() -> None:
     flags.DEFINE_string("input", None, "A release directory or checkpoint of any layout.")
     flags.DEFINE_string("output", None, "The directory to write (must not exist).")
     flags.DEFINE_enum("to", "huggingface", list(TARGETS), "The layout to write.")
-    flags.DEFINE_enum("model", "auto", ["auto", *MODELS], "The model the weights hold.")
+    flags.DEFINE_enum("model", "auto", ["auto", *models()], "The model the weights hold.")
+    flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
+                        "A task module whose model (`register_model`) --model may name.")
     flags.DEFINE_string("albert_config_file", None,
                         "The config, where none lies beside --input.")
     flags.DEFINE_bool("do_lower_case", None, "Recorded in tokenizer_config.json "
@@ -164,7 +174,19 @@ def main(argv) -> None:
     print(f"wrote {path}")
 
 
+def load_task_module_of(argv) -> None:
+    """Imports the --task_module among `argv` before the flags are defined, so that its
+    model is one of --model's choices."""
+    given = tasks.task_module_in(argv)
+    if given:
+        try:
+            tasks.load_task_module(given)
+        except tasks.TaskModuleError as e:
+            raise SystemExit(f"error: {e}") from None
+
+
 if __name__ == "__main__":
+    load_task_module_of(sys.argv[1:])
     define_flags()
     flags.mark_flags_as_required(["input", "output"])
     app.run(main)

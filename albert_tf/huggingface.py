@@ -28,10 +28,7 @@ from albert_tf.config import AlbertConfig
 
 # `transformers` class of each of our models' heads (`AlbertModel.hf_architecture`)
 from albert_tf.names import HF_BASE as BASE
-from albert_tf.names import HF_MASKED_LM as MASKED_LM
-from albert_tf.names import HF_MULTIPLE_CHOICE as MULTIPLE_CHOICE
 from albert_tf.names import HF_PRETRAINING as PRETRAINING
-from albert_tf.names import HF_QUESTION_ANSWERING as QUESTION_ANSWERING
 from albert_tf.names import HF_SEQUENCE_CLASSIFICATION as SEQUENCE_CLASSIFICATION
 from albert_tf.names import HF_TOKEN_CLASSIFICATION as TOKEN_CLASSIFICATION
 
@@ -101,52 +98,33 @@ def encoder_keys(config: AlbertConfig, base: str = "albert.") -> dict[str, Key]:
     return keys
 
 
-# The heads: TF1 name -> key, by `transformers` class. The fine-tuning heads are
-# [num_outputs, H] on both sides (no transpose), as are the SOP weights.
-_MLM = {
-    **_linear("cls/predictions/transform/dense", "predictions.dense"),
-    **_layer_norm("cls/predictions/transform/LayerNorm", "predictions.LayerNorm"),
-    "cls/predictions/output_bias": Key("predictions.bias"),
-}
-
-
-def _head(name: str) -> dict[str, Key]:
-    """A fine-tuning head's keys, from its table (`albert_tf.task_heads`)."""
-    return {tf1: Key(variable.hf_key) for tf1, variable in task_heads.HEADS[name].items()}
-
-
-HEAD_KEYS: dict[str, dict[str, Key]] = {
-    BASE: {},
-    PRETRAINING: {**_MLM,
-                  "cls/seq_relationship/output_weights": Key("sop_classifier.classifier.weight"),
-                  "cls/seq_relationship/output_bias": Key("sop_classifier.classifier.bias")},
-    MASKED_LM: _MLM,
-    SEQUENCE_CLASSIFICATION: _head("classifier"),
-    MULTIPLE_CHOICE: _head("multiple_choice"),
-    QUESTION_ANSWERING: _head("squad_v1"),
-    TOKEN_CLASSIFICATION: _head("token_classifier"),
-}
 # What `transformers` ties to other weights (absent from its own files, or equal).
 TIED = {"predictions.decoder.weight": "bert/embeddings/word_embeddings",
         "predictions.decoder.bias": "cls/predictions/output_bias"}
-
-
-# The classes that build their `AlbertModel` without the pooler.
-WITHOUT_POOLER = frozenset({MASKED_LM, TOKEN_CLASSIFICATION, QUESTION_ANSWERING})
 POOLER = "bert/pooler/"
 
 
-def key_table(config: AlbertConfig, architecture: str, base: str = "albert.") -> dict[str, Key]:
-    """TF1 name -> state-dict key for a `transformers` class (`AlbertModel` has no
-    `albert.` prefix: `base=""`)."""
-    if architecture not in HEAD_KEYS:
+def hf_class(architecture: str) -> task_heads.HfClass:
+    if architecture not in task_heads.HF_CLASSES:
         raise CheckpointError(
             f"no Hugging Face class {architecture!r} for ALBERT here; known: "
-            f"{', '.join(sorted(HEAD_KEYS))}")
+            f"{', '.join(sorted(task_heads.HF_CLASSES))}")
+    return task_heads.HF_CLASSES[architecture]
+
+
+def key_table(config: AlbertConfig, architecture: str, base: str = "albert.",
+              heads=None) -> dict[str, Key]:
+    """TF1 name -> state-dict key for a `transformers` class (`AlbertModel` has no
+    `albert.` prefix: `base=""`): the encoder's and those of `heads` (default: the
+    heads of the class, `task_heads.HF_CLASSES`; a model gives its own)."""
+    spec = hf_class(architecture)
     keys = encoder_keys(config, base)
-    if architecture in WITHOUT_POOLER:
+    if not spec.pooler:
         keys = {n: k for n, k in keys.items() if not n.startswith(POOLER)}
-    return {**keys, **HEAD_KEYS[architecture]}
+    heads = spec.heads if heads is None else heads
+    keys.update({name: Key(key, transposed)
+                 for name, (key, transposed) in task_heads.hf_keys(heads).items()})
+    return keys
 
 
 def check_group_rule(config: AlbertConfig, where: str) -> None:
@@ -215,7 +193,8 @@ class HuggingFaceReader:
 
     layout = "huggingface"
 
-    def __init__(self, path: str, config: AlbertConfig, architecture: str | None = None):
+    def __init__(self, path: str, config: AlbertConfig, architecture: str | None = None,
+                 heads=None):
         from safetensors import safe_open
 
         self.path = path
@@ -226,7 +205,7 @@ class HuggingFaceReader:
         architecture = architecture or (PRETRAINING if base else BASE)
         check_group_rule(config, path)
         self.architecture = architecture
-        self._table = {n: k for n, k in key_table(config, architecture, base).items()
+        self._table = {n: k for n, k in key_table(config, architecture, base, heads).items()
                        if k.name in keys}
         info = self._slice_info()
         self._shapes, self._dtypes = {}, {}
@@ -324,7 +303,9 @@ def load_hf_checkpoint(model, path, *, strict: bool = False,
         if fileio.exists(config_file):
             architectures = json.loads(fileio.read_bytes(config_file)).get("architectures")
             architecture = (architectures or [None])[0]
-    reader = HuggingFaceReader(path, model.config, architecture)
+    # A model of the file's class reads its head under its own names.
+    heads = model.heads if architecture == getattr(model, "hf_architecture", None) else None
+    reader = HuggingFaceReader(path, model.config, architecture, heads)
     reader.check_tied()
     return load_weights(model, reader, path, strict=strict, prefix="")
 
@@ -345,10 +326,10 @@ def hf_state_dict(model) -> tuple[str, dict[str, np.ndarray]]:
     config = model.config
     check_group_rule(config, model.name)
     base = _model_base(architecture)
-    table = key_table(config, architecture, base)
+    table = key_table(config, architecture, base, model.heads)
     variables = {tf1_name(v): v for v in model.weights}
     unknown = sorted(n for n in set(variables) - set(table)
-                     if not (architecture in WITHOUT_POOLER and n.startswith(POOLER)))
+                     if not (n.startswith(POOLER) and not hf_class(architecture).pooler))
     if unknown:
         raise CheckpointError(
             f"{model.name} has variables without a {architecture} key: {unknown}")

@@ -205,15 +205,17 @@ def load_checkpoint(model, path, *, strict: bool = False) -> LoadReport:
     return load_tf1_checkpoint(model, files.checkpoint, strict=strict)
 
 
-def weight_shapes(files: ReleaseFiles, architecture: str | None = None) -> dict[str, list[int]]:
+def weight_shapes(files: ReleaseFiles, architecture: str | None = None,
+                  heads=None) -> dict[str, list[int]]:
     """The weights of `files` by TF1 name (Google's layout) with their shapes; for a
-    Hugging Face directory as read for `architecture` (default: its config's)."""
+    Hugging Face directory as read for `architecture` (default: its config's), its head
+    under the names of `heads` (default: the class's; `task_heads`)."""
     if files.layout == "huggingface":
         if architecture is None and files.config_file:
             raw = json.loads(fileio.read_bytes(files.config_file))
             architecture = (raw.get("architectures") or [None])[0]
         reader = huggingface.HuggingFaceReader(files.checkpoint, files.load_config(),
-                                               architecture)
+                                               architecture, heads)
     else:
         reader = open_reader(files.checkpoint)
     return reader.get_variable_to_shape_map()

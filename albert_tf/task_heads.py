@@ -1,32 +1,78 @@
-"""The fine-tuning heads whose variables have a Hugging Face counterpart, each one table:
-TF1 variable name -> its shape and its `transformers` state-dict key.
+"""Every head the models put on the encoder, each one table: TF1 variable name -> its
+shape, its `transformers` state-dict key and how the model initializes it; and the
+`transformers` classes, by the heads they hold.
 
-One definition read by everything that names these variables: the models create them
-(`albert_tf.modeling.tasks`), the TF1 layout restates them (`albert_tf.modeling.layout`),
-`albert_tf.huggingface` maps them to state-dict keys and `albert_tf.convert` recognizes
-a head from them. Shapes take the config and the head's number of outputs (`num_labels`;
-1 for the multiple-choice scorer, 2 for SQuAD v1.1's start and end). A `transformers`
-head is [num_outputs, H] as the TF1 one, so none is transposed. (SQuAD v2.0's head has no
-`transformers` counterpart; `layout.squad_v2_variables` lists it.)
+One definition read by everything that names these variables: the models create the
+fine-tuning heads from them (`albert_tf.modeling.tasks`), the TF1 variable oracle is
+built from them (`albert_tf.modeling.layout`), `albert_tf.huggingface` maps them to
+state-dict keys and `albert_tf.convert` recognizes a model from them. A model names its
+heads in its class attribute `heads`. A task module with a head of its own adds its
+table with `register_head` (its keys then reach Hugging Face where its model names a
+`transformers` class whose keys they are).
+
+Shapes take the config and the head's number of outputs (`num_labels`; 1 for the
+multiple-choice scorer, 2 for SQuAD v1.1's start and end; the pretraining and SQuAD
+v2.0 heads have a fixed size). A `transformers` fine-tuning head is [num_outputs, H] as
+the TF1 one; its dense layers' weights are the transpose of a TF1 kernel (`transposed`).
 """
 
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
 
+from albert_tf import names
+
 
 class HeadVariable(NamedTuple):
     shape: Callable[[object, int], tuple[int, ...]]  # (config, num_outputs) -> shape
-    hf_key: str     # the key after the model's prefix (`classifier.weight`)
-    initial: str    # "weights": truncated normal (stddev 0.02); "zeros"
+    hf_key: str | None  # the key after the model's prefix (`classifier.weight`); None: none
+    initial: str | None  # "weights": truncated normal (stddev 0.02); "zeros"; None: the
+    #                      model's own layers create it
+    transposed: bool = False  # the state-dict value is the transpose of the TF1 one
 
 
-def _weights(hf_key: str) -> HeadVariable:
+def _weights(hf_key: str | None) -> HeadVariable:
     return HeadVariable(lambda config, n: (n, config.hidden_size), hf_key, "weights")
 
 
-def _bias(hf_key: str) -> HeadVariable:
+def _bias(hf_key: str | None) -> HeadVariable:
     return HeadVariable(lambda config, n: (n,), hf_key, "zeros")
+
+
+def _dense(scope: str, fan_in, fan_out, hf_key: str | None = None, *,
+           bias: bool = True) -> dict[str, HeadVariable]:
+    """A Keras/TF1 dense layer (`kernel` [in, out], `bias`); fan_in / fan_out: config ->
+    size. Its `transformers` `Linear` is `hf_key.weight` (transposed) and `.bias`."""
+    table = {f"{scope}/kernel": HeadVariable(
+        lambda config, n: (fan_in(config), fan_out(config)),
+        hf_key and f"{hf_key}.weight", None, transposed=True)}
+    if bias:
+        table[f"{scope}/bias"] = HeadVariable(lambda config, n: (fan_out(config),),
+                                              hf_key and f"{hf_key}.bias", None)
+    return table
+
+
+def _layer_norm(scope: str, width, hf_key: str | None = None) -> dict[str, HeadVariable]:
+    return {f"{scope}/beta": HeadVariable(lambda config, n: (width(config),),
+                                          hf_key and f"{hf_key}.bias", None),
+            f"{scope}/gamma": HeadVariable(lambda config, n: (width(config),),
+                                           hf_key and f"{hf_key}.weight", None)}
+
+
+def _hidden(config) -> int:
+    return config.hidden_size
+
+
+def _two_hidden(config) -> int:
+    return 2 * config.hidden_size
+
+
+def _embedding(config) -> int:
+    return config.embedding_size
+
+
+def _one(config) -> int:
+    return 1
 
 
 # The original's classifier (`classifier_utils.create_model`) and RACE scorer
@@ -34,6 +80,23 @@ def _bias(hf_key: str) -> HeadVariable:
 POOLED = {"output_weights": _weights("classifier.weight"),
           "output_bias": _bias("classifier.bias")}
 HEADS: dict[str, dict[str, HeadVariable]] = {
+    # `run_pretraining.py`'s masked LM (`get_masked_lm_output`): a transform to E, then
+    # the tied word embeddings plus a bias per token.
+    "masked_lm": {
+        **_dense("cls/predictions/transform/dense", _hidden, _embedding, "predictions.dense"),
+        **_layer_norm("cls/predictions/transform/LayerNorm", _embedding,
+                      "predictions.LayerNorm"),
+        "cls/predictions/output_bias": HeadVariable(
+            lambda config, n: (config.vocab_size,), "predictions.bias", None),
+    },
+    # Its sentence-order classifier (`get_sentence_order_output`), two classes.
+    "sentence_order": {
+        "cls/seq_relationship/output_weights": HeadVariable(
+            lambda config, n: (2, config.hidden_size), "sop_classifier.classifier.weight",
+            None),
+        "cls/seq_relationship/output_bias": HeadVariable(
+            lambda config, n: (2,), "sop_classifier.classifier.bias", None),
+    },
     "classifier": POOLED,
     "multiple_choice": POOLED,
     # `squad_utils.create_v1_model`: start and end weights in one.
@@ -42,14 +105,86 @@ HEADS: dict[str, dict[str, HeadVariable]] = {
     # Ours (the original has no NER head), named as the SQuAD v1.1 one.
     "token_classifier": {"cls/ner/output_weights": _weights("classifier.weight"),
                          "cls/ner/output_bias": _bias("classifier.bias")},
+    # `squad_utils.create_v2_model`: start logits, end logits conditioned on a start
+    # (dense tanh, LayerNorm, dense) and the answerability class (dense tanh, dense
+    # without bias), at the root scope. `transformers` has no such head.
+    "squad_v2": {
+        **_dense("start_logits/dense", _hidden, _one),
+        **_dense("end_logits/dense_0", _two_hidden, _hidden),
+        **_layer_norm("end_logits/LayerNorm", _hidden),
+        **_dense("end_logits/dense_1", _hidden, _one),
+        **_dense("answer_class/dense_0", _two_hidden, _hidden),
+        **_dense("answer_class/dense_1", _hidden, _one, bias=False),
+    },
 }
 
 
+class HfClass(NamedTuple):
+    """A `transformers` ALBERT class: the heads its weights hold, as ours name them, and
+    whether its `AlbertModel` has the pooler (the question-answering, token-classification
+    and masked-LM classes build it without)."""
+
+    heads: tuple[str, ...]
+    pooler: bool = True
+
+
+HF_CLASSES: dict[str, HfClass] = {
+    names.HF_BASE: HfClass(()),
+    names.HF_PRETRAINING: HfClass(("masked_lm", "sentence_order")),
+    names.HF_MASKED_LM: HfClass(("masked_lm",), pooler=False),
+    names.HF_SEQUENCE_CLASSIFICATION: HfClass(("classifier",)),
+    names.HF_MULTIPLE_CHOICE: HfClass(("multiple_choice",)),
+    names.HF_QUESTION_ANSWERING: HfClass(("squad_v1",), pooler=False),
+    names.HF_TOKEN_CLASSIFICATION: HfClass(("token_classifier",), pooler=False),
+}
+
+
+def register_head(name: str, variables: dict[str, HeadVariable]) -> str:
+    """Adds a head's table (a task module's own head); returns `name`. The same table
+    again is a no-op (a module loaded twice); another one under a known name raises."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a head's name must be a non-empty string, got {name!r}")
+    if not variables or not all(isinstance(v, HeadVariable) for v in variables.values()):
+        raise ValueError(f"head {name!r}: its variables must be a non-empty dict of "
+                         "TF1 name -> HeadVariable")
+    known = HEADS.get(name)
+    if known is not None and known != variables:
+        raise ValueError(f"a head named {name!r} is already registered with other "
+                         "variables")
+    HEADS[name] = dict(variables)
+    return name
+
+
+def table(head: str) -> dict[str, HeadVariable]:
+    if head not in HEADS:
+        raise KeyError(f"no head {head!r}; known: {', '.join(sorted(HEADS))}")
+    return HEADS[head]
+
+
 def weights_name(head: str) -> str:
-    """The head's [num_outputs, H] weights: what tells the head and its output count
-    in a checkpoint."""
-    return next(iter(HEADS[head]))
+    """The head's first variable (a fine-tuning head's [num_outputs, H] weights): what
+    tells the head, and its output count, in a checkpoint."""
+    return next(iter(table(head)))
 
 
-def shapes(head: str, config, num_outputs: int) -> dict[str, tuple[int, ...]]:
-    return {name: v.shape(config, num_outputs) for name, v in HEADS[head].items()}
+def shapes(head: str, config, num_outputs: int = 0) -> dict[str, tuple[int, ...]]:
+    return {name: v.shape(config, num_outputs) for name, v in table(head).items()}
+
+
+def num_outputs(head: str, config, found: dict) -> int | None:
+    """The head's number of outputs in a checkpoint whose variables have the shapes
+    `found` (TF1 name -> shape): the size of the first axis that its table sizes by the
+    outputs; None where the head has no such axis or a variable is absent."""
+    for name, variable in table(head).items():
+        one, two = variable.shape(config, 1), variable.shape(config, 2)
+        for axis, (a, b) in enumerate(zip(one, two)):
+            if a != b:
+                return int(found[name][axis]) if name in found else None
+    return None
+
+
+def hf_keys(heads) -> dict[str, tuple[str, bool]]:
+    """TF1 name -> (state-dict key after the prefix, transposed) of the heads' variables
+    that have one."""
+    return {name: (v.hf_key, v.transposed) for head in heads
+            for name, v in table(head).items() if v.hf_key is not None}

@@ -19,15 +19,26 @@ import numpy as np
 import tensorflow as tf
 from absl import flags
 
-from albert_tf import names, tasks
+from albert_tf import names, task_heads, tasks
 from albert_tf.export import LabelRule, ServingKind, register_serving_kind, serving_text
-from albert_tf.modeling import AlbertTaskModel, tf1_scope
+from albert_tf.modeling import AlbertTaskModel, register_model, tf1_scope
 from albert_tf.training.objectives import MeanObjective
 
+# The head's variables (TF1 name -> shape, Hugging Face key: none, initializer: the
+# Keras layer's): what tells this model in a checkpoint, for `albert_tf.convert`.
+HEAD = task_heads.register_head("mean_pool", {
+    "cls/mean_pool/dense/kernel": task_heads.HeadVariable(
+        lambda config, n: (config.hidden_size, n), None, None),
+    "cls/mean_pool/dense/bias": task_heads.HeadVariable(lambda config, n: (n,), None, None),
+})
 
+
+@register_model("mean_pool_classifier")  # python -m albert_tf.convert --task_module=...
 class MeanPoolClassifier(AlbertTaskModel):
     """logits = dense(mean of sequence_output over the real tokens): [B, num_labels]."""
 
+    heads = (HEAD,)
+    outputs_argument = "num_labels"  # what the head's size in a checkpoint gives
     reads_pooled_output = False  # the pooler is neither used nor needed in a checkpoint
 
     def __init__(self, config, num_labels, seed=None, **kwargs):

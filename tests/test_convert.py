@@ -5,10 +5,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertClassifier, AlbertPretrainer, CheckpointError, names
-from albert_tf.checkpoints import save_tf1_checkpoint
-from albert_tf.convert import convert, load
-from albert_tf.release import find_release_files
+from albert_tf import (
+    AlbertClassifier,
+    AlbertPretrainer,
+    AlbertSquadV2,
+    AlbertTokenClassifier,
+    CheckpointError,
+    names,
+    task_heads,
+)
+from albert_tf.checkpoints import save_tf1_checkpoint, tf1_name
+from albert_tf.convert import convert, detect_model, load
+from albert_tf.huggingface import save_hf_checkpoint
+from albert_tf.modeling import register_model
+from albert_tf.release import describe_checkpoint, find_release_files
 from tests.helpers.layouts import BRIGHTMART, brightmart_release, load_npz, model_inputs
 from tests.helpers.tiny import tiny_config
 
@@ -47,3 +57,69 @@ def test_a_one_output_head_needs_the_model_named(tmp_path):
     again = AlbertClassifier.from_release(tmp_path / "hf", num_labels=1)
     np.testing.assert_array_equal(again.output_weights.numpy(),
                                   regression.output_weights.numpy())
+
+
+def _release_of(model, directory):
+    directory.mkdir()
+    model.config.to_json_file(directory / "albert_config.json")
+    save_tf1_checkpoint(model, str(directory / "model.ckpt"))
+    return directory
+
+
+def test_the_model_is_told_by_the_head_tables(tmp_path):
+    config = tiny_config(vocab_size=50)
+    for name, model in [("squad_v2", AlbertSquadV2(config, seed=0)),
+                        ("token_classifier", AlbertTokenClassifier(config, 5, seed=0)),
+                        ("classifier", AlbertClassifier(config, 3, seed=0))]:
+        assert detect_model(describe_checkpoint(_release_of(model, tmp_path / name))) == name
+        loaded, _ = load(tmp_path / name)
+        assert type(loaded) is type(model) and loaded.load_report.missing == []
+        assert getattr(loaded, "num_labels", None) == getattr(model, "num_labels", None)
+    # The size of a head, where its table sizes it: [num_labels, H] or [H, num_labels].
+    assert task_heads.num_outputs("token_classifier", config,
+                                  {"cls/ner/output_weights": [5, 16]}) == 5
+    assert task_heads.num_outputs("squad_v1", config, {}) is None
+    assert task_heads.num_outputs("masked_lm", config, {}) is None
+
+
+# A head of a task module's own under its own TF1 names, with the keys of transformers'
+# sequence classifier (as README's "Your own task in one file" registers a head).
+OWN_HEAD = task_heads.register_head("test_own_pooled", {
+    "cls/own/output_weights": task_heads.HeadVariable(
+        lambda config, n: (n, config.hidden_size), "classifier.weight", "weights"),
+    "cls/own/output_bias": task_heads.HeadVariable(
+        lambda config, n: (n,), "classifier.bias", "zeros")})
+
+
+@register_model("test_own_pooled")
+class OwnPooledClassifier(AlbertClassifier):
+    heads = (OWN_HEAD,)
+    detectable = False
+
+    def _build_pooled_head(self, head, num_outputs, dropout_rate):
+        super()._build_pooled_head(OWN_HEAD, num_outputs, dropout_rate)
+
+
+def test_a_head_of_your_own_reaches_hugging_face_under_its_keys(tmp_path):
+    config = tiny_config(vocab_size=50)
+    model = OwnPooledClassifier(config, 3, seed=0)
+    assert {tf1_name(v) for v in model.weights} >= {"cls/own/output_weights",
+                                                    "cls/own/output_bias"}
+    directory = save_hf_checkpoint(model, tmp_path / "hf")
+    from safetensors.numpy import load_file
+
+    tensors = load_file(tmp_path / "hf" / "model.safetensors")
+    np.testing.assert_array_equal(tensors["classifier.weight"], model.output_weights.numpy())
+    # Read back as this model (its names) and as the package's classifier (the same keys).
+    again, _ = load(directory, model="test_own_pooled")
+    np.testing.assert_array_equal(again.output_weights.numpy(), model.output_weights.numpy())
+    assert again.load_report.missing == [] and again.load_report.unused == []
+    assert detect_model(describe_checkpoint(directory)) == "classifier"  # the package's first
+    builtin, _ = load(directory)
+    np.testing.assert_array_equal(builtin.output_weights.numpy(), model.output_weights.numpy())
+    with pytest.raises(ValueError, match="already registered with other variables"):
+        task_heads.register_head(OWN_HEAD, task_heads.HEADS["classifier"])
+    with pytest.raises(ValueError, match="'classifier' is already registered"):
+        register_model("classifier")(OwnPooledClassifier)
+    with pytest.raises(TypeError, match="takes an AlbertModel subclass"):
+        register_model("not_a_model")(dict)

@@ -253,7 +253,7 @@ def test_own_tasks_section_runs(release_dir, capsys):
     root = release_dir.parent
     write_own_task_data(root)
     commands = python_commands(own_tasks=True)
-    assert len(commands) == 7
+    assert len(commands) == 8
     for args in commands:
         result = run_python_command(args, root)
         assert result.returncode == 0, (args, result.stderr[-2000:])
@@ -276,6 +276,7 @@ def test_own_tasks_section_runs(release_dir, capsys):
     assert (root / "emotions_out" / "threshold.txt").exists()
     assert (root / "mean_pool_out" / "labels.txt").read_text() == "neg\npos\n"
     assert "eval_accuracy" in (root / "mean_pool_out" / "eval_results.txt").read_text()
+    assert (root / "mean_pool_google" / "model.ckpt.index").exists()
 
 
 def check_rest_bodies(version_dir):

@@ -8,10 +8,11 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import tasks
+from albert_tf import CheckpointError, convert, tasks
 from albert_tf.apps import classifier, common
 from tests.helpers.scripts import ROOT, SPM, serve_text
 from tests.helpers.scripts import read_results as results
@@ -52,6 +53,22 @@ def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path
              for line in (folder / "test.jsonl").read_text().splitlines()]
     served = serve_text(out / "export" / "1", text_a=texts)
     assert [["neg", "pos"][i] for i in served["predictions"]] == [p["label"] for p in predicted]
+    # `convert` knows the model by its registered head, and writes Google's layout.
+    result = subprocess.run(
+        [sys.executable, "-m", "albert_tf.convert", "--task_module=my_task.py",
+         f"--input={out / 'model.ckpt-best'}", f"--albert_config_file={config}",
+         "--output=google", "--to=google"], cwd=folder, capture_output=True, text=True,
+        timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    tasks.load_task_module(EXAMPLE)  # its model, in this process
+    model, _ = convert.load(folder / "google")
+    assert type(model).__name__ == "MeanPoolClassifier" and model.num_labels == 2
+    assert model.load_report.missing == []
+    np.testing.assert_array_equal(
+        model.dense.kernel.numpy(),
+        tf.train.load_variable(str(out / "model.ckpt-best"), "cls/mean_pool/dense/kernel"))
+    with pytest.raises(CheckpointError, match="has no Hugging Face counterpart"):
+        convert.convert(folder / "google", tmp_path / "hf")
 
 
 def test_a_task_module_must_name_its_task(tmp_path):
@@ -80,3 +97,17 @@ def test_task_name_and_task_module_must_agree():
         classifier.task_class({"task_module": str(EXAMPLE), "task_name": "other"})
     assert classifier.task_class({"task_name": "MRPC"}).__name__ == "ClassificationTask"
     assert classifier.task_class({"task_name": "multi_label"}).name == "multi_label"
+
+
+def test_every_tasks_data_error_is_one_kind_the_scripts_report():
+    from albert_tf.data.glue import GlueDataError
+    from albert_tf.data.multiple_choice import ChoiceDataError
+    from albert_tf.data.ner import NerDataError
+    from albert_tf.data.pretraining import PretrainingDataError
+    from albert_tf.data.squad import SquadError
+    from albert_tf.data.tabular import TableDataError
+
+    for error in (GlueDataError, ChoiceDataError, NerDataError, PretrainingDataError,
+                  SquadError, TableDataError):
+        assert issubclass(error, tasks.DataError)
+    assert issubclass(tasks.DataError, common.user_errors())

@@ -34,22 +34,18 @@ class UsageError(ValueError):
 
 
 def user_errors() -> tuple[type[Exception], ...]:
-    """The errors that mean bad flags or input (reported as one line, not a traceback)."""
+    """The errors that mean bad flags or input (reported as one line, not a traceback):
+    kinds of error, not one per task (every task's data errors are `DataError`s)."""
     from albert_tf.checkpoints import CheckpointError
     from albert_tf.config import ConfigError
-    from albert_tf.data.glue import GlueDataError
-    from albert_tf.data.ner import NerDataError
-    from albert_tf.data.pretraining import PretrainingDataError
-    from albert_tf.data.race import RaceDataError
-    from albert_tf.data.squad import SquadError
+    from albert_tf.data.errors import DataError
     from albert_tf.tasks import TaskModuleError
     from albert_tf.tokenization import TokenizerError
     from albert_tf.training.lock import OutputDirLocked
 
     return (OutputDirLocked, UsageError, options.OptionsError, TaskModuleError,
-            CheckpointError, ConfigError,
-            GlueDataError, NerDataError, PretrainingDataError, RaceDataError, SquadError,
-            TokenizerError, distribute.DistributionError, FileNotFoundError)
+            CheckpointError, ConfigError, DataError, TokenizerError,
+            distribute.DistributionError, FileNotFoundError)
 
 
 def run_script(run, flag_names) -> None:

@@ -35,6 +35,7 @@ from albert_tf.data.cache import (
     open_binary,
     tokenizer_settings,
 )
+from albert_tf.data.errors import DataError
 from albert_tf.data.records import InputFeatures
 from albert_tf.tokenization import CLS, SEP, convert_to_unicode
 
@@ -45,7 +46,7 @@ CACHE_SUFFIX = {"train": "train", "dev": "eval", "test": "predict"}
 CACHE_FORMAT = "albert_tf.glue/1"  # bump when a change here changes the records
 
 
-class GlueDataError(ValueError):
+class GlueDataError(DataError):
     """GLUE data that cannot be used: nothing valid left in a file, a split the task
     does not have, a label the task does not know."""
 

@@ -27,6 +27,7 @@ import numpy as np
 from absl import logging
 
 from albert_tf import fileio, names, packing
+from albert_tf.data.errors import DataError
 from albert_tf.data.records import SkipLog
 
 # The label id of positions the loss and the metrics skip.
@@ -38,7 +39,7 @@ _TAG = re.compile(r"^(O|[BIES]-.+)$")
 WORD_SPLITS = ("whitespace", "characters")
 
 
-class NerDataError(ValueError):
+class NerDataError(DataError):
     """NER data that cannot be used; the message names the file and line."""
 
 

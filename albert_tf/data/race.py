@@ -34,6 +34,7 @@ from albert_tf.data.cache import (
     open_binary,
     tokenizer_settings,
 )
+from albert_tf.data.errors import DataError
 from albert_tf.data.records import InputFeatures
 from albert_tf.tokenization import CLS, SEP, convert_to_unicode
 
@@ -46,7 +47,7 @@ CACHE_FORMAT = "albert_tf.race/1"
 DEFAULT_MAX_QA_LENGTH = 128
 
 
-class RaceDataError(ValueError):
+class RaceDataError(DataError):
     """RACE data that cannot be used: no valid question left, bad arguments."""
 
 

@@ -64,18 +64,13 @@ def pooler_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
 
 
 def masked_lm_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
-    return {
-        **_dense("cls/predictions/transform/dense", config.hidden_size, config.embedding_size),
-        **_layer_norm("cls/predictions/transform/LayerNorm", config.embedding_size),
-        "cls/predictions/output_bias": (config.vocab_size,),
-    }
+    """`run_pretraining.py`'s masked LM head (`task_heads.HEADS["masked_lm"]`)."""
+    return task_heads.shapes("masked_lm", config)
 
 
 def sentence_order_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
-    return {
-        "cls/seq_relationship/output_weights": (2, config.hidden_size),
-        "cls/seq_relationship/output_bias": (2,),
-    }
+    """Its sentence-order classifier (`task_heads.HEADS["sentence_order"]`)."""
+    return task_heads.shapes("sentence_order", config)
 
 
 def encoder_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
@@ -118,7 +113,7 @@ def parameter_counts(config: AlbertConfig) -> dict[str, int]:
 # --------------------------------------------------------------------- fine-tuning heads
 # The variables the original fine-tuning scripts add to `bert/` (every one of them also
 # creates the pooler, used or not). Shapes as the original creates them; the heads with
-# a Hugging Face counterpart are the tables of `albert_tf.task_heads`.
+# their tables are `albert_tf.task_heads`'.
 
 
 def classifier_variables(config: AlbertConfig, num_labels: int) -> dict[str, tuple[int, ...]]:
@@ -146,14 +141,5 @@ def token_classification_variables(config: AlbertConfig,
 
 def squad_v2_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
     """`squad_utils.create_v2_model` (run_squad_v2.py): start logits, end logits
-    conditioned on a start (dense tanh, LayerNorm, dense) and the answerability class
-    (dense tanh, dense without bias), at the root scope."""
-    h = config.hidden_size
-    return {
-        **_dense("start_logits/dense", h, 1),
-        **_dense("end_logits/dense_0", 2 * h, h),
-        **_layer_norm("end_logits/LayerNorm", h),
-        **_dense("end_logits/dense_1", h, 1),
-        **_dense("answer_class/dense_0", 2 * h, h),
-        "answer_class/dense_1/kernel": (h, 1),
-    }
+    conditioned on a start and the answerability class, at the root scope."""
+    return task_heads.shapes("squad_v2", config)

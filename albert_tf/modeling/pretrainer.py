@@ -5,11 +5,12 @@ from __future__ import annotations
 from albert_tf import names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
-from albert_tf.modeling.base import AlbertModel, tf1_scope
+from albert_tf.modeling.base import AlbertModel, register_model, tf1_scope
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 
 
+@register_model("pretrainer")
 class AlbertPretrainer(AlbertModel):
     """ALBERT with its pretraining heads, as the original `run_pretraining.py` builds it.
 
@@ -19,6 +20,7 @@ class AlbertPretrainer(AlbertModel):
     """
 
     hf_architecture = names.HF_PRETRAINING
+    heads = ("masked_lm", "sentence_order")
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")

@@ -27,7 +27,7 @@ from albert_tf import names, task_heads
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
-from albert_tf.modeling.base import AlbertModel, tf1_scope
+from albert_tf.modeling.base import AlbertModel, register_model, tf1_scope
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 
 # The classifier, RACE and SQuAD v1 heads of the original use a fixed
@@ -104,7 +104,7 @@ class AlbertTaskModel(AlbertModel):
         (`self.output_weights` [num_outputs, H], `self.output_bias`), created in the
         table's order."""
         created = []
-        for name, variable in task_heads.HEADS[head].items():
+        for name, variable in task_heads.table(head).items():
             *scopes, leaf = name.split("/")
             initial = "zeros" if variable.initial == "zeros" else \
                 common.truncated_normal(HEAD_INITIALIZER_STDDEV, self._head_seeds)
@@ -141,6 +141,7 @@ def _choice_outputs(logits) -> dict:
             names.PREDICTIONS: tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
 
 
+@register_model("classifier")
 class AlbertClassifier(AlbertTaskModel):
     """GLUE classification on the pooled output, as `classifier_utils.create_model`.
 
@@ -158,6 +159,8 @@ class AlbertClassifier(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_SEQUENCE_CLASSIFICATION
+    heads = ("classifier",)
+    outputs_argument = "num_labels"
 
     def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
                  dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
@@ -188,6 +191,7 @@ class AlbertClassifier(AlbertTaskModel):
                 "dropout_rate": self.dropout_rate}
 
 
+@register_model("multiple_choice")
 class AlbertMultipleChoice(AlbertTaskModel):
     """RACE, as `race_utils.create_model`: every choice is scored from its pooled output.
 
@@ -204,6 +208,8 @@ class AlbertMultipleChoice(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_MULTIPLE_CHOICE
+    heads = ("multiple_choice",)
+    detectable = False  # its head is the classifier's
 
     def __init__(self, config: AlbertConfig, num_choices: int = 4, seed: int | None = None,
                  dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
@@ -257,6 +263,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
                 "dropout_rate": self.dropout_rate}
 
 
+@register_model("squad_v1")
 class AlbertSquadV1(AlbertTaskModel):
     """SQuAD v1.1, as `squad_utils.create_v1_model`: a linear map of every position.
 
@@ -268,6 +275,7 @@ class AlbertSquadV1(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_QUESTION_ANSWERING
+    heads = ("squad_v1",)
 
     reads_pooled_output = False
 
@@ -285,6 +293,7 @@ class AlbertSquadV1(AlbertTaskModel):
         return {names.START_LOGITS: logits[:, :, 0], names.END_LOGITS: logits[:, :, 1]}
 
 
+@register_model("token_classifier")
 class AlbertTokenClassifier(AlbertTaskModel):
     """Token classification (NER), as Model Garden's tagging and Hugging Face's
     `AlbertForTokenClassification`: dropout, then a score per label at every position.
@@ -298,6 +307,8 @@ class AlbertTokenClassifier(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_TOKEN_CLASSIFICATION
+    heads = ("token_classifier",)
+    outputs_argument = "num_labels"
     reads_pooled_output = False
 
     def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
@@ -330,6 +341,7 @@ def _apply_p_mask(logits, p_mask):
     return logits * (1.0 - p_mask) - P_MASK_PENALTY * p_mask
 
 
+@register_model("squad_v2")
 class AlbertSquadV2(AlbertTaskModel):
     """SQuAD v2.0 with ALBERT's own head, as `squad_utils.create_v2_model`.
 
@@ -359,6 +371,7 @@ class AlbertSquadV2(AlbertTaskModel):
     Dropout follows `training` only, whichever path is taken. Outputs are float32.
     """
 
+    heads = ("squad_v2",)
     reads_pooled_output = False
 
     def __init__(self, config: AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,

@@ -17,6 +17,7 @@ import re
 import sys
 from typing import Sequence
 
+from albert_tf.data.errors import DataError
 from albert_tf.tasks.base import Task
 
 # --task_name -> the module of a task written with this API.
@@ -105,5 +106,5 @@ def task_module_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-__all__ = ["BUILTIN", "Task", "TaskModuleError", "builtin", "import_builtin",
+__all__ = ["BUILTIN", "DataError", "Task", "TaskModuleError", "builtin", "import_builtin",
            "load_task_module", "loaded_modules", "task_module_in"]

@@ -37,7 +37,7 @@ from albert_tf.apps.common import UsageError
 from albert_tf.apps.session import write_results
 from albert_tf.data import records, tabular
 from albert_tf.export import kinds, serving_text
-from albert_tf.modeling import AlbertClassifier
+from albert_tf.modeling import AlbertClassifier, register_model
 from albert_tf.tasks.base import Task
 from albert_tf.training.objectives import MeanObjective
 
@@ -48,6 +48,7 @@ DEFAULT_THRESHOLD = 0.5
 THRESHOLD_GRID = tuple(round(t, 2) for t in np.arange(0.05, 0.951, 0.05))
 
 
+@register_model("multi_label")
 class AlbertMultiLabelClassifier(AlbertClassifier):
     """`AlbertClassifier`'s head, each output a label of its own.
 
@@ -57,6 +58,7 @@ class AlbertMultiLabelClassifier(AlbertClassifier):
     """
 
     hf_problem_type = HF_PROBLEM_TYPE
+    detectable = False  # a TF1 checkpoint cannot tell it from the classifier
 
     def __init__(self, config, num_labels: int, seed: int | None = None,
                  threshold: float = DEFAULT_THRESHOLD, **kwargs):

@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from albert_tf import tokenization
+from albert_tf.data.errors import DataError
 
 
-class PretrainingDataError(ValueError):
+class PretrainingDataError(DataError):
     """Input or settings that cannot give pretraining data."""
 
 

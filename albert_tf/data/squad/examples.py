@@ -16,6 +16,7 @@ import random
 from typing import Iterator, Sequence
 
 from albert_tf import fileio
+from albert_tf.data.errors import DataError
 from albert_tf.data.records import SkipLog
 
 # run_squad_v1.py / run_squad_v2.py shuffle the training examples with
@@ -23,7 +24,7 @@ from albert_tf.data.records import SkipLog
 ORIGINAL_TRAIN_SHUFFLE_SEED = 12345
 
 
-class SquadError(ValueError):
+class SquadError(DataError):
     """A SQuAD file or setting that cannot be used."""
 
 

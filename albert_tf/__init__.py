@@ -17,11 +17,18 @@ from albert_tf import losses  # noqa: E402
 from albert_tf.checkpoints import (  # noqa: E402
     CheckpointError,
     LoadReport,
+    describe_checkpoint,
+    find_release_files,
+    load_checkpoint,
+    load_model,
     load_tf1_checkpoint,
     save_tf1_checkpoint,
 )
+from albert_tf.checkpoints.huggingface import (  # noqa: E402
+    load_hf_checkpoint,
+    save_hf_checkpoint,
+)
 from albert_tf.config import AlbertConfig, ConfigError, available_configs  # noqa: E402
-from albert_tf.huggingface import load_hf_checkpoint, save_hf_checkpoint  # noqa: E402
 from albert_tf.modeling import (  # noqa: E402
     AlbertClassifier,
     AlbertEncoder,
@@ -31,11 +38,11 @@ from albert_tf.modeling import (  # noqa: E402
     AlbertSquadV2,
     AlbertTokenClassifier,
 )
-from albert_tf.release import (  # noqa: E402
-    describe_checkpoint,
-    find_release_files,
-    load_checkpoint,
-)
+from albert_tf.modeling.base import set_release_reader as _set_release_reader  # noqa: E402
+
+# `AlbertModel.from_release` reads with the checkpoint readers, which sit above the
+# models: the package joins the two here.
+_set_release_reader(load_model)
 
 __version__ = "0.1.0"
 
@@ -56,6 +63,7 @@ __all__ = [
     "find_release_files",
     "load_checkpoint",
     "load_hf_checkpoint",
+    "load_model",
     "load_tf1_checkpoint",
     "losses",
     "save_hf_checkpoint",

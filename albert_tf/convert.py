@@ -4,7 +4,7 @@
     python -m albert_tf.convert --input=albert_chinese_tiny_hf --output=tf1 --to=google
 
 reads a release directory or checkpoint of any layout (Google's TF1, brightmart's
-albert_zh, a Hugging Face directory; `albert_tf.release`) and writes either a Hugging
+albert_zh, a Hugging Face directory; `albert_tf.checkpoints.release`) and writes either a Hugging
 Face directory that `transformers` loads (`--to=huggingface`, the default) or a Google
 release directory (`--to=google`: `albert_config.json`, `model.ckpt.*`, the tokenizer
 file) that the original TF1 code and every tool for Google's checkpoints read. The model
@@ -24,8 +24,8 @@ import sys
 import tensorflow as tf
 from absl import app, flags, logging
 
-from albert_tf import fileio, huggingface, release, task_heads, tasks
-from albert_tf.checkpoints import CheckpointError, save_tf1_checkpoint
+from albert_tf import fileio, task_heads, tasks
+from albert_tf.checkpoints import CheckpointError, huggingface, release, save_tf1_checkpoint
 from albert_tf.modeling import MODELS
 
 TARGETS = ("huggingface", "google")

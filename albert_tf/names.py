@@ -85,7 +85,7 @@ TAGS = "tags"
 
 # ------------------------------------------------ Hugging Face `transformers` classes
 # The class with the same weights as each of our models (`AlbertModel.hf_architecture`;
-# `albert_tf.huggingface` reads and writes them).
+# `albert_tf.checkpoints.huggingface` reads and writes them).
 HF_PRETRAINING = "AlbertForPreTraining"
 HF_MASKED_LM = "AlbertForMaskedLM"
 HF_BASE = "AlbertModel"

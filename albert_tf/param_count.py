@@ -15,7 +15,7 @@ import sys
 from absl import app
 
 from albert_tf.config import AlbertConfig, ConfigError, available_configs
-from albert_tf.modeling.layout import parameter_counts
+from albert_tf.modeling.tf1_variables import parameter_counts
 
 # Table 1 of Lan et al., "ALBERT: A Lite BERT for Self-supervised Learning of Language
 # Representations" (ICLR 2020), arXiv:1909.11942.

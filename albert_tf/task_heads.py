@@ -4,8 +4,8 @@ shape, its `transformers` state-dict key and how the model initializes it; and t
 
 One definition read by everything that names these variables: the models create the
 fine-tuning heads from them (`albert_tf.modeling.tasks`), the TF1 variable oracle is
-built from them (`albert_tf.modeling.layout`), `albert_tf.huggingface` maps them to
-state-dict keys and `albert_tf.convert` recognizes a model from them. A model names its
+built from them (`albert_tf.modeling.tf1_variables`), `albert_tf.checkpoints.huggingface`
+maps them to state-dict keys and `albert_tf.convert` recognizes a model from them. A model names its
 heads in its class attribute `heads`. A task module with a head of its own adds its
 table with `register_head` (its keys then reach Hugging Face where its model names a
 `transformers` class whose keys they are).

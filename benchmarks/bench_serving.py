@@ -139,8 +139,8 @@ def export_models(output_dir: str) -> dict:
     from unittest import mock
 
     from albert_tf import AlbertConfig
+    from albert_tf.checkpoints.huggingface import save_hf_checkpoint
     from albert_tf.export import export_savedmodel, export_tflite
-    from albert_tf.huggingface import save_hf_checkpoint
     from albert_tf.modeling.tasks import AlbertClassifier
 
     config = AlbertConfig.from_json_file(FLAGS.config)

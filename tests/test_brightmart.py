@@ -3,7 +3,8 @@
 `fixtures/brightmart_albert_zh_tiny` holds a checkpoint with brightmart's names (E=16,
 H=32, one shared layer used 3 times) and what brightmart's `modeling.py` and the heads of
 its `run_pretraining.py` compute for a padded batch. The checkpoint is read as the
-Google-layout model with E = H whose word embeddings are W1 . W2 (`albert_tf.brightmart`).
+Google-layout model with E = H whose word embeddings are W1 . W2
+(`albert_tf.checkpoints.brightmart`).
 """
 
 import json
@@ -18,14 +19,14 @@ from albert_tf import (
     AlbertPretrainer,
     CheckpointError,
     ConfigError,
-    brightmart,
     load_tf1_checkpoint,
     losses,
     names,
     save_tf1_checkpoint,
 )
-from albert_tf.modeling import layout
-from albert_tf.release import describe_checkpoint, find_release_files
+from albert_tf.checkpoints import brightmart
+from albert_tf.checkpoints.release import describe_checkpoint, find_release_files
+from albert_tf.modeling import tf1_variables
 from tests.helpers.layouts import BRIGHTMART, brightmart_release, load_npz, model_inputs
 
 TOLERANCE = 1e-5
@@ -101,7 +102,7 @@ def test_word_embeddings_are_the_product_of_the_two_tables(model):
         reader.get_tensor("bert/encoder/layer_shared/output/dense/kernel"))
     # Every shared-layer variable of brightmart has one Google name.
     assert sorted(brightmart.BLOCK_NAMES) == sorted(
-        n for n in layout.block_variables(model.config, 0, 0))
+        n for n in tf1_variables.block_variables(model.config, 0, 0))
 
 
 def test_saved_back_as_google_layout(model, tmp_path, computed):

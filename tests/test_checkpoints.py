@@ -19,7 +19,7 @@ from albert_tf import (
     save_tf1_checkpoint,
 )
 from albert_tf.checkpoints import list_checkpoint_variables, resolve_checkpoint
-from albert_tf.modeling import layout
+from albert_tf.modeling import tf1_variables
 
 DATA = ".data-00000-of-00001"
 
@@ -83,7 +83,7 @@ def test_missing_or_ambiguous_checkpoints_name_the_path(tmp_path):
 def test_load_report_of_a_pretraining_checkpoint(tiny_config):
     model = AlbertPretrainer(tiny_config)
     report = load_tf1_checkpoint(model, FIXTURE_CHECKPOINT)
-    assert sorted(report.loaded) == sorted(layout.pretrainer_variables(tiny_config))
+    assert sorted(report.loaded) == sorted(tf1_variables.pretrainer_variables(tiny_config))
     assert report.missing == [] and report.unused == [] and report.prefix == ""
     # Optimizer slots and the step counter are recognised and skipped.
     assert "global_step" in report.skipped
@@ -139,8 +139,8 @@ def test_strict_mode_fails_on_missing_variables(tmp_path, tiny_config):
         load_tf1_checkpoint(model, encoder_only, strict=True)
     assert "\n  cls/predictions/transform/dense/kernel\n" in str(error.value)
     report = load_tf1_checkpoint(model, encoder_only)
-    assert sorted(report.missing) == sorted({**layout.masked_lm_variables(tiny_config),
-                                             **layout.sentence_order_variables(tiny_config)})
+    assert sorted(report.missing) == sorted({**tf1_variables.masked_lm_variables(tiny_config),
+                                             **tf1_variables.sentence_order_variables(tiny_config)})
 
 
 def test_corrupt_checkpoints_give_a_clear_error(tmp_path, tiny_config):
@@ -184,7 +184,8 @@ def test_save_load_round_trip_gives_identical_outputs(tmp_path, tiny_config, fix
                                                    "model.ckpt-5.index"]
     saved = list_checkpoint_variables(path)
     assert saved.pop("global_step") == []
-    assert {n: tuple(s) for n, s in saved.items()} == layout.pretrainer_variables(tiny_config)
+    expected = tf1_variables.pretrainer_variables(tiny_config)
+    assert {n: tuple(s) for n, s in saved.items()} == expected
     assert int(tf.train.load_checkpoint(path).get_tensor("global_step")) == 5
 
     target = AlbertPretrainer(tiny_config, seed=12)
@@ -203,7 +204,7 @@ def test_saved_checkpoint_is_readable_by_name_like_the_originals(tmp_path, tiny_
     assert tf.train.latest_checkpoint(str(tmp_path)) == path
     ours, original = tf.train.load_checkpoint(path), tf.train.load_checkpoint(
         FIXTURE_CHECKPOINT)
-    for name in layout.pretrainer_variables(tiny_config):
+    for name in tf1_variables.pretrainer_variables(tiny_config):
         np.testing.assert_array_equal(ours.get_tensor(name), original.get_tensor(name))
 
 

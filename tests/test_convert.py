@@ -15,10 +15,10 @@ from albert_tf import (
     task_heads,
 )
 from albert_tf.checkpoints import save_tf1_checkpoint, tf1_name
+from albert_tf.checkpoints.huggingface import save_hf_checkpoint
+from albert_tf.checkpoints.release import describe_checkpoint, find_release_files
 from albert_tf.convert import convert, detect_model, load
-from albert_tf.huggingface import save_hf_checkpoint
 from albert_tf.modeling import register_model
-from albert_tf.release import describe_checkpoint, find_release_files
 from tests.helpers.layouts import BRIGHTMART, brightmart_release, load_npz, model_inputs
 from tests.helpers.tiny import tiny_config
 

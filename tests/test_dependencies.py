@@ -15,29 +15,30 @@ PACKAGE = pathlib.Path(__file__).parent.parent / "albert_tf"
 # on top; checkpoints know the model's variables by name only, not the optimizer or the
 # loop; data knows nothing of the model.
 FORBIDDEN = {
+    # The checkpoint readers and writers of every layout (TF1, brightmart, Hugging Face,
+    # release directories) sit above the models: they know variables by name only, not
+    # the models, the optimizer, the loop or the data.
     "albert_tf.checkpoints": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
-                              "albert_tf.data", "albert_tf.export"),
+                              "albert_tf.data", "albert_tf.export", "albert_tf.tasks"),
     "albert_tf.config": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
                          "albert_tf.checkpoints", "albert_tf.data"),
     "albert_tf.fileio": ("albert_tf.",),
-    # The heads' tables are data (over the names of `albert_tf.names`): the models, the
-    # layout and the readers read them.
+    # The heads' tables are data (over the names of `albert_tf.names`): the models,
+    # tf1_variables and the readers read them.
     "albert_tf.task_heads": tuple(f"albert_tf.{room}" for room in (
-        "apps", "brightmart", "checkpoints", "config", "convert", "data", "export",
-        "huggingface", "modeling", "release", "tasks", "training")),
+        "apps", "checkpoints", "config", "convert", "data", "export", "modeling",
+        "tasks", "training")),
     "albert_tf.data": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
                        "albert_tf.export", "albert_tf.tasks"),
-    # (Reading releases is still in: `from_release` imports albert_tf.release, and
-    # through it the checkpoint readers; the Hugging Face tables are out.)
+    # The models read no file: `from_release` is handed its reader by the package.
     "albert_tf.modeling": ("albert_tf.training", "albert_tf.apps", "albert_tf.export",
-                           "albert_tf.huggingface", "albert_tf.tasks"),
+                           "albert_tf.checkpoints", "albert_tf.tasks"),
     "albert_tf.export": ("albert_tf.training", "albert_tf.apps", "albert_tf.tasks"),
-    "albert_tf.release": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling"),
-    # The layouts know names and configs, not the models, the loop or the data.
-    "albert_tf.brightmart": ("albert_tf.checkpoints", "albert_tf.training", "albert_tf.apps",
-                             "albert_tf.modeling", "albert_tf.data", "albert_tf.export"),
-    "albert_tf.huggingface": ("albert_tf.release", "albert_tf.training", "albert_tf.apps",
-                              "albert_tf.modeling", "albert_tf.data", "albert_tf.export"),
+    # The layouts know names and configs, not the release directories or each other.
+    "albert_tf.checkpoints.brightmart": ("albert_tf.checkpoints.tf1",
+                                         "albert_tf.checkpoints.release",
+                                         "albert_tf.checkpoints.huggingface"),
+    "albert_tf.checkpoints.huggingface": ("albert_tf.checkpoints.release",),
 }
 
 

@@ -386,7 +386,7 @@ def test_real_dev_sets_read_every_row(tokenizer):
         examples = processor.get_dev_examples(SHARED_GLUE)
         path = glue.get_task(task).path(SHARED_GLUE, "dev")
         with open(path, "rb") as f:
-            rows = f.read().count(b"\n") - glue.get_task(task).layouts["dev"].header
+            rows = f.read().count(b"\n") - glue.get_task(task).columns["dev"].header
         assert len(examples) == rows and processor.last_skipped == 0
         labels = set(glue.get_task(task).labels)
         assert {e.label for e in examples} == labels

@@ -25,11 +25,11 @@ from albert_tf import (
     AlbertSquadV2,
     CheckpointError,
     ConfigError,
-    huggingface,
     names,
 )
+from albert_tf.checkpoints import huggingface
+from albert_tf.checkpoints.release import describe_checkpoint, find_release_files, load_checkpoint
 from albert_tf.modeling import common
-from albert_tf.release import describe_checkpoint, find_release_files, load_checkpoint
 from tests.helpers.layouts import BRIGHTMART, HF, brightmart_release, hf_release, load_npz
 from tests.helpers.layouts import model_inputs as fixture_model_inputs
 from tests.helpers.paths import SPM_MODEL

@@ -10,7 +10,7 @@ from conftest import FIXTURE_CHECKPOINT, model_inputs
 
 from albert_tf import AlbertEncoder, AlbertPretrainer, load_tf1_checkpoint
 from albert_tf.losses import masked_lm_loss, pretraining_loss, sentence_order_loss
-from albert_tf.modeling import layout
+from albert_tf.modeling import tf1_variables
 from tests.helpers import tiny
 
 ATOL = 1e-5
@@ -143,8 +143,8 @@ def test_real_tokens_only_for_any_mask_first_token_heads_and_training():
 def test_encoder_alone_gives_the_same_numbers(tiny_config, fixture_inputs, fixture_outputs):
     encoder = AlbertEncoder(tiny_config)
     report = load_tf1_checkpoint(encoder, FIXTURE_CHECKPOINT, strict=True)
-    heads = {**layout.masked_lm_variables(tiny_config),
-             **layout.sentence_order_variables(tiny_config)}
+    heads = {**tf1_variables.masked_lm_variables(tiny_config),
+             **tf1_variables.sentence_order_variables(tiny_config)}
     assert sorted(report.unused) == sorted(heads)  # the pretraining heads, 7 variables
     out = encoder(model_inputs(fixture_inputs, with_positions=False))
     assert set(out) == {"sequence_output", "pooled_output", "encoder_outputs",

@@ -8,9 +8,10 @@ import pytest
 import tensorflow as tf
 from safetensors import safe_open
 
-from albert_tf import AlbertTokenClassifier, huggingface, losses, names
+from albert_tf import AlbertTokenClassifier, losses, names
+from albert_tf.checkpoints import huggingface
 from albert_tf.convert import convert
-from albert_tf.modeling import layout
+from albert_tf.modeling import tf1_variables
 from tests.helpers.tiny import random_inputs, tiny_config
 
 
@@ -21,7 +22,7 @@ def model():
 
 def test_variables_and_math(model):
     names_and_shapes = {w.path: tuple(w.shape) for w in model.weights}
-    head = layout.token_classification_variables(model.config, 5)
+    head = tf1_variables.token_classification_variables(model.config, 5)
     assert {n: s for n, s in names_and_shapes.items() if not n.startswith("bert/")} == head
     inputs = random_inputs(model.config, batch=2, length=7, seed=0, min_length=3)
     outputs = model(inputs)

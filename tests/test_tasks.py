@@ -26,7 +26,7 @@ from albert_tf import (
     losses,
     save_tf1_checkpoint,
 )
-from albert_tf.modeling import layout
+from albert_tf.modeling import tf1_variables
 from tests.helpers import tiny
 
 ATOL = 1e-5
@@ -79,11 +79,11 @@ def build(task, cfg=CONFIG, seed=0, **kwargs):
 
 def layout_head(task, cfg=CONFIG):
     return {
-        "classifier": lambda: layout.classifier_variables(cfg, 3),
-        "regression": lambda: layout.classifier_variables(cfg, 1),
-        "race": lambda: layout.multiple_choice_variables(cfg),
-        "squad_v1": lambda: layout.squad_v1_variables(cfg),
-        "squad_v2": lambda: layout.squad_v2_variables(cfg),
+        "classifier": lambda: tf1_variables.classifier_variables(cfg, 3),
+        "regression": lambda: tf1_variables.classifier_variables(cfg, 1),
+        "race": lambda: tf1_variables.multiple_choice_variables(cfg),
+        "squad_v1": lambda: tf1_variables.squad_v1_variables(cfg),
+        "squad_v2": lambda: tf1_variables.squad_v2_variables(cfg),
     }[task]()
 
 
@@ -225,7 +225,7 @@ def np_squad_v2(t, seq, p_mask, start_positions=None, start_n_top=4, end_n_top=3
 # ------------------------------------------------------------------ variables
 @pytest.mark.parametrize("task", TASKS)
 def test_models_create_exactly_the_original_variables(task):
-    expected = {**layout.encoder_variables(CONFIG), **HEADS[task]}
+    expected = {**tf1_variables.encoder_variables(CONFIG), **HEADS[task]}
     assert model_variables(build(task)) == expected
     assert layout_head(task) == HEADS[task]
 
@@ -242,7 +242,7 @@ def test_names_do_not_depend_on_model_names_or_nesting(task):
 
     wrapper = Wrapper(name="outer")
     wrapper(task_inputs(task))
-    assert model_variables(wrapper) == {**layout.encoder_variables(CONFIG), **HEADS[task]}
+    assert model_variables(wrapper) == {**tf1_variables.encoder_variables(CONFIG), **HEADS[task]}
 
 
 # ------------------------------------------------------------------ checkpoints
@@ -254,7 +254,7 @@ def finetuned(tmp_path_factory):
 
     def get(task):
         if task not in cache:
-            names = {**layout.encoder_variables(CONFIG), **HEADS[task]}
+            names = {**tf1_variables.encoder_variables(CONFIG), **HEADS[task]}
             tensors = random_tensors(names, seed=TASKS.index(task))
             path = write_tf1_checkpoint(tmp_path_factory.mktemp(task) / "model.ckpt-best",
                                         tensors)
@@ -308,8 +308,8 @@ def test_pretraining_checkpoint_loads_the_encoder_and_not_the_head(task, tiny_co
     head = layout_head(task, tiny_config)
     report = load_tf1_checkpoint(model, FIXTURE_CHECKPOINT)
     assert sorted(report.missing) == sorted(head)
-    assert sorted(report.unused) == sorted({**layout.masked_lm_variables(tiny_config),
-                                            **layout.sentence_order_variables(tiny_config)})
+    assert sorted(report.unused) == sorted({**tf1_variables.masked_lm_variables(tiny_config),
+                                            **tf1_variables.sentence_order_variables(tiny_config)})
     with pytest.raises(CheckpointError, match="strict"):
         load_tf1_checkpoint(build(task, cfg=tiny_config), FIXTURE_CHECKPOINT, strict=True)
     out = model.encoder(model_inputs(fixture_inputs, with_positions=False))
@@ -339,7 +339,7 @@ def test_from_release_needs_the_encoder_but_not_the_head(tmp_path, fixture_input
     head_only.mkdir()
     shutil.copy(FIXTURE_DIR / "albert_config.json", head_only)
     write_tf1_checkpoint(head_only / "model.ckpt",
-                         random_tensors(layout.classifier_variables(tiny_config, 2), 0))
+                         random_tensors(tf1_variables.classifier_variables(tiny_config, 2), 0))
     with pytest.raises(CheckpointError, match="not an ALBERT checkpoint of a known layout"):
         AlbertClassifier.from_release(head_only, num_labels=2)
 

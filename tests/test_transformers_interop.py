@@ -21,9 +21,9 @@ from albert_tf import (  # noqa: E402
     AlbertPretrainer,
     AlbertSquadV1,
     AlbertTokenClassifier,
-    huggingface,
     names,
 )
+from albert_tf.checkpoints import huggingface  # noqa: E402
 from tests.helpers.layouts import brightmart_release  # noqa: E402
 from tests.helpers.paths import FIXTURES, SPM_MODEL  # noqa: E402
 from tests.helpers.tiny import random_inputs, tiny_config  # noqa: E402

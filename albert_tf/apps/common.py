@@ -17,8 +17,9 @@ import os
 import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import fileio, release
+from albert_tf import fileio
 from albert_tf.apps import options
+from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
 from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError
 from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path

@@ -16,13 +16,14 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import checkpoints, fileio, release
+from albert_tf import checkpoints, fileio
 from albert_tf.apps.common import (
     BEST_CHECKPOINT,
     UsageError,
     checked_tflite_path,
     load_config,
 )
+from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.training import distribute
@@ -169,7 +170,7 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
     if not distribute.is_chief(strategy):
         return None
     if settings.get("export_hf_dir"):
-        from albert_tf.huggingface import save_hf_checkpoint
+        from albert_tf.checkpoints.huggingface import save_hf_checkpoint
 
         save_hf_checkpoint(model, settings["export_hf_dir"],
                            spm_model_file=settings["spm_model_file"],

@@ -53,7 +53,7 @@ class GlueDataError(DataError):
 
 # ----------------------------------------------------------------------- the tasks
 @dataclasses.dataclass(frozen=True)
-class Layout:
+class Columns:
     """Where one split's fields are in a TSV row (0-based columns; -1 = last)."""
 
     text_a: int
@@ -81,7 +81,7 @@ class GlueTask:
     is_regression: bool
     is_pair: bool
     files: Mapping[str, str]       # split -> file name in dir_name
-    layouts: Mapping[str, Layout]  # split -> columns
+    columns: Mapping[str, Columns]  # split -> where its fields are
 
     @property
     def num_labels(self) -> int:
@@ -103,43 +103,43 @@ def _files(train="train.tsv", dev="dev.tsv", test="test.tsv"):
     return {"train": train, "dev": dev, "test": test}
 
 
-def _pair_layouts(text_a, text_b, label, test_a, test_b, guid=0):
-    train = Layout(text_a, text_b, label=label, guid=guid)
-    return {"train": train, "dev": train, "test": Layout(test_a, test_b, guid=0)}
+def _pair_columns(text_a, text_b, label, test_a, test_b, guid=0):
+    train = Columns(text_a, text_b, label=label, guid=guid)
+    return {"train": train, "dev": train, "test": Columns(test_a, test_b, guid=0)}
 
 
 _MNLI_LABELS = ("contradiction", "entailment", "neutral")
 _NLI_LABELS = ("entailment", "not_entailment")
 _BINARY = ("0", "1")
 _ACCURACY, _MCC, _PEARSON = "eval_accuracy", "matthew_corr", "pearson"
-_MNLI_LAYOUTS = _pair_layouts(8, 9, -1, 8, 9)
+_MNLI_COLUMNS = _pair_columns(8, 9, -1, 8, 9)
 
 GLUE_TASKS: dict[str, GlueTask] = {task.name: task for task in (
     GlueTask("cola", "CoLA", _BINARY, _MCC, False, False, _files(), {
         # CoLA's train and dev have no header (as GLUE ships them); its test has one.
-        "train": Layout(3, label=1, header=False), "dev": Layout(3, label=1, header=False),
-        "test": Layout(1, guid=0)}),
+        "train": Columns(3, label=1, header=False), "dev": Columns(3, label=1, header=False),
+        "test": Columns(1, guid=0)}),
     GlueTask("sst-2", "SST-2", _BINARY, _ACCURACY, False, False, _files(), {
-        "train": Layout(0, label=1), "dev": Layout(0, label=1), "test": Layout(1, guid=0)}),
+        "train": Columns(0, label=1), "dev": Columns(0, label=1), "test": Columns(1, guid=0)}),
     GlueTask("mrpc", "MRPC", _BINARY, _ACCURACY, False, True, _files(),
-             _pair_layouts(3, 4, 0, 3, 4, guid=None)),
+             _pair_columns(3, 4, 0, 3, 4, guid=None)),
     GlueTask("sts-b", "STS-B", (), _PEARSON, True, True, _files(),
-             _pair_layouts(7, 8, -1, 7, 8)),
+             _pair_columns(7, 8, -1, 7, 8)),
     GlueTask("qqp", "QQP", _BINARY, _ACCURACY, False, True, _files(),
-             _pair_layouts(3, 4, 5, 1, 2)),
+             _pair_columns(3, 4, 5, 1, 2)),
     GlueTask("mnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
-             _files(dev="dev_matched.tsv", test="test_matched.tsv"), _MNLI_LAYOUTS),
+             _files(dev="dev_matched.tsv", test="test_matched.tsv"), _MNLI_COLUMNS),
     GlueTask("mismnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
-             _files(dev="dev_mismatched.tsv", test="test_mismatched.tsv"), _MNLI_LAYOUTS),
+             _files(dev="dev_mismatched.tsv", test="test_mismatched.tsv"), _MNLI_COLUMNS),
     GlueTask("qnli", "QNLI", _NLI_LABELS, _ACCURACY, False, True, _files(),
-             _pair_layouts(1, 2, -1, 1, 2)),
+             _pair_columns(1, 2, -1, 1, 2)),
     GlueTask("rte", "RTE", _NLI_LABELS, _ACCURACY, False, True, _files(),
-             _pair_layouts(1, 2, -1, 1, 2)),
+             _pair_columns(1, 2, -1, 1, 2)),
     GlueTask("wnli", "WNLI", _BINARY, _ACCURACY, False, True, _files(),
-             _pair_layouts(1, 2, -1, 1, 2)),
+             _pair_columns(1, 2, -1, 1, 2)),
     # The diagnostic set: test only, scored with an MNLI model.
     GlueTask("ax", "diagnostic", _MNLI_LABELS, _ACCURACY, False, True,
-             {"test": "diagnostic.tsv"}, {"test": Layout(1, 2, guid=0)}),
+             {"test": "diagnostic.tsv"}, {"test": Columns(1, 2, guid=0)}),
 )}
 
 # Other spellings people use -> the original's names.
@@ -247,21 +247,21 @@ class GlueProcessor:
         path = task.path(data_dir, split)
         if not tf.io.gfile.exists(path):
             raise _missing_file_error(task, data_dir, path)
-        layout = task.layouts[split]
+        columns = task.columns[split]
         skips = records.SkipLog(f"{task.name} {split} row")
         examples = []
         for index, line in read_tsv_lines(path, skips):
-            if index == 0 and layout.header:
+            if index == 0 and columns.header:
                 continue
             where = f"{path}:{index + 1}"
             if line == [""]:
                 skips.skip(where, "empty line")
                 continue
-            if len(line) < layout.min_columns:
+            if len(line) < columns.min_columns:
                 skips.skip(where, f"{len(line)} columns, expected at least "
-                                  f"{layout.min_columns}")
+                                  f"{columns.min_columns}")
                 continue
-            example, error = self._make_example(index, line, layout, split)
+            example, error = self._make_example(index, line, columns, split)
             if error:
                 skips.skip(where, error)
                 continue
@@ -274,12 +274,12 @@ class GlueProcessor:
                 f"({skips.count} bad row(s) skipped, see the warnings)")
         return examples
 
-    def _make_example(self, index: int, line: list[str], layout: Layout, split: str
+    def _make_example(self, index: int, line: list[str], columns: Columns, split: str
                       ) -> tuple[InputExample | None, str | None]:
         process = self.process_text
         label = None
-        if layout.label is not None:
-            raw = line[layout.label]
+        if columns.label is not None:
+            raw = line[columns.label]
             if self.task.is_regression:  # the original: float(line[-1]), unprocessed
                 try:
                     label = float(raw)
@@ -290,9 +290,9 @@ class GlueProcessor:
                 if label not in self.task.labels:
                     return None, (f"unknown label {raw!r} (expected one of "
                                   f"{', '.join(self.task.labels)})")
-        guid = f"{split}-{index}" if layout.guid is None else process(line[layout.guid])
-        text_b = None if layout.text_b is None else process(line[layout.text_b])
-        return InputExample(guid, process(line[layout.text_a]), text_b, label), None
+        guid = f"{split}-{index}" if columns.guid is None else process(line[columns.guid])
+        text_b = None if columns.text_b is None else process(line[columns.text_b])
+        return InputExample(guid, process(line[columns.text_a]), text_b, label), None
 
 
 def get_processor(task: str | GlueTask, tokenizer=None) -> GlueProcessor:

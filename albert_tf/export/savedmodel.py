@@ -16,6 +16,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, packing
+from albert_tf.checkpoints.release import describe_checkpoint, layout_config, load_checkpoint
 from albert_tf.config import AlbertConfig
 from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
@@ -23,7 +24,6 @@ from albert_tf.export.kinds import SERVING_KINDS, ServingKind
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings
 from albert_tf.modeling import real_tokens
-from albert_tf.release import describe_checkpoint, layout_config, load_checkpoint
 
 SIGNATURES = ("serving_default", "serve_examples", "serve_text")
 # What the exported graph computes in: "bfloat16" runs the matmuls in bfloat16 (as Keras'

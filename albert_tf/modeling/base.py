@@ -5,7 +5,6 @@ from __future__ import annotations
 import keras
 
 from albert_tf.config import AlbertConfig
-from albert_tf.release import find_release_files, load_checkpoint
 
 
 def tf1_scope(name: str):
@@ -53,6 +52,13 @@ class AlbertModel(keras.Model):
     # The constructor argument that the size of the first head gives (`num_labels`:
     # `task_heads.num_outputs`), read from a checkpoint before the model is built.
     outputs_argument: str | None = None
+    # Whether `from_release` requires every weight by default (a task model: only the
+    # encoder's, since a pretraining release has no task head).
+    release_strict: bool = True
+    # Whether the model reads the pooled output: a checkpoint without the pooler (as
+    # transformers' question-answering and token-classification models save) loads
+    # into a model that does not.
+    reads_pooled_output: bool = True
     # Whether `albert_tf.convert` may tell this model from a TF1 checkpoint's variables
     # alone (not where another model has the same head: multiple choice, multi-label).
     detectable: bool = True
@@ -73,15 +79,27 @@ class AlbertModel(keras.Model):
         return cls(AlbertConfig.from_dict(config.pop("config")), **config)
 
     @classmethod
-    def from_release(cls, directory, *, strict: bool = True, **kwargs):
+    def from_release(cls, directory, *, strict: bool | None = None, **kwargs):
         """Builds the model from a release directory's config and loads its weights: a
         Google release, a brightmart/albert_zh one (built as its Google-layout
-        equivalent, `albert_tf.brightmart`) or a Hugging Face directory
-        (`albert_tf.release` tells them apart). With `strict` (default) every weight
-        must come from the checkpoint. The load report (its `layout` says which was
-        read) is kept as `model.load_report`, the files as `model.release_files`."""
-        files = find_release_files(directory)
-        model = cls(files.load_config(), **kwargs)
-        model.load_report = load_checkpoint(model, files, strict=strict)
-        model.release_files = files
-        return model
+        equivalent) or a Hugging Face directory. `strict` (default `release_strict`:
+        True, and False for a task model, whose head a pretraining release lacks):
+        every weight must come from the checkpoint; without it the encoder's must. The
+        load report (its `layout` says which was read) is kept as
+        `model.load_report`, the files as `model.release_files`.
+
+        The reading is `albert_tf.checkpoints.load_model`: the package hands it to
+        `set_release_reader` when imported, so that modeling itself reads no file."""
+        if _release_reader is None:
+            raise RuntimeError("no release reader: import albert_tf (which sets "
+                               "albert_tf.checkpoints.load_model)")
+        return _release_reader(cls, directory, strict=strict, **kwargs)
+
+
+# What `from_release` calls: (model class, directory, strict=, **kwargs) -> model.
+_release_reader = None
+
+
+def set_release_reader(read) -> None:
+    global _release_reader
+    _release_reader = read

@@ -11,7 +11,7 @@
   training, the top `start_n_top` at inference) and an answerability logit.
 
 Each holds an `AlbertEncoder` (`bert/...`) and its head's variables under the names the
-original graph gives them (`albert_tf.modeling.layout` lists them), so a pretraining
+original graph gives them (`albert_tf.modeling.tf1_variables` lists them), so a pretraining
 checkpoint loads the encoder (the head is then reported missing, as it should be) and a
 checkpoint fine-tuned by the original scripts loads whole. Losses: `albert_tf.losses`.
 """
@@ -24,7 +24,6 @@ import keras
 import tensorflow as tf
 
 from albert_tf import names, task_heads
-from albert_tf.checkpoints import CheckpointError
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling.base import AlbertModel, register_model, tf1_scope
@@ -71,30 +70,12 @@ class AlbertTaskModel(AlbertModel):
     encoder's (which uses `seed`), as `AlbertPretrainer` does.
     """
 
-    # Whether the head reads the pooled output: a checkpoint without the pooler (as
-    # transformers' question-answering and token-classification models save) loads
-    # into a model that does not.
-    reads_pooled_output = True
+    release_strict = False  # `from_release`: a pretraining release has no task head
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         super().__init__(config, seed, **kwargs)
         self.encoder = AlbertEncoder(config, seed=seed, dtype=self.dtype_policy)
         self._head_seeds = common.SeedStream(None if seed is None else seed + 1)
-
-    @classmethod
-    def from_release(cls, directory, *, strict: bool = False, **kwargs):
-        """Builds the model from a release's `albert_config.json` and loads its
-        checkpoint: every encoder weight must come from it; the task head may be missing
-        (a pretraining release has none) unless `strict`. Task arguments (e.g.
-        `num_labels`) go in `kwargs`."""
-        model = super().from_release(directory, strict=strict, **kwargs)
-        missing = [n for n in model.load_report.missing if n.startswith("bert/") and (
-            model.reads_pooled_output or not n.startswith("bert/pooler/"))]
-        if missing:
-            raise CheckpointError(
-                f"checkpoint {model.load_report.checkpoint} lacks {len(missing)} encoder "
-                "variables of " + model.name + ":\n" + "\n".join(f"  {n}" for n in missing))
-        return model
 
     def _encode(self, inputs, training, first_token_only=False):
         return self.encoder(inputs, training=training, first_token_only=first_token_only)
@@ -298,7 +279,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
     """Token classification (NER), as Model Garden's tagging and Hugging Face's
     `AlbertForTokenClassification`: dropout, then a score per label at every position.
 
-    Variables (ours: the original has no NER head; `layout.token_classification_variables`):
+    Variables (ours: the original has no NER head; `tf1_variables.token_classification_variables`):
     `cls/ner/output_weights` [num_labels, H], `cls/ner/output_bias` [num_labels];
     logits = dropout(sequence_output) @ output_weights^T + output_bias, dropout
     (`dropout_rate`) only when training. Outputs (float32): `logits` [B, S, num_labels],

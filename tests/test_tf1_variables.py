@@ -9,7 +9,7 @@ from conftest import FIXTURE_CHECKPOINT
 
 from albert_tf import AlbertConfig, AlbertEncoder, AlbertPretrainer
 from albert_tf.checkpoints import is_training_state
-from albert_tf.modeling import layout
+from albert_tf.modeling import tf1_variables
 from tests.helpers import tiny
 
 
@@ -17,12 +17,12 @@ def model_variables(model):
     return {w.path: tuple(w.shape) for w in model.weights}
 
 
-def test_layout_is_what_the_original_code_created(tiny_config):
+def test_the_tf1_variables_are_what_the_original_code_created(tiny_config):
     # The fixture checkpoint was written by the original TF1 graph: its model
-    # variables are exactly those the layout derives from the config.
+    # variables are exactly those tf1_variables derives from the config.
     original = {name: tuple(shape) for name, shape in tf.train.list_variables(FIXTURE_CHECKPOINT)
                 if not is_training_state(name)}
-    assert original == layout.pretrainer_variables(tiny_config)
+    assert original == tf1_variables.pretrainer_variables(tiny_config)
 
 
 # Four layers of H=12 (E=8 != H), the sizes the cases below change.
@@ -40,14 +40,14 @@ config = functools.partial(tiny.tiny_config, vocab_size=30, hidden_size=12, num_
     config(num_hidden_groups=22, num_hidden_layers=22, hidden_size=4, intermediate_size=4),
 ], ids=["base-like", "E==H", "unshared", "3groups-3inner", "grouped-E==H", "22x22"])
 def test_models_create_exactly_the_original_variables(cfg):
-    assert model_variables(AlbertPretrainer(cfg)) == layout.pretrainer_variables(cfg)
-    assert model_variables(AlbertEncoder(cfg)) == layout.encoder_variables(cfg)
+    assert model_variables(AlbertPretrainer(cfg)) == tf1_variables.pretrainer_variables(cfg)
+    assert model_variables(AlbertEncoder(cfg)) == tf1_variables.encoder_variables(cfg)
 
 
 def test_e_equal_h_has_no_mapping_and_runs():
     cfg = config(embedding_size=12)
     assert not any("embedding_hidden_mapping_in" in name
-                   for name in layout.encoder_variables(cfg))
+                   for name in tf1_variables.encoder_variables(cfg))
     out = AlbertEncoder(cfg)({"input_word_ids": tf.ones([2, 5], tf.int32)})
     assert out["sequence_output"].shape == (2, 5, 12)
     assert out["embedding_output"].shape == (2, 5, 12)
@@ -65,7 +65,7 @@ def test_variable_paths_do_not_depend_on_model_names_or_nesting():
 
     wrapper = Wrapper(name="outer")
     wrapper({"input_word_ids": tf.ones([1, 3], tf.int32)})
-    assert model_variables(wrapper) == layout.encoder_variables(cfg)
+    assert model_variables(wrapper) == tf1_variables.encoder_variables(cfg)
 
 
 @pytest.mark.parametrize("name, encoder, total", [
@@ -75,7 +75,7 @@ def test_variable_paths_do_not_depend_on_model_names_or_nesting():
     ("albert_xxlarge_v2", 222_595_584, 223_158_450),
 ])
 def test_parameter_counts_of_released_sizes(name, encoder, total):
-    counts = layout.parameter_counts(AlbertConfig.from_name(name))
+    counts = tf1_variables.parameter_counts(AlbertConfig.from_name(name))
     assert counts["encoder"] == encoder and counts["total"] == total
     assert counts["total"] == counts["encoder"] + counts["masked_lm_head"] + \
         counts["sentence_order_head"]
@@ -84,7 +84,7 @@ def test_parameter_counts_of_released_sizes(name, encoder, total):
 def test_parameter_counts_agree_with_the_paper():
     # Encoder + pooler in millions: 11.7 / 17.7 / 58.7 / 222.6; with the heads, base
     # and large round to the paper's 12M and 18M (ALBERT paper, Table 1).
-    millions = {size: layout.parameter_counts(AlbertConfig.from_name(f"albert_{size}_v2"))
+    millions = {size: tf1_variables.parameter_counts(AlbertConfig.from_name(f"albert_{size}_v2"))
                 for size in ("base", "large", "xlarge", "xxlarge")}
     assert [round(c["encoder"] / 1e6, 1) for c in millions.values()] == \
         [11.7, 17.7, 58.7, 222.6]
@@ -95,4 +95,4 @@ def test_parameter_counts_agree_with_the_paper():
 def test_built_model_has_the_counted_parameters():
     cfg = AlbertConfig.from_name("albert_base_v2")
     model = AlbertPretrainer(cfg)
-    assert model.count_params() == layout.parameter_counts(cfg)["total"] == 11_813_810
+    assert model.count_params() == tf1_variables.parameter_counts(cfg)["total"] == 11_813_810

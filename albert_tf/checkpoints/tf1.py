@@ -17,7 +17,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import brightmart, fileio
+from albert_tf import fileio
+from albert_tf.checkpoints import brightmart
 
 # Optimizer and bookkeeping state in training checkpoints: never model weights.
 _TRAINING_STATE_LEAVES = frozenset({
@@ -100,7 +101,7 @@ def tf1_reader(prefix: str):
 def open_reader(prefix: str):
     """A reader of the TF1 checkpoint at `prefix` (as `tf.train.load_checkpoint`), under
     Google's names: a brightmart/albert_zh checkpoint is shown as its exact Google-layout
-    equivalent (`albert_tf.brightmart`). Its `layout` says which was read."""
+    equivalent (`albert_tf.checkpoints.brightmart`). Its `layout` says which was read."""
     reader = tf1_reader(prefix)
     if brightmart.is_brightmart(reader.get_variable_to_shape_map()):
         return brightmart.BrightmartReader(reader)
@@ -334,7 +335,7 @@ def _layout_hint(reader) -> str:
     if layout_of(reader) == "brightmart":
         return ("\nThis is a brightmart/albert_zh checkpoint: its Google-layout "
                 "equivalent has embedding_size = hidden_size. Build the model from "
-                "albert_tf.brightmart.google_config(config), or load the release "
+                "albert_tf.checkpoints.brightmart.google_config(config), or load the release "
                 "directory with from_release / --init_checkpoint=<directory>.")
     return ""
 

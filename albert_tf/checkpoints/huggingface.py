@@ -23,7 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, task_heads
-from albert_tf.checkpoints import CheckpointError, LoadReport, load_weights, tf1_name
+from albert_tf.checkpoints.tf1 import CheckpointError, LoadReport, load_weights, tf1_name
 from albert_tf.config import AlbertConfig
 
 # `transformers` class of each of our models' heads (`AlbertModel.hf_architecture`)

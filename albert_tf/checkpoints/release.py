@@ -9,7 +9,7 @@ disk or on a `tf.io.gfile` file system):
   a TF-Hub module: `assets/` and `variables/variables.*`).
 - brightmart/albert_zh's (`albert_tiny_zh/`): `albert_config_<size>.json`,
   `albert_model.ckpt.*`, `vocab.txt`; recognized by its variable names, and read as the
-  equivalent Google layout (`albert_tf.brightmart`). Its `checkpoint` file may name a
+  equivalent Google layout (`albert_tf.checkpoints.brightmart`). Its `checkpoint` file may name a
   path on its authors' machine: then the one `*.index` of the directory is used.
 - Hugging Face (`save_pretrained`): `config.json` with `model_type: "albert"`,
   `model.safetensors`, `spiece.model` or `vocab.txt`, `tokenizer_config.json`.
@@ -23,8 +23,9 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import brightmart, fileio, huggingface
-from albert_tf.checkpoints import (
+from albert_tf import fileio
+from albert_tf.checkpoints import brightmart, huggingface
+from albert_tf.checkpoints.tf1 import (
     CheckpointError,
     LoadReport,
     load_tf1_checkpoint,
@@ -203,6 +204,29 @@ def load_checkpoint(model, path, *, strict: bool = False) -> LoadReport:
     if files.layout == "huggingface":
         return huggingface.load_hf_checkpoint(model, files.checkpoint, strict=strict)
     return load_tf1_checkpoint(model, files.checkpoint, strict=strict)
+
+
+def load_model(model_class, directory, *, strict: bool | None = None, **kwargs):
+    """`model_class` (an `AlbertModel` subclass) built from a release directory's config
+    and its weights loaded: `model_class.from_release(directory)`. `strict` (default:
+    the class's `release_strict`): every weight must come from the checkpoint;
+    otherwise every encoder weight must (the pooler where the model reads it) and a
+    task head may be missing (a pretraining release has none). Task arguments (e.g.
+    `num_labels`) go in `kwargs`. The load report (its `layout` says which was read) is
+    kept as `model.load_report`, the files as `model.release_files`."""
+    files = find_release_files(directory)
+    model = model_class(files.load_config(), **kwargs)
+    strict = model_class.release_strict if strict is None else strict
+    model.load_report = load_checkpoint(model, files, strict=strict)
+    model.release_files = files
+    missing = [n for n in model.load_report.missing if n.startswith("bert/") and (
+        model.reads_pooled_output or not n.startswith("bert/pooler/"))
+        and not model_class.release_strict]
+    if missing:
+        raise CheckpointError(
+            f"checkpoint {model.load_report.checkpoint} lacks {len(missing)} encoder "
+            "variables of " + model.name + ":\n" + "\n".join(f"  {n}" for n in missing))
+    return model
 
 
 def weight_shapes(files: ReleaseFiles, architecture: str | None = None,

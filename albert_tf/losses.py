@@ -14,7 +14,7 @@ MLM_DENOMINATOR_EPSILON = 1e-5
 # ------------------------------------------------------------------ pretraining
 # One definition of the masked-LM and sentence-order math, which the loss below, the
 # training objective (`training.objectives.PretrainingObjective`, which sums over
-# replicas before dividing) and the evaluation metrics (`apps.pretraining`) share.
+# replicas before dividing) and the evaluation metrics (`tasks.pretraining`) share.
 
 
 def log_probabilities(logits):

@@ -5,7 +5,8 @@ A task module defines a `Task` subclass and names it `TASK`; see `albert_tf.task
 for what a task says and `albert_tf.apps.driver` for what is done with it. The modules
 here: `classification` (GLUE, your files), `multiple_choice` (RACE, C3, SWAG, JSON
 lines), `token_classification` (NER), `squad`, and `multi_label`, which `BUILTIN` names
-for `run_classifier.py --task_name` (the others are picked by their scripts).
+for `run_classifier.py --task_name` (the others are picked by their scripts); and
+`pretraining` (MLM + SOP), which `run_pretraining.py` runs with its own short flow.
 """
 
 from __future__ import annotations

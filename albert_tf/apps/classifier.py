@@ -51,13 +51,8 @@ def define_flags():
                       "CSV / TSV files start with a header row (else fields are indices).")
     flags.DEFINE_string("cached_dir", None,
                         "Where converted TFRecords are cached (default: output_dir).")
-    flags.DEFINE_integer("max_seq_length", 512, "Maximum sequence length.")
-    flags.DEFINE_bool("do_predict", False, "Predict the test set.")
-    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
-    flags.DEFINE_integer("train_step", 1000, "Training steps.")
-    flags.DEFINE_integer("warmup_step", 0, "Warmup steps.")
+    common.define_fine_tuning_flags(max_seq_length=512, predict_help="Predict the test set.",
+                                    train_step=1000, warmup_step=0, epochs=False)
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the classifier head.")
     flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
                         "A task of your own: a Python file (or module) whose TASK is an "

@@ -137,6 +137,36 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
                         "transformers loads; it must not exist yet.")
 
 
+def define_fine_tuning_flags(*, max_seq_length: int, predict_help: str,
+                             length_help: str = "Maximum sequence length.",
+                             eval_batch: bool = True, train_step: int | None | bool = None,
+                             warmup_step: int | None = None, epochs: bool = True) -> None:
+    """The flags every fine-tuning script has beside the model's, with each script's
+    defaults: --max_seq_length, --do_predict, the batch sizes and the training length.
+    The length: `train_step` (an int: --train_step and --warmup_step with those
+    defaults; None: both, unset, with --num_train_epochs and --warmup_proportion
+    filling in; False: no step flags) and `epochs` (--num_train_epochs and
+    --warmup_proportion)."""
+    flags.DEFINE_integer("max_seq_length", max_seq_length, length_help)
+    flags.DEFINE_bool("do_predict", False, predict_help)
+    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
+    if eval_batch:
+        flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
+    flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
+    by_epochs = " (default: --num_train_epochs over the examples)" if epochs else ""
+    if train_step is not False:
+        flags.DEFINE_integer("train_step", train_step, f"Training steps{by_epochs}.")
+    if epochs:
+        flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs (over the examples)"
+                           + (", when --train_step is not given." if train_step is None
+                              else "."))
+    if train_step is not False:
+        flags.DEFINE_integer("warmup_step", warmup_step, "Warmup steps" + (
+            " (default: --warmup_proportion of the steps)." if epochs else "."))
+    if epochs:
+        flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps spent warming up.")
+
+
 class FlagNames(collections.abc.Sequence):
     """The names of the flags that some modules define, read when used from absl's
     record of which module defined each flag: no list restates the definitions, and an

@@ -33,19 +33,9 @@ def define_flags():
                       "\"O\" first, saved as labels.txt in --output_dir).")
     flags.DEFINE_string("cached_dir", None,
                         "Where converted TFRecords are cached (default: output_dir).")
-    flags.DEFINE_integer("max_seq_length", 128,
-                         "Window length; longer sentences are split into windows of "
-                         "whole words.")
-    flags.DEFINE_bool("do_predict", False, "Predict --test_file.")
-    flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-    flags.DEFINE_integer("eval_batch_size", 8, "Global evaluation batch size.")
-    flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
-    flags.DEFINE_integer("train_step", None,
-                         "Training steps (default: --num_train_epochs over the windows).")
-    flags.DEFINE_float("num_train_epochs", 3.0, "Epochs, when --train_step is not given.")
-    flags.DEFINE_integer("warmup_step", None,
-                         "Warmup steps (default: --warmup_proportion of the steps).")
-    flags.DEFINE_float("warmup_proportion", 0.1, "Fraction of the steps spent warming up.")
+    common.define_fine_tuning_flags(
+        max_seq_length=128, predict_help="Predict --test_file.",
+        length_help="Window length; longer sentences are split into windows of whole words.")
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the tagging head.")
 
 

@@ -14,6 +14,8 @@ from albert_tf.tasks.squad import SquadTask
 
 def define_flags():
     common.define_model_flags(learning_rate=5e-5, optimizer="adamw")
+    common.define_fine_tuning_flags(max_seq_length=384, predict_help="Predict --predict_file.",
+                                    eval_batch=False, train_step=False)
     SquadTask.define_flags()
 
 

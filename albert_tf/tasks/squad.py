@@ -47,15 +47,8 @@ class SquadTask(Task):
                             "output_dir/predict.tf_record).")
         flags.DEFINE_bool("version_2_with_negative", False,
                           "SQuAD v2.0: unanswerable questions.")
-        flags.DEFINE_bool("do_predict", False, "Predict --predict_file.")
-        flags.DEFINE_integer("max_seq_length", 384, "Maximum sequence length.")
         flags.DEFINE_integer("doc_stride", 128, "Stride between paragraph windows.")
         flags.DEFINE_integer("max_query_length", 64, "Maximum question length in tokens.")
-        flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
-        flags.DEFINE_integer("predict_batch_size", 8, "Global prediction batch size.")
-        flags.DEFINE_float("num_train_epochs", 3.0, "Training epochs (over the examples).")
-        flags.DEFINE_float("warmup_proportion", 0.1,
-                           "Fraction of the steps spent warming up.")
         flags.DEFINE_integer("n_best_size", 20,
                              "Candidates per question in nbest_predictions.")
         flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")

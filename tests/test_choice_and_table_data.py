@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from albert_tf.data import multiple_choice, race, tabular
+from albert_tf.data import choice_records, multiple_choice, tabular
 from tests.helpers.paths import SHARED_DATA
 from tests.helpers.scripts import FIXTURES
 
@@ -71,7 +71,7 @@ def test_padded_choices_are_zero_and_never_predicted():
     tokenizer = FullTokenizer(spm_model_file=str(FIXTURES / "spm" /
                                                  "albert_en_30k_reconstructed.model"))
     example = multiple_choice.ChoiceExample("x", "a cat sat", ["on a mat", "in a hat"], 1)
-    features = race.convert_single_example(example, 16, 8, tokenizer, num_choices=4)
+    features = choice_records.convert_single_example(example, 16, 8, tokenizer, num_choices=4)
     mask = np.array(features.input_mask)
     assert mask[:2].sum(-1).min() > 0 and not mask[2:].any()
     assert not np.array(features.input_ids)[2:].any()
@@ -83,8 +83,8 @@ def test_padded_choices_are_zero_and_never_predicted():
     probabilities = np.asarray(outputs["probabilities"])[0]
     assert probabilities[2:].tolist() == [0, 0]
     assert probabilities[:2].sum() == pytest.approx(1, abs=1e-6)
-    with pytest.raises(race.RaceDataError, match="has 5 endings, expected 1 to 4"):
-        race.convert_single_example(multiple_choice.ChoiceExample("y", "c", ["e"] * 5, 0),
+    with pytest.raises(choice_records.ChoiceDataError, match="has 5 endings, expected 1 to 4"):
+        choice_records.convert_single_example(multiple_choice.ChoiceExample("y", "c", ["e"] * 5, 0),
                                     16, 8, tokenizer)
 
 

@@ -39,6 +39,15 @@ FORBIDDEN = {
                                          "albert_tf.checkpoints.release",
                                          "albert_tf.checkpoints.huggingface"),
     "albert_tf.checkpoints.huggingface": ("albert_tf.checkpoints.release",),
+    # Generic pieces never import the readers of one data set: the records of sentence and
+    # multiple-choice tasks serve GLUE and RACE and your files alike, and the task API
+    # serves every task.
+    "albert_tf.data.sentence_records": ("albert_tf.data.glue", "albert_tf.data.tabular"),
+    "albert_tf.data.tabular": ("albert_tf.data.glue",),
+    "albert_tf.data.choice_records": ("albert_tf.data.race", "albert_tf.data.multiple_choice"),
+    "albert_tf.data.multiple_choice": ("albert_tf.data.race",),
+    "albert_tf.tasks.base": ("albert_tf.data.glue", "albert_tf.data.race",
+                             "albert_tf.data.ner", "albert_tf.data.squad"),
 }
 
 

@@ -198,7 +198,7 @@ def _choice_pack(articles, questions, options, max_qa_length, max_seq_length=MAX
     """The multiple-choice records' packing, in Python: each ending's (question with
     option) last max_qa_length pieces, the article's first pieces that still fit; an
     empty option is an absent choice (zeros); [B, C, longest]."""
-    from albert_tf.data.race import make_ending
+    from albert_tf.data.choice_records import make_ending
 
     t = _python_tokenizer()
     cls, sep = t.special_id("[CLS]"), t.special_id("[SEP]")
@@ -743,16 +743,18 @@ RACE_MAX_QA = 6
 
 
 def _race_records():
-    """What data.race.convert_single_example writes for the questions: [2, 4, MAX_SEQ]."""
-    from albert_tf.data import race
+    """What data.choice_records.convert_single_example writes for the questions:
+    [2, 4, MAX_SEQ]."""
+    from albert_tf.data import choice_records
 
     python = _python_tokenizer()
     rows = []
     for question, options in zip(RACE_QUESTIONS, RACE_OPTIONS):
-        endings = [race.make_ending(question, o) for o in options if o]
-        rows.append(race.convert_single_example(
-            race.RaceExample("q", RACE_ARTICLE, endings, 0), MAX_SEQ, RACE_MAX_QA, python))
-    assert len(python.encode(race.make_ending(RACE_QUESTIONS[0], RACE_OPTIONS[0][0]))) \
+        endings = [choice_records.make_ending(question, o) for o in options if o]
+        example = choice_records.ChoiceExample("q", RACE_ARTICLE, endings, 0)
+        rows.append(choice_records.convert_single_example(example, MAX_SEQ, RACE_MAX_QA,
+                                                          python))
+    assert len(python.encode(choice_records.make_ending(RACE_QUESTIONS[0], RACE_OPTIONS[0][0]))) \
         > RACE_MAX_QA  # the ending is cut
     return {"input_word_ids": np.array([f.input_ids for f in rows], np.int32),
             "input_mask": np.array([f.input_mask for f in rows], np.int32),
@@ -811,7 +813,7 @@ def test_multiple_choice_export_serves_the_records_packing(tmp_path):
     assert got["probabilities"][1, 3] == 0 and want[1, 3] < -1e8
     np.testing.assert_allclose(results["three"]["logits"][:, :3], want[:, :3], atol=1e-5)
     assert (results["three"]["logits"][:, 3] < -1e8).all()
-    from albert_tf.data.race import make_ending
+    from albert_tf.data.choice_records import make_ending
 
     endings = [make_ending(RACE_QUESTIONS[0], o) for o in RACE_OPTIONS[0]]
     longest_first = {k: v.reshape(1, 4, -1)

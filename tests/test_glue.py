@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data import glue
+from albert_tf.data import glue, sentence_records
 from albert_tf.tokenization import FullTokenizer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -254,7 +254,7 @@ def test_labels_become_ids_and_test_examples_get_zero(tokenizer):
     assert label_of("qnli", "not_entailment") == 1
     assert label_of("mnli", None) == 0 and label_of("sts-b", None) == 0.0
     assert label_of("sts-b", 3.8) == pytest.approx(3.8)
-    with pytest.raises(glue.GlueDataError, match="unknown rte label 'neutral'"):
+    with pytest.raises(sentence_records.SentenceDataError, match="unknown rte label 'neutral'"):
         label_of("rte", "neutral")
     with pytest.raises(ValueError, match="at least 3"):
         glue.convert_single_example(glue.InputExample("x", "a", "b", "0"), "mrpc", 2,

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data import race
+from albert_tf.data import choice_records, race
 from albert_tf.tokenization import FullTokenizer
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
@@ -72,15 +72,15 @@ def test_option_fills_the_blank_or_follows_the_question(tokenizer):
     # Text keeps its case without a tokenizer; every blank is filled.
     raw = race.RaceProcessor().get_train_examples(RACE_ROOT)
     assert raw[4].endings[0] == "The museum is mainly about science ."
-    assert race.make_ending("_ and _ ?", "it") == "it and it ?"
-    assert race.make_ending("Why?", "Because.") == "Why? Because."
+    assert choice_records.make_ending("_ and _ ?", "it") == "it and it ?"
+    assert choice_records.make_ending("Why?", "Because.") == "Why? Because."
 
 
 def test_four_choices_packed_with_the_original_truncation(tokenizer):
-    example = race.RaceExample("e", "this is a test " * 10,
+    example = choice_records.ChoiceExample("e", "this is a test " * 10,
                                ["a test", "this is a test this is a test", "is", "test"], 2)
     context = tokenizer.tokenize("this is a test " * 10)  # 40 tokens
-    features = race.convert_single_example(example, 16, 5, tokenizer)
+    features = choice_records.convert_single_example(example, 16, 5, tokenizer)
     ids = np.array(features.input_ids)
     assert ids.shape == (4, 16)
     for choice, ending in enumerate(example.endings):
@@ -96,25 +96,25 @@ def test_four_choices_packed_with_the_original_truncation(tokenizer):
     assert ids[1, 12:15].tolist() == tokenizer.encode("is a test")
     assert features.label_id == 2
     # A short article is not padded inside: every choice is [CLS] A [SEP] B [SEP] 0...
-    short = race.convert_single_example(race.RaceExample("s", "test", ["is"] * 4, 0), 8, 4,
-                                        tokenizer)
+    short = choice_records.convert_single_example(
+        choice_records.ChoiceExample("s", "test", ["is"] * 4, 0), 8, 4, tokenizer)
     assert short.input_ids[0] == [CLS_ID] + tokenizer.encode("test") + [SEP_ID] + \
         tokenizer.encode("is") + [SEP_ID] + [0] * 3
 
 
 def test_lengths_are_checked():
-    example = race.RaceExample("e", "a", ["b"] * 4, 0)
+    example = choice_records.ChoiceExample("e", "a", ["b"] * 4, 0)
     with pytest.raises(ValueError, match="must leave room"):
-        race.convert_single_example(example, 10, 8, None)
+        choice_records.convert_single_example(example, 10, 8, None)
     with pytest.raises(ValueError, match="must be positive"):
-        race.convert_single_example(example, 10, 0, None)
+        choice_records.convert_single_example(example, 10, 0, None)
 
 
 def test_records_round_trip_as_b_4_s(tmp_path, tokenizer):
     examples = race.RaceProcessor.for_tokenizer(tokenizer).get_train_examples(RACE_ROOT)
-    features = [race.convert_single_example(e, 64, 16, tokenizer) for e in examples]
+    features = [choice_records.convert_single_example(e, 64, 16, tokenizer) for e in examples]
     path = tmp_path / "race_train.tf_record"
-    assert race.write_examples(examples, 64, 16, tokenizer, path) == 6
+    assert choice_records.write_examples(examples, 64, 16, tokenizer, path) == 6
     record = tf.train.Example.FromString(
         next(iter(tf.data.TFRecordDataset(str(path)))).numpy()).features.feature
     # The original format: the four sequences flattened, 4 * max_seq_length values.
@@ -123,7 +123,7 @@ def test_records_round_trip_as_b_4_s(tmp_path, tokenizer):
     assert list(record["label_ids"].int64_list.value) == [1]
     assert list(record["is_real_example"].int64_list.value) == [1]
 
-    batches = list(race.race_dataset(path, 64, 4, training=False))
+    batches = list(choice_records.choice_dataset(path, 64, 4, training=False))
     assert [tuple(b["input_ids"].shape[:2]) for b in batches] == [(4, 4), (2, 4)]
     lengths = [max(sum(m) for m in f.input_mask) for f in features]
     for batch, chunk in zip(batches, ([0, 1, 2, 3], [4, 5])):
@@ -196,7 +196,7 @@ def test_cache_reuse_and_invalidation(tmp_path, tokenizer):
     write_doc(data, "dev/middle/1.txt", doc(["A", "B"]))
     changed = race.cached_race_records("dev", data, cache, tokenizer, 32, 6)
     assert not changed.reused and changed.num_examples == 4
-    (batch,) = race.race_dataset(changed.path, 32, 8, training=False)
+    (batch,) = choice_records.choice_dataset(changed.path, 32, 8, training=False)
     assert batch["input_ids"].shape[:2] == (4, 4) and batch["label_ids"].dtype == tf.int32
     assert sorted(os.listdir(cache)) == [
         "race_eval.tf_record", "race_eval.tf_record.meta.json",

@@ -27,6 +27,10 @@ from albert_tf.fileio import (  # noqa: F401
 )
 
 META_SUFFIX = ".meta.json"  # the settings file beside a cached record file
+# A split's cached record file is `<task>_<suffix>.tf_record`, the original
+# run_classifier.py's names (<task>_train, <task>_eval; and predict, which we prefix with
+# the task too).
+CACHE_SUFFIX = {"train": "train", "dev": "eval", "test": "predict"}
 
 
 @dataclasses.dataclass(frozen=True)

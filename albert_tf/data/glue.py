@@ -8,9 +8,10 @@ training script) reads it from here. Names are the original `run_classifier.py`'
 
 Rows become examples as the original processors do (same columns, same guid, text passed
 through `tokenizer.preprocess` where the original calls `process_text`, test rows
-without labels), and examples become the original's features: `[CLS] A [SEP] (B [SEP])`,
-longest-first truncation, zero padding to `max_seq_length`, records with `input_ids`,
-`input_mask`, `segment_ids`, `label_ids` (float for STS-B) and `is_real_example`.
+without labels), and examples become the original's features
+(`albert_tf.data.sentence_records`: `[CLS] A [SEP] (B [SEP])`, longest-first
+truncation, zero padding to `max_seq_length`, `label_ids` float for STS-B). The
+functions here take a task's name as well as its `GlueTask`.
 Unlike the original, bad rows (unknown label, missing columns, invalid UTF-8) are
 skipped with a warning naming file and line instead of stopping the run.
 """
@@ -20,14 +21,14 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import os
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping
 
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import names, packing
-from albert_tf.data import records
+from albert_tf.data import records, sentence_records
 from albert_tf.data.cache import (
+    CACHE_SUFFIX,
     CachedRecords,
     abspath_or_url,
     cached_conversion,
@@ -35,18 +36,19 @@ from albert_tf.data.cache import (
     open_binary,
     tokenizer_settings,
 )
-from albert_tf.data.errors import DataError
 from albert_tf.data.records import InputFeatures
-from albert_tf.tokenization import CLS, SEP, convert_to_unicode
+from albert_tf.data.sentence_records import (
+    InputExample,
+    SentenceDataError,
+    SentenceTask,
+)
+from albert_tf.tokenization import convert_to_unicode
 
 SPLITS = ("train", "dev", "test")
-# The original run_classifier.py names: <task>_train.tf_record, <task>_eval.tf_record
-# (and predict.tf_record, which we prefix with the task too).
-CACHE_SUFFIX = {"train": "train", "dev": "eval", "test": "predict"}
 CACHE_FORMAT = "albert_tf.glue/1"  # bump when a change here changes the records
 
 
-class GlueDataError(DataError):
+class GlueDataError(SentenceDataError):
     """GLUE data that cannot be used: nothing valid left in a file, a split the task
     does not have, a label the task does not know."""
 
@@ -71,22 +73,12 @@ class Columns:
 
 
 @dataclasses.dataclass(frozen=True)
-class GlueTask:
-    """One GLUE task: where its files are and what its labels and metric are."""
+class GlueTask(SentenceTask):
+    """One GLUE task: what its records and scores are, and where its files are."""
 
-    name: str                      # the original's task_name, lower case: "sts-b"
     dir_name: str                  # its folder under the GLUE root: "STS-B"
-    labels: tuple[str, ...]        # () for regression
-    metric: str                    # the original's eval key: eval_accuracy, ...
-    is_regression: bool
-    is_pair: bool
     files: Mapping[str, str]       # split -> file name in dir_name
     columns: Mapping[str, Columns]  # split -> where its fields are
-
-    @property
-    def num_labels(self) -> int:
-        """Outputs of the classifier: 1 for regression, as the original's `[None]`."""
-        return 1 if self.is_regression else len(self.labels)
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -103,6 +95,11 @@ def _files(train="train.tsv", dev="dev.tsv", test="test.tsv"):
     return {"train": train, "dev": dev, "test": test}
 
 
+def _task(name, dir_name, labels, metric, is_regression, is_pair, files, columns):
+    return GlueTask(name=name, labels=labels, metric=metric, is_regression=is_regression,
+                    is_pair=is_pair, dir_name=dir_name, files=files, columns=columns)
+
+
 def _pair_columns(text_a, text_b, label, test_a, test_b, guid=0):
     train = Columns(text_a, text_b, label=label, guid=guid)
     return {"train": train, "dev": train, "test": Columns(test_a, test_b, guid=0)}
@@ -115,30 +112,30 @@ _ACCURACY, _MCC, _PEARSON = "eval_accuracy", "matthew_corr", "pearson"
 _MNLI_COLUMNS = _pair_columns(8, 9, -1, 8, 9)
 
 GLUE_TASKS: dict[str, GlueTask] = {task.name: task for task in (
-    GlueTask("cola", "CoLA", _BINARY, _MCC, False, False, _files(), {
+    _task("cola", "CoLA", _BINARY, _MCC, False, False, _files(), {
         # CoLA's train and dev have no header (as GLUE ships them); its test has one.
         "train": Columns(3, label=1, header=False), "dev": Columns(3, label=1, header=False),
         "test": Columns(1, guid=0)}),
-    GlueTask("sst-2", "SST-2", _BINARY, _ACCURACY, False, False, _files(), {
+    _task("sst-2", "SST-2", _BINARY, _ACCURACY, False, False, _files(), {
         "train": Columns(0, label=1), "dev": Columns(0, label=1), "test": Columns(1, guid=0)}),
-    GlueTask("mrpc", "MRPC", _BINARY, _ACCURACY, False, True, _files(),
+    _task("mrpc", "MRPC", _BINARY, _ACCURACY, False, True, _files(),
              _pair_columns(3, 4, 0, 3, 4, guid=None)),
-    GlueTask("sts-b", "STS-B", (), _PEARSON, True, True, _files(),
+    _task("sts-b", "STS-B", (), _PEARSON, True, True, _files(),
              _pair_columns(7, 8, -1, 7, 8)),
-    GlueTask("qqp", "QQP", _BINARY, _ACCURACY, False, True, _files(),
+    _task("qqp", "QQP", _BINARY, _ACCURACY, False, True, _files(),
              _pair_columns(3, 4, 5, 1, 2)),
-    GlueTask("mnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
+    _task("mnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
              _files(dev="dev_matched.tsv", test="test_matched.tsv"), _MNLI_COLUMNS),
-    GlueTask("mismnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
+    _task("mismnli", "MNLI", _MNLI_LABELS, _ACCURACY, False, True,
              _files(dev="dev_mismatched.tsv", test="test_mismatched.tsv"), _MNLI_COLUMNS),
-    GlueTask("qnli", "QNLI", _NLI_LABELS, _ACCURACY, False, True, _files(),
+    _task("qnli", "QNLI", _NLI_LABELS, _ACCURACY, False, True, _files(),
              _pair_columns(1, 2, -1, 1, 2)),
-    GlueTask("rte", "RTE", _NLI_LABELS, _ACCURACY, False, True, _files(),
+    _task("rte", "RTE", _NLI_LABELS, _ACCURACY, False, True, _files(),
              _pair_columns(1, 2, -1, 1, 2)),
-    GlueTask("wnli", "WNLI", _BINARY, _ACCURACY, False, True, _files(),
+    _task("wnli", "WNLI", _BINARY, _ACCURACY, False, True, _files(),
              _pair_columns(1, 2, -1, 1, 2)),
     # The diagnostic set: test only, scored with an MNLI model.
-    GlueTask("ax", "diagnostic", _MNLI_LABELS, _ACCURACY, False, True,
+    _task("ax", "diagnostic", _MNLI_LABELS, _ACCURACY, False, True,
              {"test": "diagnostic.tsv"}, {"test": Columns(1, 2, guid=0)}),
 )}
 
@@ -147,9 +144,10 @@ TASK_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b", "mnli-m": "mnl
                 "mnli-mm": "mismnli", "mnli_mismatched": "mismnli", "diagnostic": "ax"}
 
 
-def get_task(name: str | GlueTask) -> GlueTask:
-    """The task named `name` (case-insensitive; `TASK_ALIASES` accepted)."""
-    if isinstance(name, GlueTask):
+def get_task(name: str | SentenceTask) -> SentenceTask:
+    """The task named `name` (case-insensitive; `TASK_ALIASES` accepted); a task is
+    itself."""
+    if isinstance(name, SentenceTask):
         return name
     key = name.strip().lower()
     key = TASK_ALIASES.get(key, key)
@@ -160,16 +158,6 @@ def get_task(name: str | GlueTask) -> GlueTask:
 
 
 # ---------------------------------------------------------------- rows -> examples
-@dataclasses.dataclass
-class InputExample:
-    """One GLUE example. `label` is a label string, a float (STS-B), or None (test)."""
-
-    guid: str
-    text_a: str
-    text_b: str | None = None
-    label: str | float | None = None
-
-
 def _missing_file_error(task: GlueTask, data_dir, path: str) -> FileNotFoundError:
     data_dir = os.fspath(data_dir)
     hint = (f"--data_dir is the GLUE root: the {task.name} processor adds "
@@ -303,76 +291,25 @@ def get_processor(task: str | GlueTask, tokenizer=None) -> GlueProcessor:
 
 
 # ------------------------------------------------------------- examples -> features
-def label_id(task: GlueTask, label) -> int | float:
-    """The record label: the label's index, the float score (STS-B), or 0 for a test
-    example (the original gives test examples the first label)."""
-    if label is None:
-        return 0.0 if task.is_regression else 0
-    if task.is_regression:
-        return float(label)
-    try:
-        return task.labels.index(label)
-    except ValueError:
-        raise GlueDataError(f"unknown {task.name} label {label!r} (expected one of "
-                            f"{', '.join(task.labels)})") from None
-
-
-def pack_pair(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length: int,
-              tokenizer) -> dict:
-    """`[CLS] A [SEP] (B [SEP])` as record features (`input_ids`, `input_mask`,
-    `segment_ids`, NumPy) padded to `max_seq_length`, truncated as the original (pair:
-    longest first; single: keep the start); an empty B counts as no B, as there."""
-    if max_seq_length < 3:
-        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
-    segments = [ids_a, ids_b] if ids_b else [ids_a]
-    return names.to_record_features(packing.pack(
-        segments, max_seq_length, cls_id=tokenizer.special_id(CLS),
-        sep_id=tokenizer.special_id(SEP)))
-
-
-def convert_single_example(example: InputExample, task: str | GlueTask,
+def convert_single_example(example: InputExample, task: str | SentenceTask,
                            max_seq_length: int, tokenizer) -> InputFeatures:
-    """The example's packed sequences (`pack_pair` of its pieces) and label."""
-    task = get_task(task)
-
-    def ids(text):
-        return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
-
-    packed = pack_pair(ids(example.text_a), ids(example.text_b) if example.text_b else None,
-                       max_seq_length, tokenizer)
-    return InputFeatures(input_ids=packed[names.INPUT_IDS].tolist(),
-                         input_mask=packed[names.INPUT_MASK].tolist(),
-                         segment_ids=packed[names.SEGMENT_IDS].tolist(),
-                         label_id=label_id(task, example.label))
+    """`sentence_records.convert_single_example` of the task (or its name)."""
+    return sentence_records.convert_single_example(example, get_task(task), max_seq_length,
+                                                   tokenizer)
 
 
-def write_examples(examples: Sequence[InputExample], task: str | GlueTask,
-                   max_seq_length: int, tokenizer, output_file) -> int:
-    """Writes the examples' features to `output_file` (atomically); returns how many."""
-    task = get_task(task)
-    return records.write_records(output_file, (
-        convert_single_example(e, task, max_seq_length, tokenizer).to_record()
-        for e in examples))
+def write_examples(examples, task: str | SentenceTask, max_seq_length: int, tokenizer,
+                   output_file) -> int:
+    """`sentence_records.write_examples` of the task (or its name)."""
+    return sentence_records.write_examples(examples, get_task(task), max_seq_length,
+                                           tokenizer, output_file)
 
 
-def record_spec(task: str | GlueTask, max_seq_length: int) -> dict:
-    """The parsing spec of the task's records (`label_ids` float32 for regression)."""
-    task = get_task(task)
-    return records.fixed_length_spec(max_seq_length, {
-        "label_ids": tf.io.FixedLenFeature([], tf.float32 if task.is_regression
-                                           else tf.int64),
-        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-    })
-
-
-def glue_dataset(files, task: str | GlueTask, max_seq_length: int, batch_size: int, *,
-                 training: bool, seed: int | None = None, drop_remainder: bool = False,
-                 bucket_boundaries: list[int] | None = None, **kwargs) -> tf.data.Dataset:
-    """Batches of the task's records (original feature names), each padded to its own
-    longest sequence; see `records.fine_tuning_dataset`."""
-    return records.fine_tuning_dataset(
-        files, record_spec(task, max_seq_length), batch_size, training=training, seed=seed,
-        drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries, **kwargs)
+def glue_dataset(files, task: str | SentenceTask, max_seq_length: int, batch_size: int,
+                 **kwargs) -> tf.data.Dataset:
+    """`sentence_records.sentence_dataset` of the task (or its name)."""
+    return sentence_records.sentence_dataset(files, get_task(task), max_seq_length,
+                                             batch_size, **kwargs)
 
 
 def cache_path(cache_dir, task: str | GlueTask, split: str) -> str:

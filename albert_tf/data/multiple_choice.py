@@ -1,5 +1,5 @@
 """Multiple choice beyond RACE: C3, SWAG and a generic JSONL, read into the examples
-that `albert_tf.data.race` turns into records (one `[CLS] context [SEP] ending [SEP]`
+that `albert_tf.data.choice_records` turns into records (one `[CLS] context [SEP] ending [SEP]`
 per choice; fewer choices than the task's maximum padded as absent choices, which the
 model never predicts).
 
@@ -28,20 +28,15 @@ import json
 import os
 
 from albert_tf.data import records
-from albert_tf.data.race import RaceDataError, RaceExample, make_ending
+from albert_tf.data.choice_records import ChoiceDataError, ChoiceExample, make_ending
 from albert_tf.fileio import read_text
 
-ChoiceExample = RaceExample  # example_id, context, endings, label
 NO_LABEL = -1
 C3_PARTS = ("d", "m")  # dialogues, then mixed-genre texts
 SWAG_ENDINGS = tuple(f"ending{i}" for i in range(4))
 # --data_dir file names of each split.
 SWAG_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 JSONL_FILES = {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}
-
-
-class ChoiceDataError(RaceDataError):
-    """Multiple-choice data that cannot be used (nothing valid left in a file)."""
 
 
 def _text(path: str) -> str:

@@ -1,13 +1,11 @@
 """RACE: multiple-choice reading comprehension, as the original ALBERT `race_utils.py`.
 
-The release layout is `<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt`, each file
+The release's files are `<data_dir>/RACE/{train,dev,test}/{middle,high}/*.txt`, each
 one JSON document: `article`, `questions`, `options` (four per question), `answers`
-(letters A-D), `id`. Each question becomes one example of four choices:
-`[CLS] article [SEP] question-with-option [SEP]`, the option put in place of the
-question's `_` blank(s) when it has one, else appended after a space. A choice keeps
-the last `max_qa_length` tokens of question + option and the start of the article, and
-the four are packed as `[4, max_seq_length]` (flattened in the TFRecord, as the
-original writes them; `[B, 4, S]` once batched).
+(letters A-D), `id`. Each question becomes one `ChoiceExample` of four choices (the
+article and each option as `make_ending` puts it in the question), whose records
+`albert_tf.data.choice_records` writes: `[CLS] article [SEP] question-with-option
+[SEP]`, four of them.
 
 Unlike the original, files are read in sorted order (the original follows `os.listdir`,
 so its order depends on the file system) and bad input (invalid JSON or UTF-8, an
@@ -17,7 +15,6 @@ the file and question instead of stopping the run.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -25,7 +22,6 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
-from albert_tf import names, packing
 from albert_tf.data import records
 from albert_tf.data.cache import (
     CachedRecords,
@@ -34,31 +30,25 @@ from albert_tf.data.cache import (
     open_binary,
     tokenizer_settings,
 )
-from albert_tf.data.errors import DataError
-from albert_tf.data.records import InputFeatures
-from albert_tf.tokenization import CLS, SEP, convert_to_unicode
+from albert_tf.data.choice_records import (
+    DEFAULT_MAX_QA_LENGTH,
+    ChoiceDataError,
+    ChoiceExample,
+    check_lengths,
+    make_ending,
+    write_examples,
+)
+from albert_tf.tokenization import convert_to_unicode
 
 RACE_LABELS = ("A", "B", "C", "D")
 NUM_CHOICES = len(RACE_LABELS)
 LEVELS = ("middle", "high")  # the original's reading order
 SPLITS = ("train", "dev", "test")
 CACHE_FORMAT = "albert_tf.race/1"
-# The original run_race.py's default.
-DEFAULT_MAX_QA_LENGTH = 128
 
 
-class RaceDataError(DataError):
+class RaceDataError(ChoiceDataError):
     """RACE data that cannot be used: no valid question left, bad arguments."""
-
-
-@dataclasses.dataclass
-class RaceExample:
-    """One question: the article and the four question+option texts."""
-
-    example_id: str
-    context: str
-    endings: list[str]   # NUM_CHOICES texts (other multiple-choice data: 1 to its maximum)
-    label: int           # 0-3 for A-D (the right ending's index; -1: not known)
 
 
 def race_dir(data_dir, split: str) -> str:
@@ -120,13 +110,8 @@ def _documents(path: str, skips: records.SkipLog):
     return documents
 
 
-def make_ending(question: str, option: str) -> str:
-    """The option in place of every `_` of the question, else question + " " + option."""
-    return question.replace("_", option) if "_" in question else f"{question} {option}"
-
-
 def document_examples(document, where: str, process_text: Callable[[str], str],
-                      skips: records.SkipLog) -> list[RaceExample]:
+                      skips: records.SkipLog) -> list[ChoiceExample]:
     """The examples of one RACE JSON document; bad questions are skipped."""
     if not isinstance(document, dict):
         skips.skip(where, "not a JSON object")
@@ -154,7 +139,7 @@ def document_examples(document, where: str, process_text: Callable[[str], str],
             continue
         question = process_text(questions[i])
         endings = [make_ending(question, process_text(option)) for option in options[i]]
-        examples.append(RaceExample(str(document["id"]), context, endings,
+        examples.append(ChoiceExample(str(document["id"]), context, endings,
                                     RACE_LABELS.index(answer)))
     return examples
 
@@ -182,16 +167,16 @@ class RaceProcessor:
     def get_labels(self) -> list[str]:
         return list(RACE_LABELS)
 
-    def get_train_examples(self, data_dir) -> list[RaceExample]:
+    def get_train_examples(self, data_dir) -> list[ChoiceExample]:
         return self.get_examples(data_dir, "train")
 
-    def get_dev_examples(self, data_dir) -> list[RaceExample]:
+    def get_dev_examples(self, data_dir) -> list[ChoiceExample]:
         return self.get_examples(data_dir, "dev")
 
-    def get_test_examples(self, data_dir) -> list[RaceExample]:
+    def get_test_examples(self, data_dir) -> list[ChoiceExample]:
         return self.get_examples(data_dir, "test")
 
-    def get_examples(self, data_dir, split: str) -> list[RaceExample]:
+    def get_examples(self, data_dir, split: str) -> list[ChoiceExample]:
         files = race_files(data_dir, split, self.high_only, self.middle_only)
         skips = records.SkipLog(f"RACE {split} input")
         examples = []
@@ -208,73 +193,6 @@ class RaceProcessor:
                 f"(levels: {', '.join(self.levels)}; {len(files)} .txt file(s); "
                 f"{skips.count} bad item(s) skipped, see the warnings)")
         return examples
-
-
-def _check_lengths(max_seq_length: int, max_qa_length: int) -> None:
-    if max_qa_length < 1:
-        raise ValueError(f"max_qa_length must be positive, got {max_qa_length}")
-    if packing.segment_budget(max_seq_length) < max_qa_length:
-        raise ValueError(f"max_seq_length ({max_seq_length}) must leave room for "
-                         f"[CLS], 2 x [SEP] and max_qa_length ({max_qa_length}) tokens")
-
-
-def convert_single_example(example: RaceExample, max_seq_length: int, max_qa_length: int,
-                           tokenizer, num_choices: int = NUM_CHOICES) -> InputFeatures:
-    """`num_choices` `[CLS] article [SEP] ending [SEP]` sequences, each of
-    `max_seq_length`: the ending keeps its last `max_qa_length` tokens, the article
-    what still fits (`packing.choice_lengths`). An example with fewer endings (C3's 2
-    or 3 choices) is padded with absent choices: all zeros, input_mask included, which
-    `AlbertMultipleChoice` never predicts."""
-    _check_lengths(max_seq_length, max_qa_length)
-    if not 1 <= len(example.endings) <= num_choices:
-        raise RaceDataError(f"example {example.example_id} has {len(example.endings)} "
-                            f"endings, expected 1 to {num_choices}")
-    context = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.context))
-    cls_id, sep_id = tokenizer.special_id(CLS), tokenizer.special_id(SEP)
-    sequences = {name: [] for name in names.RECORD_SEQUENCES}  # [num_choices][S] each
-    for ending in example.endings:
-        option = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(ending))
-        context_length, option_length = packing.choice_lengths(
-            len(context), len(option), max_seq_length, max_qa_length)
-        packed = names.to_record_features(packing.pack(
-            [context[:context_length], option[len(option) - option_length:]],
-            max_seq_length, cls_id=cls_id, sep_id=sep_id))
-        for name, choices in sequences.items():
-            choices.append(packed[name].tolist())
-    for choices in sequences.values():
-        choices += [[0] * max_seq_length] * (num_choices - len(example.endings))
-    return InputFeatures(*(sequences[n] for n in names.RECORD_SEQUENCES), example.label)
-
-
-def write_examples(examples: Sequence[RaceExample], max_seq_length: int,
-                   max_qa_length: int, tokenizer, output_file,
-                   num_choices: int = NUM_CHOICES) -> int:
-    """Writes the examples' features to `output_file` (atomically); returns how many."""
-    _check_lengths(max_seq_length, max_qa_length)
-    return records.write_records(output_file, (
-        convert_single_example(e, max_seq_length, max_qa_length, tokenizer,
-                               num_choices).to_record()
-        for e in examples))
-
-
-def record_spec(max_seq_length: int, num_choices: int = NUM_CHOICES) -> dict:
-    """The parsing spec: sequences `[num_choices, max_seq_length]`, int64 labels."""
-    return records.fixed_length_spec(max_seq_length, {
-        "label_ids": tf.io.FixedLenFeature([], tf.int64),
-        "is_real_example": tf.io.FixedLenFeature([], tf.int64),
-    }, sequence_shape=(num_choices,))
-
-
-def race_dataset(files, max_seq_length: int, batch_size: int, *, training: bool,
-                 seed: int | None = None, drop_remainder: bool = False,
-                 bucket_boundaries: list[int] | None = None,
-                 num_choices: int = NUM_CHOICES, **kwargs) -> tf.data.Dataset:
-    """Batches of multiple-choice records (RACE's, or any with `num_choices`):
-    sequences `[B, num_choices, L]` with L the batch's longest."""
-    return records.fine_tuning_dataset(
-        files, record_spec(max_seq_length, num_choices), batch_size, training=training,
-        seed=seed, drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries,
-        **kwargs)
 
 
 def cache_path(cache_dir, split: str, high_only: bool = False,
@@ -302,7 +220,7 @@ def cached_race_records(split: str, data_dir, cache_dir, tokenizer, max_seq_leng
     """Converts a RACE split to a TFRecord file under `cache_dir`, or reuses the one
     converted before from the same files with the same settings (kept in
     `<file>.meta.json`: the files' SHA-256, lengths, levels, tokenizer, `do_lower_case`)."""
-    _check_lengths(max_seq_length, max_qa_length)
+    check_lengths(max_seq_length, max_qa_length)
     files = race_files(data_dir, split, high_only, middle_only)
     split_dir = race_dir(data_dir, split)
     settings = {"format": CACHE_FORMAT, "split": split, "source": abspath_or_url(split_dir),

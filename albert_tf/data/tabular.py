@@ -7,8 +7,8 @@ Python's `csv`), `.tsv` / `.txt` (tab-separated, quotes are text as in GLUE's fi
 0-based column index. CSV/TSV files have a header row unless `header=False` (then
 fields are indices).
 
-Rows become `albert_tf.data.glue.InputExample`s, so the GLUE records, metrics and
-training serve them unchanged; `file_task` describes the task as a `GlueTask`. Labels
+Rows become `albert_tf.data.sentence_records.InputExample`s, so GLUE's records, metrics
+and training serve them unchanged; `file_task` describes the task as a `SentenceTask`. Labels
 are read as strings (a JSON number 1 is "1"); regression labels as floats. Bad rows (a
 missing field, an unknown label, a regression label that is not a number, invalid
 UTF-8 or JSON) are skipped with a warning naming file and line, then counted; a file
@@ -24,7 +24,7 @@ import json
 import os
 
 from albert_tf.data import records
-from albert_tf.data.glue import GlueDataError, GlueTask, InputExample
+from albert_tf.data.sentence_records import InputExample, SentenceDataError, SentenceTask
 from albert_tf.fileio import read_text
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -32,7 +32,7 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".jso
 SPLIT_NAMES = {"train": "train", "dev": "dev", "test": "test"}
 
 
-class TableDataError(GlueDataError):
+class TableDataError(SentenceDataError):
     """A file or field setting that cannot give examples."""
 
 
@@ -170,9 +170,8 @@ def labels_of(examples: list[InputExample]) -> list[str]:
 
 
 def file_task(name: str, labels: list[str] | None, *, regression: bool,
-              is_pair: bool) -> GlueTask:
-    """A `GlueTask` for the files: GLUE's records, accuracy (classification) or
-    Pearson / Spearman correlation (regression), the best checkpoint by it."""
-    return GlueTask(name, "", () if regression else tuple(labels or ()),
-                    "pearson" if regression else "eval_accuracy", regression, is_pair,
-                    {}, {})
+              is_pair: bool) -> SentenceTask:
+    """The files' task: GLUE's records, accuracy (classification) or Pearson / Spearman
+    correlation (regression), the best checkpoint by it."""
+    return SentenceTask(name, () if regression else tuple(labels or ()),
+                        "pearson" if regression else "eval_accuracy", regression, is_pair)

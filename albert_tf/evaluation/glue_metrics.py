@@ -32,7 +32,8 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf.data.cache import write_text_atomically
-from albert_tf.data.glue import GlueTask, get_task
+from albert_tf.data.glue import get_task
+from albert_tf.data.sentence_records import SentenceTask
 
 ACCURACY_KEY = "eval_accuracy"
 MCC_KEY = "matthew_corr"
@@ -174,7 +175,7 @@ def mean_squared_error(predictions, labels) -> float:
 
 
 # -------------------------------------------------------------- task-level conversion
-def _label_indices(task: GlueTask, values, name: str) -> np.ndarray:
+def _label_indices(task: SentenceTask, values, name: str) -> np.ndarray:
     """Class indices from label strings, indices, or [N, num_labels] logits/probabilities."""
     array = np.asarray(values)
     if array.ndim == 2 and array.shape[1] == len(task.labels) and array.dtype.kind in "biuf":
@@ -217,7 +218,7 @@ def _real_only(values: np.ndarray, is_real_example) -> np.ndarray:
     return values[mask]
 
 
-def task_metrics(task: str | GlueTask, predictions, labels, *,
+def task_metrics(task: str | SentenceTask, predictions, labels, *,
                  is_real_example=None) -> dict[str, float]:
     """The task's scores under the original's eval keys (see the module docstring).
 
@@ -248,12 +249,12 @@ def task_metrics(task: str | GlueTask, predictions, labels, *,
 
 
 # ----------------------------------------------------------------------- submissions
-def submission_file_name(task: str | GlueTask) -> str:
+def submission_file_name(task: str | SentenceTask) -> str:
     """The GLUE server's file name for the task's test predictions (`MNLI-mm.tsv`, ...)."""
     return SUBMISSION_FILES[get_task(task).name]
 
 
-def submission_lines(task: str | GlueTask, predictions,
+def submission_lines(task: str | SentenceTask, predictions,
                      ids: Sequence | None = None) -> list[str]:
     """The submission file's lines (header included, no newlines)."""
     task = get_task(task)
@@ -277,7 +278,7 @@ def submission_lines(task: str | GlueTask, predictions,
     return [SUBMISSION_HEADER] + [f"{i}\t{t}" for i, t in zip(ids, texts)]
 
 
-def write_glue_submission(task: str | GlueTask, predictions, path,
+def write_glue_submission(task: str | SentenceTask, predictions, path,
                           ids: Sequence | None = None) -> str:
     """Writes the task's test predictions as the GLUE server expects them; returns the
     file written.

@@ -18,8 +18,8 @@ from absl import logging
 from albert_tf import fileio, packing
 from albert_tf.checkpoints.release import describe_checkpoint, layout_config, load_checkpoint
 from albert_tf.config import AlbertConfig
+from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.data.ner import WORD_SPLITS
-from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
 from albert_tf.export.kinds import SERVING_KINDS, ServingKind
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings

@@ -88,7 +88,7 @@ def choice_specs(settings: TextSettings) -> list[tf.TensorSpec]:
 
 
 def make_endings(questions, options):
-    """`data.race.make_ending` in the graph: each option in place of every `_` of its
+    """`data.choice_records.make_ending` in the graph: each option in place of every `_` of its
     question, else question + " " + option. questions, options: [R] strings."""
     parts = tf.strings.split(questions, "_")  # [R, (k)]: k - 1 blanks
     blank = parts.row_lengths() > 1
@@ -103,7 +103,7 @@ def make_endings(questions, options):
 
 def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     """`[CLS] context [SEP] ending [SEP]` per choice, as the multiple-choice records
-    (`albert_tf.data.race.convert_single_example`): the ending (`make_endings`) keeps
+    (`albert_tf.data.choice_records.convert_single_example`): the ending (`make_endings`) keeps
     its LAST `max_qa_length` pieces, the context its first pieces that still fit. Rows
     with fewer than num_choices choices (or "" choices) get absent choices: all zeros,
     which the model never predicts. More choices than num_choices fail the request."""

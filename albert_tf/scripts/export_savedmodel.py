@@ -24,7 +24,7 @@ from absl import app, flags
 
 from albert_tf import tasks
 from albert_tf.apps import common
-from albert_tf.data.race import DEFAULT_MAX_QA_LENGTH
+from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.export import SERVING_KINDS, SERVING_PRECISIONS
 
 FLAGS = flags.FLAGS

@@ -43,7 +43,7 @@ import tensorflow as tf
 from albert_tf import names
 from albert_tf.apps.common import UsageError, check_file, check_run, wanted_splits
 from albert_tf.data import cache, records, tabular
-from albert_tf.data.glue import CACHE_SUFFIX, pack_pair
+from albert_tf.data.sentence_records import pack_pair
 
 
 class Task:
@@ -173,7 +173,7 @@ class Task:
     def records_name(self, split: str) -> str:
         """The cached record file's name, `.tf_record` added: `<task>_train`,
         `<task>_eval`, `<task>_predict` (the original's suffixes)."""
-        return f"{self.name}_{CACHE_SUFFIX[split]}"
+        return f"{self.name}_{cache.CACHE_SUFFIX[split]}"
 
     def cache_info(self, split: str, paths: Sequence[str]) -> dict:
         """What the split's records are made from, kept beside them: a difference
@@ -187,7 +187,7 @@ class Task:
     def pack(self, text_a: str, text_b: str | None = None) -> dict[str, list[int]]:
         """`[CLS] A [SEP] (B [SEP])` of the raw texts as record features (`input_ids`,
         `input_mask`, `segment_ids`) padded to `max_seq_length`, packed and truncated as
-        GLUE's records are (`albert_tf.data.glue.pack_pair`)."""
+        GLUE's records are (`albert_tf.data.sentence_records.pack_pair`)."""
         encode = self.tokenizer.encode
         packed = pack_pair(encode(text_a), encode(text_b) if text_b else None,
                            self.options["max_seq_length"], self.tokenizer)

@@ -19,7 +19,7 @@ from absl import logging
 
 from albert_tf import losses, names
 from albert_tf.apps.common import UsageError, wanted_splits
-from albert_tf.data import glue, tabular
+from albert_tf.data import glue, sentence_records, tabular
 from albert_tf.evaluation import glue_metrics
 from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling import AlbertClassifier
@@ -55,11 +55,11 @@ class ClassificationTask(Task):
         self.name = options["task_name"].lower()
         self.is_file = self.name in FILE_TASKS
         self.is_regression = self.name == "regression"
-        self._glue_task = None if self.is_file else glue.get_task(options["task_name"])
-        if self._glue_task is not None:
-            self.name = self._glue_task.name
-            self.is_regression = self._glue_task.is_regression
-            self.labels = list(self._glue_task.labels) or None
+        self._sentence_task = None if self.is_file else glue.get_task(options["task_name"])
+        if self._sentence_task is not None:
+            self.name = self._sentence_task.name
+            self.is_regression = self._sentence_task.is_regression
+            self.labels = list(self._sentence_task.labels) or None
         self.has_labels = self.is_file and not self.is_regression
         self.predict_outputs = (names.PREDICTIONS,) if self.is_regression else (
             names.PROBABILITIES, names.PREDICTIONS)
@@ -70,16 +70,16 @@ class ClassificationTask(Task):
         return tabular.Fields(o["text_a_field"], o["text_b_field"], o["label_field"])
 
     @property
-    def glue_task(self) -> glue.GlueTask:
+    def sentence_task(self) -> sentence_records.SentenceTask:
         """The GLUE task, or the files' task as one (its labels known once read)."""
-        if self._glue_task is None:
+        if self._sentence_task is None:
             return tabular.file_task(self.name, self.labels, regression=self.is_regression,
                                      is_pair=self.fields.text_b is not None)
-        return self._glue_task
+        return self._sentence_task
 
     @property
     def metric(self) -> str:
-        return self.glue_task.metric
+        return self.sentence_task.metric
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
@@ -115,28 +115,30 @@ class ClassificationTask(Task):
     def cached_records(self, split, examples, paths, cache_dir):
         if self.is_file:
             return super().cached_records(split, examples, paths, cache_dir)
-        return glue.cached_glue_records(self.glue_task, split, self.options["data_dir"],
+        return glue.cached_glue_records(self.sentence_task, split, self.options["data_dir"],
                                         cache_dir, self.tokenizer,
                                         self.options["max_seq_length"])
 
     def cache_settings(self) -> dict:
         o = self.options
-        return {"labels": list(self.glue_task.labels),  # [] for regression
+        return {"labels": list(self.sentence_task.labels),  # [] for regression
                 "fields": [o[f] for f in ("text_a_field", "text_b_field", "label_field")],
                 "header": o["header"]}
 
     def write_records(self, split, examples, path) -> int:
-        return glue.write_examples(examples, self.glue_task, self.options["max_seq_length"],
-                                   self.tokenizer, path)
+        return sentence_records.write_examples(examples, self.sentence_task,
+                                               self.options["max_seq_length"],
+                                               self.tokenizer, path)
 
     def dataset(self, path, batch_size, training, drop_remainder=False):
-        return glue.glue_dataset(path, self.glue_task, self.options["max_seq_length"],
-                                 batch_size, training=training, seed=self.options["seed"],
-                                 drop_remainder=drop_remainder)
+        return sentence_records.sentence_dataset(
+            path, self.sentence_task, self.options["max_seq_length"], batch_size,
+            training=training, seed=self.options["seed"], drop_remainder=drop_remainder)
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):
-        return AlbertClassifier(config, self.glue_task.num_labels, seed=self.options["seed"],
+        return AlbertClassifier(config, self.sentence_task.num_labels,
+                                seed=self.options["seed"],
                                 dropout_rate=self.options["dropout_prob"])
 
     def objective(self):
@@ -148,7 +150,7 @@ class ClassificationTask(Task):
 
     # ----------------------------------------------------------------- results
     def metrics(self, examples, outputs) -> dict:
-        return glue_metrics.task_metrics(self.glue_task, outputs[names.PREDICTIONS],
+        return glue_metrics.task_metrics(self.sentence_task, outputs[names.PREDICTIONS],
                                          outputs[names.LABEL_IDS])
 
     def write_predictions(self, examples, outputs, output_dir, step) -> str:
@@ -159,7 +161,7 @@ class ClassificationTask(Task):
         written = write_test_results(values, output_dir)
         if not self.is_file:
             submission = glue_metrics.write_glue_submission(
-                self.glue_task, outputs[names.PREDICTIONS],
+                self.sentence_task, outputs[names.PREDICTIONS],
                 os.path.join(output_dir, "submission"))
             logging.info("GLUE submission file: %s", submission)
             return written
@@ -171,7 +173,7 @@ class ClassificationTask(Task):
                              "label": example.label})
             else:
                 rows.append({"id": example.guid,
-                             "prediction": self.glue_task.labels[int(prediction)],
+                             "prediction": self.sentence_task.labels[int(prediction)],
                              "probabilities": [round(float(p), 6)
                                                for p in outputs[names.PROBABILITIES][i]],
                              "label": example.label})
@@ -179,7 +181,7 @@ class ClassificationTask(Task):
 
     def export_options(self) -> dict:
         if self.is_file:
-            return {"is_pair": self.glue_task.is_pair}
+            return {"is_pair": self.sentence_task.is_pair}
         return {"task_name": self.name}
 
 

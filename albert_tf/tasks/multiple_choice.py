@@ -17,7 +17,7 @@ from absl import flags
 from albert_tf import losses, names, packing
 from albert_tf.apps.common import UsageError, check_file, wanted_splits
 from albert_tf.apps.options import with_changes
-from albert_tf.data import multiple_choice, race
+from albert_tf.data import choice_records, multiple_choice, race
 from albert_tf.modeling import AlbertMultipleChoice
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.classification import prediction_file, write_test_results
@@ -33,7 +33,7 @@ def with_max_qa_length(options: dict) -> dict:
     if options.get("max_qa_length") is not None:
         return options
     return with_changes(options, max_qa_length=min(
-        race.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options["max_seq_length"])))
+        choice_records.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options["max_seq_length"])))
 
 
 class MultipleChoiceTask(Task):
@@ -43,9 +43,10 @@ class MultipleChoiceTask(Task):
 
     @classmethod
     def define_flags(cls) -> None:
-        flags.DEFINE_integer("max_qa_length", None, "Multiple choice: maximum question + "
-                             f"option length (default: RACE's {race.DEFAULT_MAX_QA_LENGTH}, "
-                             "or what --max_seq_length leaves after [CLS] and 2 x [SEP]).")
+        flags.DEFINE_integer(
+            "max_qa_length", None, "Multiple choice: maximum question + option length "
+            f"(default: RACE's {choice_records.DEFAULT_MAX_QA_LENGTH}, or what "
+            "--max_seq_length leaves after [CLS] and 2 x [SEP]).")
         flags.DEFINE_bool("high_only", False, "RACE: only the high-school part.")
         flags.DEFINE_bool("middle_only", False, "RACE: only the middle-school part.")
 
@@ -61,7 +62,8 @@ class MultipleChoiceTask(Task):
         if self.is_race:
             return race.NUM_CHOICES
         most = max(len(e.endings) for examples in self.examples.values() for e in examples)
-        return max(most, race.NUM_CHOICES) if self.name in ("c3", "swag") else most
+        at_least = choice_records.DEFAULT_NUM_CHOICES if self.name in ("c3", "swag") else 1
+        return max(most, at_least)
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
@@ -126,13 +128,14 @@ class MultipleChoiceTask(Task):
 
     def write_records(self, split, examples, path) -> int:
         o = self.options
-        return race.write_examples(examples, o["max_seq_length"], o["max_qa_length"],
+        return choice_records.write_examples(examples, o["max_seq_length"], o["max_qa_length"],
                                    self.tokenizer, path, self.num_choices)
 
     def dataset(self, path, batch_size, training, drop_remainder=False):
-        return race.race_dataset(path, self.options["max_seq_length"], batch_size,
-                                 training=training, seed=self.options["seed"],
-                                 drop_remainder=drop_remainder, num_choices=self.num_choices)
+        return choice_records.choice_dataset(
+            path, self.options["max_seq_length"], batch_size, training=training,
+            seed=self.options["seed"], drop_remainder=drop_remainder,
+            num_choices=self.num_choices)
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):

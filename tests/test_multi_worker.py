@@ -125,3 +125,5 @@ def test_two_workers_train_as_one_process(tmp_path, config, script, flags, kept)
     assert_same_training(tmp_path / "one", tmp_path / "two")
     for name in kept:  # written once, by the chief, from every example
         assert_same_file(tmp_path / "one" / name, tmp_path / "two" / name)
+    # The other worker's checkpoints went to a temporary folder, removed at the end.
+    assert not list((tmp_path / "two").glob(".worker_tmp_*"))

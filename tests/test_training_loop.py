@@ -154,29 +154,6 @@ def free_ports(count):
     return ports
 
 
-def test_multi_worker_mirrored_trains_with_two_local_workers(tmp_path):
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    processes = []
-    for index in range(2):
-        tf_config = json.dumps({"cluster": {"worker": workers},
-                                "task": {"type": "worker", "index": index}})
-        processes.append(subprocess.Popen(
-            [sys.executable, SCRIPT, str(tmp_path / "out"), "4", "2",
-             "--strategy=multi_worker_mirrored"], cwd=ROOT, text=True,
-            env=dict(os.environ, PYTHONPATH=ROOT, TF_CONFIG=tf_config),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    results = []
-    for process in processes:
-        out, err = process.communicate(timeout=240)
-        assert process.returncode == 0, err[-3000:]
-        results.append(json.loads(out.strip().splitlines()[-1]))
-    assert [r["step"] for r in results] == [4, 4]
-    # Both workers hold the same (all-reduced) weights; only the chief keeps checkpoints.
-    assert_same_weights(results[0]["weights"], results[1]["weights"], rtol=1e-6)
-    assert (tmp_path / "out" / "ckpt-4.index").exists()
-    assert not list((tmp_path / "out").glob(".worker_tmp_*"))
-
-
 def test_xla_gives_the_same_training(tmp_path):
     strategy = distribute.get_strategy("one_device")
     plain = tiny_training.make_trainer(strategy, str(tmp_path / "plain"), 4, 100)

@@ -209,9 +209,10 @@ def load_checkpoint(model, path, *, strict: bool = False) -> LoadReport:
 def load_model(model_class, directory, *, strict: bool | None = None, **kwargs):
     """`model_class` (an `AlbertModel` subclass) built from a release directory's config
     and its weights loaded: `model_class.from_release(directory)`. `strict` (default:
-    the class's `release_strict`): every weight must come from the checkpoint;
-    otherwise every encoder weight must (the pooler where the model reads it) and a
-    task head may be missing (a pretraining release has none). Task arguments (e.g.
+    the class's `release_strict`): every weight must come from the checkpoint. A class
+    that does not ask for that (a task model, `release_strict = False`) still needs
+    every encoder weight (the pooler where the model reads it): only its task head may
+    be missing, as a pretraining release has none. Task arguments (e.g.
     `num_labels`) go in `kwargs`. The load report (its `layout` says which was read) is
     kept as `model.load_report`, the files as `model.release_files`."""
     files = find_release_files(directory)

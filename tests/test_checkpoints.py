@@ -15,6 +15,7 @@ from albert_tf import (
     AlbertPretrainer,
     CheckpointError,
     find_release_files,
+    load_checkpoint,
     load_tf1_checkpoint,
     save_tf1_checkpoint,
 )
@@ -318,3 +319,26 @@ def test_a_failed_save_leaves_no_files(tmp_path, tiny_config, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         save_tf1_checkpoint(model, str(tmp_path / "model.ckpt"))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_training_runs_directory_gives_the_tf1_checkpoint_it_kept(tmp_path, tiny_config):
+    """A run's output_dir names its object-based ckpt-N (for resuming); as weights to
+    start from (pretraining, then fine-tuning on its directory) it gives the TF1
+    checkpoint the run kept: model.ckpt-best, else the newest model.ckpt-<step>."""
+    from albert_tf.checkpoints import describe_checkpoint
+
+    run = tmp_path / "run"
+    model = AlbertPretrainer(tiny_config, seed=0)
+    manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), str(run), 3)
+    manager.save(checkpoint_number=20)
+    with pytest.raises(CheckpointError, match="object-based checkpoint .* use the run's "
+                                              "model.ckpt"):
+        describe_checkpoint(run)  # nothing TF1 kept beside it
+    for step in (10, 20):
+        save_tf1_checkpoint(model, str(run / f"model.ckpt-{step}"))
+    assert describe_checkpoint(run).checkpoint == str(run / "model.ckpt-20")
+    save_tf1_checkpoint(model, str(run / "model.ckpt-best"))
+    files = describe_checkpoint(run)
+    assert (files.checkpoint, files.layout) == (str(run / "model.ckpt-best"), "google")
+    report = load_checkpoint(AlbertPretrainer(tiny_config, seed=1), run)
+    assert report.missing == [] and report.checkpoint == str(run / "model.ckpt-best")

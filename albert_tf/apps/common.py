@@ -103,7 +103,9 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
                         "checkpoint: a TF1 checkpoint (Google's model.ckpt-best, "
                         "brightmart's albert_model.ckpt), a Hugging Face directory or "
                         "model.safetensors, or a release directory of any of them (its "
-                        "config and tokenizer files are then used when not given).")
+                        "config and tokenizer files are then used when not given), or a "
+                        "training run's output_dir (its model.ckpt-best, else its newest "
+                        "model.ckpt-<step>).")
     flags.DEFINE_string("output_dir", None, "Where checkpoints, summaries and results go.")
     flags.DEFINE_bool("do_train", False, "Train.")
     flags.DEFINE_bool("do_eval", False, "Evaluate on the dev set.")

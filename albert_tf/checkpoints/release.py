@@ -20,8 +20,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
 import tensorflow as tf
+from absl import logging
 
 from albert_tf import fileio
 from albert_tf.checkpoints import brightmart, huggingface
@@ -144,6 +146,32 @@ def tf1_layout(checkpoint: str, names) -> str:
         f"(bert/encoder/layer_shared/...); its names look like {sorted(names)[:3]}.{hint}")
 
 
+# The TF1 checkpoints a training run keeps beside its object-based ckpt-N: the best on
+# dev (fine-tuning), and the weights of its last step (`model.ckpt-<step>`).
+_RUN_BEST = "model.ckpt-best"
+_RUN_STEP = re.compile(r"model\.ckpt-(\d+)\.index$")
+
+
+def _model_checkpoint_of_run(directory: str, checkpoint: str) -> str:
+    """`checkpoint`, unless it is a training run's object-based ckpt-N (what its
+    `checkpoint` file names, kept for resuming) and the run kept a TF1 checkpoint
+    beside it: then that one, `model.ckpt-best` else the newest `model.ckpt-<step>`
+    (the run's output_dir as --init_checkpoint: pretraining, then fine-tuning)."""
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" not in tf1_reader(checkpoint).get_variable_to_shape_map():
+        return checkpoint
+    best = os.path.join(directory, _RUN_BEST)
+    if tf.io.gfile.exists(best + ".index"):
+        return best
+    steps = [int(m.group(1)) for name in tf.io.gfile.listdir(directory)
+             if (m := _RUN_STEP.match(name))]
+    if not steps:
+        return checkpoint  # not a run's directory: tf1_layout says what it is
+    chosen = os.path.join(directory, f"model.ckpt-{max(steps)}")
+    logging.info("%s: the run's TF1 checkpoint %s (its %s is kept for resuming)",
+                 directory, chosen, os.path.basename(checkpoint))
+    return chosen
+
+
 def _tf1_files(directory: str, checkpoint: str) -> ReleaseFiles:
     names = tf1_reader(checkpoint).get_variable_to_shape_map()
     return ReleaseFiles(
@@ -170,7 +198,7 @@ def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
         if _is_hf_directory(path):
             return _hf_files(path)
         huggingface.refuse_other_weights(path)
-        return _tf1_files(path, resolve_checkpoint(path))
+        return _tf1_files(path, _model_checkpoint_of_run(path, resolve_checkpoint(path)))
     base = os.path.basename(path)
     if base.endswith(".safetensors") or base == huggingface.SAFETENSORS_INDEX:
         if not fileio.exists(path):

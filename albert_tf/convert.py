@@ -38,12 +38,12 @@ def models() -> dict[str, type]:
     return dict(MODELS)
 
 
-def _by_hf_class(models: dict[str, type]) -> dict[tuple[str, str | None], str]:
+def _by_hf_class(known: dict[str, type]) -> dict[tuple[str, str | None], str]:
     """(architecture, problem_type) -> model, the first registered where several share
     one (the package's before a task module's); problem_type None: the class's model
     whatever its problem type says (regression is the classifier's too)."""
     found = {}
-    for name, cls in models.items():
+    for name, cls in known.items():
         if cls.hf_architecture is not None:
             found.setdefault((cls.hf_architecture, cls.hf_problem_type), name)
     return found

@@ -152,28 +152,30 @@ _RUN_BEST = "model.ckpt-best"
 _RUN_STEP = re.compile(r"model\.ckpt-(\d+)\.index$")
 
 
-def _model_checkpoint_of_run(directory: str, checkpoint: str) -> str:
-    """`checkpoint`, unless it is a training run's object-based ckpt-N (what its
-    `checkpoint` file names, kept for resuming) and the run kept a TF1 checkpoint
-    beside it: then that one, `model.ckpt-best` else the newest `model.ckpt-<step>`
-    (the run's output_dir as --init_checkpoint: pretraining, then fine-tuning)."""
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" not in tf1_reader(checkpoint).get_variable_to_shape_map():
-        return checkpoint
+def _kept_tf1_checkpoint(directory: str) -> str | None:
+    """The TF1 checkpoint a training run kept in `directory` beside its object-based
+    ckpt-N (which are for resuming): `model.ckpt-best`, else the newest
+    `model.ckpt-<step>`; None where it kept none."""
     best = os.path.join(directory, _RUN_BEST)
     if tf.io.gfile.exists(best + ".index"):
         return best
     steps = [int(m.group(1)) for name in tf.io.gfile.listdir(directory)
              if (m := _RUN_STEP.match(name))]
-    if not steps:
-        return checkpoint  # not a run's directory: tf1_layout says what it is
-    chosen = os.path.join(directory, f"model.ckpt-{max(steps)}")
-    logging.info("%s: the run's TF1 checkpoint %s (its %s is kept for resuming)",
-                 directory, chosen, os.path.basename(checkpoint))
-    return chosen
+    return os.path.join(directory, f"model.ckpt-{max(steps)}") if steps else None
 
 
-def _tf1_files(directory: str, checkpoint: str) -> ReleaseFiles:
+def _tf1_files(directory: str, checkpoint: str, *, run_directory: bool = False
+               ) -> ReleaseFiles:
+    """The files of a TF1 checkpoint. With `run_directory` (a directory was named), a
+    training run's object-based ckpt-N gives way to the TF1 checkpoint the run kept
+    (its output_dir as --init_checkpoint: pretraining, then fine-tuning)."""
     names = tf1_reader(checkpoint).get_variable_to_shape_map()
+    if run_directory and "_CHECKPOINTABLE_OBJECT_GRAPH" in names:
+        kept = _kept_tf1_checkpoint(directory)
+        if kept is not None:  # else tf1_layout says what the directory holds
+            logging.info("%s: the run's TF1 checkpoint %s (its %s is kept for resuming)",
+                         directory, kept, os.path.basename(checkpoint))
+            checkpoint, names = kept, tf1_reader(kept).get_variable_to_shape_map()
     return ReleaseFiles(
         directory=directory, layout=tf1_layout(checkpoint, names), checkpoint=checkpoint,
         config_file=_glob_one(directory, _TF1_CONFIG_PATTERNS),
@@ -198,7 +200,7 @@ def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
         if _is_hf_directory(path):
             return _hf_files(path)
         huggingface.refuse_other_weights(path)
-        return _tf1_files(path, _model_checkpoint_of_run(path, resolve_checkpoint(path)))
+        return _tf1_files(path, resolve_checkpoint(path), run_directory=True)
     base = os.path.basename(path)
     if base.endswith(".safetensors") or base == huggingface.SAFETENSORS_INDEX:
         if not fileio.exists(path):
@@ -248,9 +250,10 @@ def load_model(model_class, directory, *, strict: bool | None = None, **kwargs):
     strict = model_class.release_strict if strict is None else strict
     model.load_report = load_checkpoint(model, files, strict=strict)
     model.release_files = files
+    if model_class.release_strict:
+        return model
     missing = [n for n in model.load_report.missing if n.startswith("bert/") and (
-        model.reads_pooled_output or not n.startswith("bert/pooler/"))
-        and not model_class.release_strict]
+        model.reads_pooled_output or not n.startswith("bert/pooler/"))]
     if missing:
         raise CheckpointError(
             f"checkpoint {model.load_report.checkpoint} lacks {len(missing)} encoder "

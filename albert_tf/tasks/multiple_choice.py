@@ -62,8 +62,9 @@ class MultipleChoiceTask(Task):
         if self.is_race:
             return race.NUM_CHOICES
         most = max(len(e.endings) for examples in self.examples.values() for e in examples)
-        at_least = choice_records.DEFAULT_NUM_CHOICES if self.name in ("c3", "swag") else 1
-        return max(most, at_least)
+        if self.name in ("c3", "swag"):
+            return max(most, choice_records.DEFAULT_NUM_CHOICES)
+        return most
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:

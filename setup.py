@@ -27,8 +27,11 @@ setup(
         "seqeval>=1.2.2",  # NER entities and metrics (conlleval's definitions)
         "scikit-learn>=1.3",  # multi-label metrics (seqeval needs it too)
     ],
-    # ai-edge-litert: LiteRT's interpreter, which runs the --export_tflite files in tests.
-    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "ai-edge-litert>=2.0"]},
+    # ai-edge-litert: LiteRT's interpreter, which runs the --export_tflite files in tests;
+    # tensorflow-hub and tf-keras (hub.KerasLayer is a tf-keras layer): the TF Hub way of
+    # using an encoder export (tests/test_reusable_export.py, the README).
+    extras_require={"test": ["pytest>=8", "pytest-xdist>=3.5", "ai-edge-litert>=2.0",
+                             "tensorflow-hub>=0.16", "tf-keras>=2.21,<2.22"]},
     entry_points={
         # Each the same absl program as the script of the same name in the repository.
         "console_scripts": [

@@ -3,7 +3,9 @@
 Truncation rules, as the original google-research/albert code applies them (each takes
 and returns segment *lengths*, and works the same on Python ints, NumPy arrays and
 TensorFlow tensors, so the data modules and the graph share one definition; the limits,
-`max_seq_length` and the like, are Python ints):
+`max_seq_length` and the like, are Python ints, except in `pack_inputs` and the rules it
+applies, where `max_seq_length` may also be an int32 scalar tensor (the TF Hub
+preprocessor's `seq_length`, `albert_tf.export.reusable`)):
 
 - `single_length`: one text keeps its first `max_seq_length - 2` pieces
   (`run_classifier.py` with no text B);
@@ -55,7 +57,11 @@ def segment_budget(max_seq_length: int, num_segments: int = 2) -> int:
 def single_length(length, max_seq_length):
     """Length of one text packed as `[CLS] A [SEP]`: its first `max_seq_length - 2`."""
     _, minimum, _ = _ops(length)
-    return _result(minimum(length, max(segment_budget(max_seq_length, 1), 0)), length)
+    if isinstance(max_seq_length, tf.Tensor):  # a tensor limit: `length` is one too
+        budget = tf.maximum(tf.cast(segment_budget(max_seq_length, 1), length.dtype), 0)
+    else:
+        budget = max(segment_budget(max_seq_length, 1), 0)
+    return _result(minimum(length, budget), length)
 
 
 def pair_lengths(length_a, length_b, budget):
@@ -218,14 +224,18 @@ def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
                 pad_id: int = 0, pad_to_max_length: bool = False) -> dict:
     """`pack` on a batch: ragged int ids [B, (T)] per segment -> int32
     `input_word_ids`, `input_mask`, `input_type_ids` [B, S], truncated as `pack`. S is
-    the batch's longest packed length, or `max_seq_length` with `pad_to_max_length`.
+    the batch's longest packed length, or `max_seq_length` with `pad_to_max_length`
+    (a Python int, or an int32 scalar tensor: then S is unknown when traced).
     """
     _check_segments(segments)
     segments = [tf.cast(s, tf.int32) for s in segments]
     lengths = kept_lengths([s.row_lengths() for s in segments], max_seq_length)
     segments = [take_first(s, n) for s, n in zip(segments, lengths)]
     word_ids, type_ids = pack_ragged(segments, cls_id=cls_id, sep_id=sep_id)  # [B, (S)]
-    shape = [None, max_seq_length] if pad_to_max_length else None
+    shape = None
+    if pad_to_max_length:
+        shape = [None, max_seq_length] if isinstance(max_seq_length, int) else \
+            tf.stack([tf.cast(word_ids.nrows(), tf.int32), tf.cast(max_seq_length, tf.int32)])
     return {
         names.INPUT_WORD_IDS: word_ids.to_tensor(default_value=pad_id, shape=shape),
         names.INPUT_MASK: tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),

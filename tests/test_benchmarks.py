@@ -237,3 +237,16 @@ def test_profile_request_profiles_each_signature_in_the_settings_given(tmp_path)
     assert result["serve_text"]["ops_per_request"] > result["serving_default"][
         "ops_per_request"]
     assert "| TF_ENABLE_ONEDNN_OPTS=0 |" in stdout
+
+
+@pytest.mark.skipif(not os.environ.get("ALBERT_TF_SERVING_PYTHON"),
+                    reason="set ALBERT_TF_SERVING_PYTHON to an interpreter with "
+                           "benchmarks/requirements-serving-compat.txt")
+def test_every_export_loads_and_answers_the_same_under_tf_serving_2_20(tmp_path):
+    """benchmarks/check_serving_compat.py (about 5 minutes on 2 cores: every kind,
+    float32 and bfloat16, exported and called in both interpreters); its last figures
+    are in BENCHMARKS.md."""
+    stdout = run_benchmark("check_serving_compat.py",
+                           f"--serving_python={os.environ['ALBERT_TF_SERVING_PYTHON']}",
+                           f"--work_dir={tmp_path}")
+    assert "served with TensorFlow 2.20" in stdout and "FAILED" not in stdout

@@ -561,6 +561,9 @@ def test_bfloat16_export_answers_in_float32_close_to_the_float32_model(
     info = read_export_info(path)
     assert info["serving_precision"] == "bfloat16"
     assert info["signatures"]["serve_text"]["outputs"]["logits"]["dtype"] == "float32"
+    assert info["signatures"]["serving_default"]["inputs"]["input_word_ids"] == {
+        "dtype": "int32", "shape": [None, None]}
+    assert list(info["signatures"]["serve_text"]["inputs"]) == ["text_a"]
     flags = cpu_flags()
     lacks = flags is not None and not flags & {"avx512_bf16", "amx_bf16"}
     assert ("multiplies bfloat16 slower" in caplog.text) == lacks

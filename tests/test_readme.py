@@ -18,18 +18,22 @@ README = (ROOT / "README.md").read_text()
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
-# The section whose commands run in a test of their own (beside the long one).
+# The sections whose examples run in a test of their own each (beside the long one).
 OWN_TASKS = "Your own tasks"
+HUB_WAY = "Using an export the TF Hub way"
+ON_THEIR_OWN = (OWN_TASKS, HUB_WAY)
+EVERY = "every section"
 
 
-def blocks(language, *, own_tasks: bool | None = None):
-    """The README's code blocks of `language`; with `own_tasks`, only those of the
-    "Your own tasks" section (True) or only those of the others (False)."""
+def blocks(language, section: str | None = EVERY):
+    """The README's code blocks of `language`: of every section, of the section
+    `section` (one of ON_THEIR_OWN) alone, or (None) of the sections not run on their
+    own."""
     found = []
-    for section in re.split(r"\n(?=## )", README):
-        if own_tasks is not None and section.startswith(f"## {OWN_TASKS}") != own_tasks:
-            continue
-        found += re.findall(rf"```{language}\n(.*?)```", section, flags=re.S)
+    for text in re.split(r"\n(?=## )", README):
+        own = next((name for name in ON_THEIR_OWN if text.startswith(f"## {name}")), None)
+        if section == EVERY or own == section:
+            found += re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
     return found
 
 
@@ -95,10 +99,11 @@ def chinese_release(root):
                                            encoding="utf-8")
 
 
-def python_commands(own_tasks: bool | None = None):
-    """The `python ...` lines of the README's shell blocks (continuations joined)."""
+def python_commands(section: str | None = EVERY):
+    """The `python ...` lines of the README's shell blocks (continuations joined), of
+    the sections `blocks` takes."""
     commands = []
-    for block in blocks("sh", own_tasks=own_tasks):
+    for block in blocks("sh", section):
         for command in block.replace("\\\n", " ").splitlines():
             if command.startswith("python "):
                 commands.append(shlex.split(command.split("#")[0]))
@@ -115,14 +120,16 @@ def run_python_command(args, cwd):
 
 
 def test_examples_run_in_order(release_dir, capsys):
+    from albert_tf.export import read_export_info
+
     # The shell commands first (the Python examples read what they write).
-    for args in python_commands(own_tasks=False):
+    for args in python_commands(None):
         if "param_count" in args:
             continue  # checked against the table below
         result = run_python_command(args, release_dir.parent)
         assert result.returncode == 0, (args, result.stderr[-2000:])
     namespace = {}
-    for code in blocks("python", own_tasks=False):
+    for code in blocks("python", None):
         exec(compile(code, "README.md", "exec"), namespace)
     printed = capsys.readouterr().out
     assert "(1, 16)" in printed and "(1, 6, 16)" in printed
@@ -150,6 +157,7 @@ def test_examples_run_in_order(release_dir, capsys):
     assert (out / "squad2_out" / "null_odds.json").exists()
     assert (out / "exported" / "squad2" / "1" / "saved_model.pb").exists()
     assert list((out / "text_pretrain_out").glob("ckpt-4.index"))
+    assert read_export_info(out / "exported" / "text_pretrain" / "1")["kind"] == "mlm"
     assert (out / "zh_out" / "model.ckpt-best.index").exists()
     assert [p.name for p in (out / "exported" / "zh" / "1" / "assets").iterdir()] == \
         ["vocab_chinese.txt"]
@@ -252,13 +260,13 @@ def test_own_tasks_section_runs(release_dir, capsys):
 
     root = release_dir.parent
     write_own_task_data(root)
-    commands = python_commands(own_tasks=True)
+    commands = python_commands(OWN_TASKS)
     assert len(commands) == 8
     for args in commands:
         result = run_python_command(args, root)
         assert result.returncode == 0, (args, result.stderr[-2000:])
     namespace = {}
-    for code in blocks("python", own_tasks=True):
+    for code in blocks("python", OWN_TASKS):
         exec(compile(code, "README.md", "exec"), namespace)
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 3
@@ -277,6 +285,29 @@ def test_own_tasks_section_runs(release_dir, capsys):
     assert (root / "mean_pool_out" / "labels.txt").read_text() == "neg\npos\n"
     assert "eval_accuracy" in (root / "mean_pool_out" / "eval_results.txt").read_text()
     assert (root / "mean_pool_google" / "model.ckpt.index").exists()
+
+
+def test_hub_way_section_runs(release_dir, capsys):
+    """The TF Hub section: the encoder export with its preprocessor beside it, built
+    into a tf-keras text-pair classifier through hub.KerasLayer, fine-tuned and saved;
+    the saved model answers raw text (tests/test_reusable_export.py checks the
+    gradients, the weights and the numbers)."""
+    import tensorflow as tf
+
+    root = release_dir.parent
+    commands = python_commands(HUB_WAY)
+    assert len(commands) == 1
+    result = run_python_command(commands[0], root)
+    assert result.returncode == 0, result.stderr[-2000:]
+    namespace = {}
+    for code in blocks("python", HUB_WAY):
+        exec(compile(code, "README.md", "exec"), namespace)
+    assert len(namespace["history"].history["loss"]) == 2
+    serve = tf.saved_model.load(str(root / "hub" / "pair_classifier")).signatures[
+        "serving_default"]
+    inputs = sorted(serve.structured_input_signature[1])  # the two texts, in order
+    (logits,) = serve(**dict(zip(inputs, namespace["pairs"]))).values()
+    assert logits.shape == (2, 2)
 
 
 def check_rest_bodies(version_dir):

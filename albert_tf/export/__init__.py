@@ -56,13 +56,16 @@ SentencePiece model (or vocabulary) is a SavedModel asset.
 
 The package: `kinds` (each serving kind described once, as data), `serving` (the one
 `tf.Module` that reads a kind), `serving_text` (raw text -> model inputs per kind),
-`savedmodel` (the export's steps), `tflite` (`export_tflite`: the same
-`serving_default` as one LiteRT file, float32, float16 or int8).
+`savedmodel` (the export's steps), `reusable` (TF Hub's conventions: an encoder
+export's `__call__` and variables for `hub.KerasLayer`, and `export_preprocessor`, its
+text preprocessor SavedModel), `tflite` (`export_tflite`: the same `serving_default` as
+one LiteRT file, float32, float16 or int8).
 """
 
 from albert_tf.export import serving_text
 from albert_tf.export.kinds import KINDS, SERVING_KINDS, LabelRule, ServingKind
 from albert_tf.export.kinds import register as register_serving_kind
+from albert_tf.export.reusable import export_preprocessor
 from albert_tf.export.savedmodel import (
     DEFAULT_MAX_QA_LENGTH,
     DEFAULT_MAX_QUERY_LENGTH,
@@ -95,6 +98,7 @@ __all__ = [
     "ServingKind",
     "ServingModule",
     "build_model",
+    "export_preprocessor",
     "export_savedmodel",
     "export_tflite",
     "load_model_from_checkpoint",

@@ -13,7 +13,9 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `labels`: what `assets.extra/labels.txt` names, if anything; `label_output`: the
   output of `serve_text` that names each prediction with its label (NER's `tags`);
 - `model_info` / `text_info`: what the kind adds to `export_info.json`, read from the
-  model and from the `TextSettings`.
+  model and from the `TextSettings`;
+- `reusable`: the export is also a Reusable SavedModel that `hub.KerasLayer` fine-tunes
+  (`albert_tf.export.reusable`).
 
 A task module adds its own with `register`.
 """
@@ -71,6 +73,7 @@ class ServingKind:
     text_offsets: bool = False              # serve_text needs piece offsets (SentencePiece)
     min_length: Callable[[object], int] = lambda model: 1  # shortest input the model takes
     label_output: str | None = None         # serve_text: the predictions' label names
+    reusable: bool = False                  # also TF Hub's Reusable SavedModel API
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -131,11 +134,11 @@ SERVING_KINDS: dict[str, ServingKind] = {kind.name: kind for kind in (
         model_info=("num_labels",), text_info=("word_split",), label_output=names.TAGS),
     ServingKind(
         "encoder", modeling.AlbertEncoder, (names.POOLED_OUTPUT, names.SEQUENCE_OUTPUT),
-        serving_text.sentence_specs, serving_text.pack_sentences),
+        serving_text.sentence_specs, serving_text.pack_sentences, reusable=True),
     ServingKind(
         "mlm", modeling.AlbertPretrainer, (names.MLM_LOGITS, names.SOP_LOGITS),
         serving_text.sentence_specs, serving_text.pack_sentences_for_mlm,
-        extra_inputs=(MASKED_LM_POSITIONS,)),
+        extra_inputs=(MASKED_LM_POSITIONS,), reusable=True),
 )}
 KINDS = tuple(SERVING_KINDS)  # the kinds of the models in albert_tf.modeling
 

@@ -21,6 +21,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.export.kinds import SERVING_KINDS, ServingKind
+from albert_tf.export.reusable import add_reusable_api
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings
 from albert_tf.modeling import real_tokens
@@ -281,8 +282,10 @@ def _trace_signatures(module: ServingModule) -> dict:
 
 
 def _signature_info(concrete) -> dict:
-    inputs = {name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
-              for name, spec in concrete.structured_input_signature[1].items()}
+    # The signature's inputs are the specs' names (the functions take them positionally).
+    args, kwargs = concrete.structured_input_signature
+    inputs = {spec.name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
+              for spec in [*args, *kwargs.values()]}
     outputs = {name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
                for name, spec in concrete.structured_outputs.items()}
     return {"inputs": inputs, "outputs": outputs}
@@ -381,6 +384,8 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
         num_choices=getattr(model, "num_choices", None), word_split=word_split)
     tokenizer = _build_tokenizer(entry, spm_model_file, vocab_file, do_lower_case)
     module = ServingModule(model, entry, tokenizer, settings, labels=labels)
+    if entry.reusable:
+        add_reusable_api(module)
     signatures = _trace_signatures(module)
 
     with fileio.atomic_directory(final_dir) as temp_dir:

@@ -30,12 +30,15 @@ def _pad_rows(sparse, default_value, dtype=tf.int32):
     return tf.cast(tf.sparse.to_dense(sparse, default_value=default_value), dtype)
 
 
-class ServingModule(tf.Module):
-    """The model, its tokenizer (None: no `serve_text`) and the signature functions."""
+class ServingModule(tf.__internal__.tracking.AutoTrackable):
+    """The model, its tokenizer (None: no `serve_text`) and the signature functions.
+    The root of the SavedModel: a plain trackable object rather than a `tf.Module`, whose
+    read-only `variables` would keep a reusable kind from having TF Hub's attributes
+    (`albert_tf.export.reusable.add_reusable_api`)."""
 
     def __init__(self, model, kind: ServingKind, tokenizer, settings: TextSettings,
                  labels=None):
-        super().__init__(name="albert_serving")
+        super().__init__()
         self.labels = None if labels is None else list(labels)
         self.model = model
         self.tokenizer = tokenizer

@@ -12,6 +12,13 @@ with the signatures `serving_default`, `serve_examples` and `serve_text`. With
 LiteRT file, token ids in (`albert_tf.export.export_tflite`); either flag may be given
 alone. The checkpoint must hold every variable of the model (a mismatch stops before
 anything is written).
+
+`--kind=encoder` (and `mlm`) exports are also TF Hub Reusable SavedModels that
+`hub.KerasLayer(path, trainable=True)` fine-tunes. Their text preprocessor, another
+SavedModel (`tokenize`, `bert_pack_inputs`; the default length is --max_seq_length), is
+written with `--kind=preprocessor` (no --checkpoint: the tokenizer flags, and
+--albert_config_file for the longest length, else 512) or beside an export with
+`--export_preprocessor=DIR` (`albert_tf.export.reusable`).
 `--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
 the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such as
 `albert_base_v2` works here as there. `--checkpoint` may also be brightmart's
@@ -30,7 +37,9 @@ from albert_tf.export import SERVING_KINDS, SERVING_PRECISIONS
 FLAGS = flags.FLAGS
 
 tasks.import_builtin()  # their serving kinds (multi_label)
-flags.DEFINE_enum("kind", None, list(SERVING_KINDS), "The model to export.")
+PREPROCESSOR = "preprocessor"
+flags.DEFINE_enum("kind", None, [*SERVING_KINDS, PREPROCESSOR],
+                  "The model to export, or the text preprocessor alone.")
 common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
 flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
@@ -56,6 +65,9 @@ flags.DEFINE_enum("word_split", "whitespace", ["whitespace", "characters"],
                   "training data's (run_ner.py: characters for CLUENER and other "
                   "one-character-per-word files).")
 flags.DEFINE_string("export_dir", None, "Where the SavedModel's version directories go.")
+flags.DEFINE_string("export_preprocessor", None,
+                    "Where the version directories of the model's TF Hub text "
+                    "preprocessor go (beside an encoder export, for hub.KerasLayer).")
 common.define_tflite_flags()  # export_tflite, tflite_precision
 flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
 flags.DEFINE_enum("serving_precision", "float32", list(SERVING_PRECISIONS),
@@ -69,9 +81,13 @@ def main(argv):
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     from albert_tf.export import export_savedmodel, export_tflite, load_model_from_checkpoint
 
-    if not (FLAGS.export_dir or FLAGS.export_tflite):
+    if FLAGS.kind == PREPROCESSOR:
+        return export_preprocessor_only()
+    if not (FLAGS.export_dir or FLAGS.export_tflite or FLAGS.export_preprocessor):
         raise app.UsageError("give --export_dir (a SavedModel), --export_tflite (a LiteRT "
-                             "file) or both")
+                             "file), --export_preprocessor or several")
+    if not FLAGS.checkpoint:
+        raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
     try:
         common.checked_tflite_path(FLAGS.export_tflite)
         # A release directory brings its config and tokenizer files.
@@ -116,15 +132,51 @@ def main(argv):
                 max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
                 else min(FLAGS.max_seq_length, config.max_position_embeddings),
                 do_lower_case=files["do_lower_case"]))
+        if FLAGS.export_preprocessor:
+            written.append(_export_preprocessor(files, FLAGS.export_preprocessor,
+                                                config.max_position_embeddings))
     except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
         raise SystemExit(f"error: {e}") from None
     for path in written:
         print(f"exported {path}")
 
 
+def _export_preprocessor(files, export_dir, max_seq_length: int) -> str:
+    from albert_tf.export import ExportError, export_preprocessor
+
+    if not (files["spm_model_file"] or files["vocab_file"]):
+        raise ExportError("the preprocessor needs --spm_model_file or --vocab_file")
+    return export_preprocessor(
+        export_dir, spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
+        do_lower_case=files["do_lower_case"],
+        seq_length=min(FLAGS.max_seq_length, max_seq_length), max_seq_length=max_seq_length,
+        version=FLAGS.version)
+
+
+def export_preprocessor_only() -> None:
+    """--kind=preprocessor: the tokenizer flags (and the config's longest length)."""
+    if FLAGS.checkpoint or FLAGS.export_tflite or FLAGS.export_preprocessor:
+        raise app.UsageError("--kind=preprocessor takes --export_dir and the tokenizer "
+                             "flags (no --checkpoint, --export_tflite or "
+                             "--export_preprocessor)")
+    if not FLAGS.export_dir:
+        raise app.UsageError("--kind=preprocessor needs --export_dir")
+    try:
+        files = common.complete_model_files({
+            "init_checkpoint": None, "albert_config_file": FLAGS.albert_config_file,
+            "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
+            "do_lower_case": FLAGS.do_lower_case})
+        longest = common.load_config(files["albert_config_file"]).max_position_embeddings \
+            if files["albert_config_file"] else 512
+        path = _export_preprocessor(files, FLAGS.export_dir, longest)
+    except (ValueError, OSError) as e:  # ConfigError, ExportError, TokenizerError
+        raise SystemExit(f"error: {e}") from None
+    print(f"exported {path}")
+
+
 def run():
     """The program (`python export_savedmodel.py` and the installed `albert-export`)."""
-    common.program(main, __doc__, required=("kind", "checkpoint"))
+    common.program(main, __doc__, required=("kind",))
 
 
 if __name__ == "__main__":

@@ -55,6 +55,12 @@ def run_python(args, *, cwd=None, env=None, timeout: float = 300, fresh: bool = 
     `fresh` starts a new interpreter instead of forking the preloaded one."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
+    # Plain TensorFlow ops for GELU, LayerNorm and the optimizer updates (the same math,
+    # `albert_tf.fused`): a command here runs a few steps on a tiny model, where
+    # compiling the XLA kernels for each batch shape is a quarter of its time. The
+    # kernels themselves are tested in this process (test_fused, test_training_loop,
+    # test_optimizers); a command that wants them sets the variable to 1.
+    env.setdefault("ALBERT_TF_XLA_KERNELS", "0")
     cwd = str(cwd or os.getcwd())
     if fresh:
         result = subprocess.run([sys.executable, *args], capture_output=True, text=True,

@@ -6,7 +6,12 @@ scores with the trivial baselines:
 - CLUENER2020 (run_ner.py, characters, 10 types): entity F1 against all-"O" (F1 0);
 - C3 (run_classifier.py --task_name=c3, 2-4 choices): accuracy against always picking
   the most frequent answer position of the dev set;
-- WNUT-17 (run_ner.py, English CoNLL, SentencePiece) when an SentencePiece model is given.
+- WNUT-17 (run_ner.py, English CoNLL, SentencePiece) when an SentencePiece model is given;
+- multi-label classification (run_classifier.py --task_name=multi_label, JSON lines) on
+  real text: which of CLUENER2020's 10 entity types each sentence mentions (its own
+  annotation, read as labels of the sentence), micro F1 against the best constant
+  answer (the one label set that scores best on the dev set, found by trying every
+  prefix of the labels by training frequency).
 
     python benchmarks/bench_own_tasks.py --data=../shared/data \\
         --vocab_file=../shared/data/vocab/vocab_chinese.txt --work_dir=/tmp/bench_tasks
@@ -65,6 +70,33 @@ def head(source: pathlib.Path, target: pathlib.Path, lines: int) -> pathlib.Path
     return target
 
 
+def entity_type_rows(source: pathlib.Path, target: pathlib.Path, lines: int) -> list:
+    """CLUENER JSON lines -> {"text", "labels": [the entity types it mentions]} lines;
+    returns the label lists."""
+    rows = []
+    for line in source.read_text(encoding="utf-8").splitlines()[:lines]:
+        row = json.loads(line)
+        rows.append({"text": row["text"], "labels": sorted(row.get("label", {}))})
+    target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                      encoding="utf-8")
+    return [r["labels"] for r in rows]
+
+
+def micro_f1(predicted: list, gold: list) -> float:
+    true = sum(len(set(p) & set(g)) for p, g in zip(predicted, gold))
+    guessed, actual = sum(map(len, predicted)), sum(map(len, gold))
+    return 2 * true / (guessed + actual) if guessed + actual else 0.0
+
+
+def best_constant(train_labels: list, dev_labels: list) -> tuple[float, list]:
+    """The label set that, answered for every dev text, has the best micro F1 among the
+    prefixes of the labels ordered by training frequency (and the empty set)."""
+    order = [label for label, _ in collections.Counter(
+        label for labels in train_labels for label in labels).most_common()]
+    return max((micro_f1([order[:k]] * len(dev_labels), dev_labels), order[:k])
+               for k in range(len(order) + 1))
+
+
 def training_flags(config, out, steps, batch, learning_rate):
     return [f"--albert_config_file={config}", f"--output_dir={out}", "--do_train",
             "--do_eval", f"--train_step={steps}", f"--train_batch_size={batch}",
@@ -81,6 +113,10 @@ def main() -> None:
     parser.add_argument("--work_dir", required=True)
     parser.add_argument("--ner_steps", type=int, default=1500)
     parser.add_argument("--c3_steps", type=int, default=1000)
+    parser.add_argument("--multi_label_steps", type=int, default=1500)
+    parser.add_argument("--skip", default="",
+                        help="Rows not to run: comma-separated of cluener, wnut, c3, "
+                             "multi_label.")
     # From random weights, 1e-3 stalls at the label prior (tried); 3e-4 learns.
     parser.add_argument("--learning_rate", type=float, default=3e-4)
     parser.add_argument("--ner_train_lines", type=int, default=10748)
@@ -94,25 +130,28 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     config = work / "albert_config.json"
     AlbertConfig(**SMALL).to_json_file(config)
-    rows = []
+    skip = set(filter(None, args.skip.split(",")))
+    rows, notes = [], []
 
     # CLUENER: entity F1 against all-O (0 by definition).
+    cluener = data / "ner" / "cluener"
     ner = work / "cluener"
     ner.mkdir(exist_ok=True)
-    train = head(data / "ner" / "cluener" / "train.json", ner / "train.json",
-                 args.ner_train_lines)
-    dev = head(data / "ner" / "cluener" / "dev.json", ner / "dev.json", args.ner_dev_lines)
-    seconds = run("run_ner.py", f"--train_file={train}", f"--dev_file={dev}",
-                  f"--vocab_file={args.vocab_file}", "--max_seq_length=64",
-                  *training_flags(config, work / "ner_out", args.ner_steps, 32,
-                                  args.learning_rate))
-    scores = results(work / "ner_out" / "eval_results.txt")
-    rows.append(("CLUENER2020 dev (entity F1)", args.ner_steps, 32, scores["f1"], 0.0,
-                 "all O", seconds))
-    types = sorted(k[:-3] for k in scores if k.endswith("_f1"))
-    per_type = ", ".join(f"{t} {scores[t + '_f1']:.2f}" for t in types)
+    if "cluener" not in skip:
+        train = head(cluener / "train.json", ner / "train.json", args.ner_train_lines)
+        dev = head(cluener / "dev.json", ner / "dev.json", args.ner_dev_lines)
+        seconds = run("run_ner.py", f"--train_file={train}", f"--dev_file={dev}",
+                      f"--vocab_file={args.vocab_file}", "--max_seq_length=64",
+                      *training_flags(config, work / "ner_out", args.ner_steps, 32,
+                                      args.learning_rate))
+        scores = results(work / "ner_out" / "eval_results.txt")
+        rows.append(("CLUENER2020 dev (entity F1)", args.ner_steps, 32, scores["f1"], 0.0,
+                     "all O", seconds))
+        types = sorted(k[:-3] for k in scores if k.endswith("_f1"))
+        notes.append("CLUENER per type F1: " + ", ".join(
+            f"{t} {scores[t + '_f1']:.2f}" for t in types))
 
-    if args.spm_model_file:
+    if args.spm_model_file and "wnut" not in skip:
         english = work / "albert_config_en.json"
         AlbertConfig(**{**SMALL, "vocab_size": 30000}).to_json_file(english)
         wnut = data / "ner" / "wnut17"
@@ -126,18 +165,42 @@ def main() -> None:
                      "all O", seconds))
 
     # C3: accuracy against the most frequent answer position of the dev set.
-    c3 = data / "multiple_choice" / "c3"
-    dev_examples = multiple_choice.read_c3(multiple_choice.c3_files(c3, "dev"))
-    positions = collections.Counter(e.label for e in dev_examples)
-    majority = positions.most_common(1)[0][1] / len(dev_examples)
-    seconds = run("run_classifier.py", "--task_name=c3", f"--data_dir={c3}",
-                  f"--vocab_file={args.vocab_file}", "--max_seq_length=96",
-                  "--max_qa_length=32",
-                  *training_flags(config, work / "c3_out", args.c3_steps, 16,
-                                  args.learning_rate))
-    c3_scores = results(work / "c3_out" / "eval_results.txt")
-    rows.append(("C3 dev (accuracy)", args.c3_steps, 16, c3_scores["eval_accuracy"],
-                 majority, f"answer position {positions.most_common(1)[0][0]}", seconds))
+    if "c3" not in skip:
+        c3 = data / "multiple_choice" / "c3"
+        dev_examples = multiple_choice.read_c3(multiple_choice.c3_files(c3, "dev"))
+        positions = collections.Counter(e.label for e in dev_examples)
+        majority = positions.most_common(1)[0][1] / len(dev_examples)
+        seconds = run("run_classifier.py", "--task_name=c3", f"--data_dir={c3}",
+                      f"--vocab_file={args.vocab_file}", "--max_seq_length=96",
+                      "--max_qa_length=32",
+                      *training_flags(config, work / "c3_out", args.c3_steps, 16,
+                                      args.learning_rate))
+        c3_scores = results(work / "c3_out" / "eval_results.txt")
+        rows.append(("C3 dev (accuracy)", args.c3_steps, 16, c3_scores["eval_accuracy"],
+                     majority, f"answer position {positions.most_common(1)[0][0]}",
+                     seconds))
+
+    # Multi-label: the entity types each CLUENER sentence mentions, from its text.
+    if "multi_label" not in skip:
+        train_labels = entity_type_rows(cluener / "train.json", ner / "types_train.jsonl",
+                                        args.ner_train_lines)
+        dev_labels = entity_type_rows(cluener / "dev.json", ner / "types_dev.jsonl",
+                                      args.ner_dev_lines)
+        constant, constant_set = best_constant(train_labels, dev_labels)
+        seconds = run("run_classifier.py", "--task_name=multi_label",
+                      f"--train_file={ner / 'types_train.jsonl'}",
+                      f"--dev_file={ner / 'types_dev.jsonl'}", "--text_a_field=text",
+                      "--label_field=labels", "--tune_threshold",
+                      f"--vocab_file={args.vocab_file}", "--max_seq_length=64",
+                      *training_flags(config, work / "multi_label_out",
+                                      args.multi_label_steps, 32, args.learning_rate))
+        ml_scores = results(work / "multi_label_out" / "eval_results.txt")
+        rows.append(("CLUENER2020 dev, entity types mentioned (multi-label micro F1)",
+                     args.multi_label_steps, 32, ml_scores["micro_f1"], constant,
+                     f"always {{{', '.join(constant_set)}}}", seconds))
+        notes.append(f"multi-label: macro F1 {ml_scores['macro_f1']:.3f}, subset accuracy "
+                     f"{ml_scores['subset_accuracy']:.3f}, {len(dev_labels)} dev texts, "
+                     f"{sum(map(len, dev_labels)) / len(dev_labels):.2f} types each")
 
     print(f"CPU flags: {cpu_flags()}; {os.cpu_count()} CPUs; model "
           f"{json.dumps({k: SMALL[k] for k in ('hidden_size', 'num_hidden_layers')})}")
@@ -148,7 +211,8 @@ def main() -> None:
         print(f"| {name} | {steps} | {batch} | {score:.3f} | {baseline:.3f} | {what} | "
               f"{seconds / 60:.1f} |")
     print()
-    print(f"CLUENER per type F1: {per_type}")
+    for note in notes:
+        print(note)
 
 
 if __name__ == "__main__":

@@ -99,6 +99,15 @@ def chinese_release(root):
                                            encoding="utf-8")
 
 
+def run_example(code: str, namespace: dict) -> None:
+    """Runs a README Python block here, with plain TensorFlow ops for GELU, LayerNorm and
+    the optimizer updates, as the commands run (`tests/helpers/forked.py`)."""
+    from albert_tf import fused
+
+    with fused.xla_disabled():
+        exec(compile(code, "README.md", "exec"), namespace)
+
+
 def python_commands(section: str | None = EVERY):
     """The `python ...` lines of the README's shell blocks (continuations joined), of
     the sections `blocks` takes."""
@@ -130,7 +139,7 @@ def test_examples_run_in_order(release_dir, capsys):
         assert result.returncode == 0, (args, result.stderr[-2000:])
     namespace = {}
     for code in blocks("python", None):
-        exec(compile(code, "README.md", "exec"), namespace)
+        run_example(code, namespace)
     printed = capsys.readouterr().out
     assert "(1, 16)" in printed and "(1, 6, 16)" in printed
     assert "loaded" in printed and "skipped" in printed
@@ -267,7 +276,7 @@ def test_own_tasks_section_runs(release_dir, capsys):
         assert result.returncode == 0, (args, result.stderr[-2000:])
     namespace = {}
     for code in blocks("python", OWN_TASKS):
-        exec(compile(code, "README.md", "exec"), namespace)
+        run_example(code, namespace)
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == 3
     for line in printed[:2]:  # the entities of each text: a list of tuples
@@ -301,7 +310,7 @@ def test_hub_way_section_runs(release_dir, capsys):
     assert result.returncode == 0, result.stderr[-2000:]
     namespace = {}
     for code in blocks("python", HUB_WAY):
-        exec(compile(code, "README.md", "exec"), namespace)
+        run_example(code, namespace)
     assert len(namespace["history"].history["loss"]) == 2
     serve = tf.saved_model.load(str(root / "hub" / "pair_classifier")).signatures[
         "serving_default"]

@@ -120,6 +120,16 @@ def _check_unigram(model: bytes, path: str) -> None:
             "the Python one for UNIGRAM models (ALBERT's) only")
 
 
+class _EagerFunctions:
+    """The tokenizer's compiled functions for eager callers. A plain object, so that
+    `tf.Module` does not track them: a SavedModel holding the tokenizer would otherwise
+    trace them again while saving, and store them, for no signature's use."""
+
+    def __init__(self, tokenize, offsets):
+        self.tokenize = tokenize
+        self.offsets = offsets
+
+
 class AlbertTextTokenizer(tf.Module):
     """Raw text -> ALBERT ids in the graph, equal to `FullTokenizer.encode`.
 
@@ -149,11 +159,11 @@ class AlbertTextTokenizer(tf.Module):
         self.with_offsets = with_offsets
         spec = [tf.TensorSpec([None], tf.string)]
         # Plain TensorFlow ops: traced without AutoGraph's source conversion (faster).
-        self._tokenize_compiled = tf.function(self._tokenize_vector, input_signature=spec,
-                                              autograph=False)
-        self._offsets_compiled = tf.function(
-            self._tokenize_with_offsets_vector, input_signature=spec, autograph=False) \
-            if with_offsets else None
+        self._eager = _EagerFunctions(
+            tokenize=tf.function(self._tokenize_vector, input_signature=spec,
+                                 autograph=False),
+            offsets=tf.function(self._tokenize_with_offsets_vector, input_signature=spec,
+                                autograph=False) if with_offsets else None)
 
     def _build_sentencepiece(self, python: FullTokenizer, path: str, with_offsets: bool):
         self.spm_model_file = path
@@ -204,7 +214,7 @@ class AlbertTextTokenizer(tf.Module):
                 f"tokenize takes a string scalar or vector, got shape {texts.shape}")
         flat = tf.reshape(texts, [-1])
         # Eager callers get the traced function (one call instead of many small ops).
-        tokenize = self._tokenize_compiled if tf.executing_eagerly() else \
+        tokenize = self._eager.tokenize if tf.executing_eagerly() else \
             self._tokenize_vector
         ids = tokenize(flat)  # [N, (T)]
         return ids[0] if texts.shape.rank == 0 else ids
@@ -225,7 +235,7 @@ class AlbertTextTokenizer(tf.Module):
             raise ValueError(
                 f"tokenize_with_offsets takes a string scalar or vector, got shape "
                 f"{texts.shape}")
-        run = self._offsets_compiled if tf.executing_eagerly() else \
+        run = self._eager.offsets if tf.executing_eagerly() else \
             self._tokenize_with_offsets_vector
         outputs = run(tf.reshape(texts, [-1]))
         return tuple(o[0] for o in outputs) if texts.shape.rank == 0 else outputs

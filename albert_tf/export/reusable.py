@@ -34,9 +34,6 @@ embeddings with Transformer encoders), as Google's published ALBERT encoders and
 
 from __future__ import annotations
 
-import json
-import os
-
 import tensorflow as tf
 
 from albert_tf import fileio, fused, names, packing
@@ -206,19 +203,20 @@ def export_preprocessor(export_dir, *, spm_model_file=None, vocab_file=None,
     `assets.extra/export_info.json` says what it is. Bad arguments raise `ExportError`
     before anything is written."""
     from albert_tf.export.savedmodel import (
-        EXPORT_INFO,
-        EXTRA_DIR,
         ExportError,
+        _is_int,
+        _signature_info,
         _version_dir,
+        write_export_info,
     )
     from albert_tf.text import AlbertTextTokenizer
 
     if bool(spm_model_file) == bool(vocab_file):
         raise ExportError("the preprocessor needs spm_model_file or vocab_file (one)")
-    for name, value, low in (("seq_length", seq_length, MAX_SEGMENTS + 1),
-                             ("max_seq_length", max_seq_length, MAX_SEGMENTS + 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ExportError(f"{name} must be an integer >= {low}, got {value!r}")
+    shortest = MAX_SEGMENTS + 1
+    for name, value in (("seq_length", seq_length), ("max_seq_length", max_seq_length)):
+        if not _is_int(value, shortest):
+            raise ExportError(f"{name} must be an integer >= {shortest}, got {value!r}")
     if seq_length > max_seq_length:
         raise ExportError(f"seq_length {seq_length} exceeds max_seq_length {max_seq_length}"
                           " (the encoder's max_position_embeddings)")
@@ -231,11 +229,9 @@ def export_preprocessor(export_dir, *, spm_model_file=None, vocab_file=None,
     info = {"kind": "preprocessor", "seq_length": seq_length,
             "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
             "tokenizer": "sentencepiece" if spm_model_file else "wordpiece",
-            "max_segments": MAX_SEGMENTS, "signatures": ["serving_default"]}
+            "max_segments": MAX_SEGMENTS,
+            "signatures": {"serving_default": _signature_info(signature)}}
     with fileio.atomic_directory(final_dir) as temp_dir:
         tf.saved_model.save(root, temp_dir, signatures={"serving_default": signature})
-        extra = os.path.join(temp_dir, EXTRA_DIR)
-        tf.io.gfile.makedirs(extra)
-        fileio.write_text_atomically(os.path.join(extra, EXPORT_INFO),
-                                     json.dumps(info, indent=2, sort_keys=True) + "\n")
+        write_export_info(temp_dir, info)
     return final_dir

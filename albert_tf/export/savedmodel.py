@@ -306,14 +306,21 @@ def _write_warmup(version_dir, module: ServingModule) -> bool:
 def _write_extras(version_dir, model, labels, info: dict) -> None:
     """`assets.extra/`: albert_config.json, labels.txt (when there are labels) and
     export_info.json."""
-    extra = os.path.join(version_dir, EXTRA_DIR)
-    tf.io.gfile.makedirs(extra)
+    extra = write_export_info(version_dir, info)
     model.config.to_json_file(os.path.join(extra, "albert_config.json"))
     if labels is not None:
         fileio.write_text_atomically(os.path.join(extra, "labels.txt"),
                                      "".join(f"{label}\n" for label in labels))
+
+
+def write_export_info(version_dir, info: dict) -> str:
+    """Writes `assets.extra/export_info.json` (what an export serves; the preprocessor's
+    too) and returns the `assets.extra` directory."""
+    extra = os.path.join(version_dir, EXTRA_DIR)
+    tf.io.gfile.makedirs(extra)
     fileio.write_text_atomically(os.path.join(extra, EXPORT_INFO),
                                  json.dumps(info, indent=2, sort_keys=True) + "\n")
+    return extra
 
 
 def read_export_info(version_dir) -> dict:

@@ -95,10 +95,8 @@ def main(argv):
             "init_checkpoint": FLAGS.checkpoint, "albert_config_file": FLAGS.albert_config_file,
             "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
             "do_lower_case": FLAGS.do_lower_case})
-        if FLAGS.export_preprocessor and not (files["spm_model_file"] or
-                                              files["vocab_file"]):
-            raise app.UsageError("--export_preprocessor needs --spm_model_file or "
-                                 "--vocab_file (or a release directory that has one)")
+        if FLAGS.export_preprocessor:
+            _check_tokenizer_files(files)
         config = common.load_config(files["albert_config_file"])
         num_labels = FLAGS.num_labels
         if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
@@ -145,11 +143,16 @@ def main(argv):
         print(f"exported {path}")
 
 
+def _check_tokenizer_files(files) -> None:
+    """Before anything is written: the preprocessor needs the model's tokenizer."""
+    if not (files["spm_model_file"] or files["vocab_file"]):
+        raise app.UsageError("the preprocessor needs --spm_model_file or --vocab_file "
+                             "(or a release directory that has one)")
+
+
 def _export_preprocessor(files, export_dir, max_seq_length: int) -> str:
     from albert_tf.export import export_preprocessor
 
-    if not (files["spm_model_file"] or files["vocab_file"]):
-        raise app.UsageError("the preprocessor needs --spm_model_file or --vocab_file")
     return export_preprocessor(
         export_dir, spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
         do_lower_case=files["do_lower_case"],
@@ -170,6 +173,7 @@ def export_preprocessor_only() -> None:
             "init_checkpoint": None, "albert_config_file": FLAGS.albert_config_file,
             "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
             "do_lower_case": FLAGS.do_lower_case})
+        _check_tokenizer_files(files)
         longest = common.load_config(files["albert_config_file"]).max_position_embeddings \
             if files["albert_config_file"] else 512
         path = _export_preprocessor(files, FLAGS.export_dir, longest)

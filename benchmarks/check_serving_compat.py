@@ -117,14 +117,6 @@ json.dump({"strings": strings, "errors": errors,
 """
 
 
-def cpu_flags() -> str:
-    from albert_tf.export.savedmodel import cpu_flags as all_flags
-
-    flags = all_flags() or set()
-    wanted = ("fma", "avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16")
-    return " ".join(f for f in wanted if f in flags) or "?"
-
-
 # ------------------------------------------------------------------ the exports
 def model_cases():
     """(label, kind, build_model kwargs, export kwargs) of every serving kind."""
@@ -337,6 +329,8 @@ def main(argv=None) -> int:
     parser.add_argument("--atol", type=float, default=1e-5,
                         help="Largest difference of float outputs that still agrees.")
     args = parser.parse_args(argv)
+    # Absolute (not resolved: a venv's python is a link), as the runner starts elsewhere.
+    args.serving_python = os.path.abspath(args.serving_python)
     if not os.path.exists(args.serving_python):
         raise SystemExit(f"--serving_python {args.serving_python} does not exist; make it "
                          "with benchmarks/requirements-serving-compat.txt (see --help)")
@@ -355,6 +349,8 @@ def main(argv=None) -> int:
     built = run_calls(sys.executable, work, "built")
     served = run_calls(args.serving_python, work, "served")
     rows = compare(calls, built, served, args.atol)
+    from bench_own_tasks import cpu_flags  # (bench_own_tasks defines no flags)
+
     print(f"CPU flags: {cpu_flags()}")
     print(f"built with TensorFlow {built['versions']['tensorflow']}, TensorFlow Text "
           f"{built['versions']['tensorflow_text']}; served with TensorFlow "

@@ -150,9 +150,10 @@ def test_hub_keras_layer_fine_tunes_every_encoder_variable(exports, tmp_path):
     assert all(g is not None for g in gradients)
     before = [w.numpy().copy() for w in encoder.trainable_weights]
 
-    # The loss without dropout (the encoder's is 0.1), before and after a few steps.
+    # The loss without dropout (the encoder's is 0.1), before and after 30 steps (8 left
+    # it 0.009 lower in one CI run, within dropout's noise; 30: 0.693 -> 0.583).
     loss_before = model.evaluate([first, second], labels, verbose=0)
-    model.fit([first, second], labels, epochs=8, batch_size=len(examples), verbose=0)
+    model.fit([first, second], labels, epochs=30, batch_size=len(examples), verbose=0)
     loss_after = model.evaluate([first, second], labels, verbose=0)
     assert loss_after < loss_before - 0.01, (loss_before, loss_after)
     unchanged = [w.name for w, old in zip(encoder.trainable_weights, before)

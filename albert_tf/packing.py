@@ -241,3 +241,41 @@ def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
         names.INPUT_MASK: tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),
         names.INPUT_TYPE_IDS: type_ids.to_tensor(default_value=0, shape=shape),
     }
+
+
+def pack_dense(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
+               pad_id: int = 0) -> dict:
+    """`pack_inputs` in dense ops alone (range, compare, gather, select: no ragged ops),
+    for graphs that LiteRT's built-in operators must run (`albert_tf.export.tflite_text`).
+
+    `segments`: one or two (values [F] int, row_splits [B + 1] int) pairs, a ragged batch
+    as its flat ids and row boundaries. Returns `pack_inputs`' int32 `input_word_ids`,
+    `input_mask`, `input_type_ids` [B, S], S the batch's longest packed length.
+    """
+    _check_segments(segments)
+    starts = [tf.cast(splits[:-1], tf.int32)[:, None] for _, splits in segments]  # [B, 1]
+    lengths = [tf.cast(splits[1:] - splits[:-1], tf.int32) for _, splits in segments]
+    kept = [k[:, None] for k in kept_lengths(lengths, max_seq_length)]  # [B, 1] each
+    total = sum(kept) + len(segments) + 1  # [B, 1]
+    width = tf.reduce_max(tf.concat([total[:, 0], [0]], axis=0))
+    positions = tf.range(width)[None, :]  # [1, S]
+    word_ids = tf.where(positions == 0, cls_id, pad_id) + tf.zeros_like(total)
+    type_ids = tf.zeros_like(word_ids)
+    first = tf.ones_like(total)  # where the segment's pieces start: after [CLS]
+    for type_id, ((values, _), start, length) in enumerate(zip(segments, starts, kept)):
+        values = tf.cast(values, tf.int32)
+        inside = (positions >= first) & (positions < first + length)
+        # A position outside the segment reads the one value appended past its end
+        # (so that an empty batch of pieces still gathers from something).
+        index = tf.where(inside, start + positions - first, tf.size(values))
+        pieces = tf.gather(tf.concat([values, [pad_id]], axis=0), index)
+        separator = positions == first + length
+        word_ids = tf.where(inside, pieces, tf.where(separator, sep_id, word_ids))
+        if type_id:
+            type_ids = tf.where(inside | separator, type_id, type_ids)
+        first = first + length + 1
+    return {
+        names.INPUT_WORD_IDS: word_ids,
+        names.INPUT_MASK: tf.cast(positions < total, tf.int32),
+        names.INPUT_TYPE_IDS: type_ids,
+    }

@@ -70,21 +70,26 @@ def preprocess_text(text, remove_space: bool = True, lower: bool = False,
 def encode_pieces(sp_model, text: str) -> list[str]:
     """SentencePiece pieces, with pieces like `▁1990,` split into `▁1990` `,` as the
     original does (so that numbers followed by a comma tokenize consistently)."""
-    pieces = sp_model.EncodeAsPieces(text)
     new_pieces = []
-    for piece in pieces:
-        if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
-            cur_pieces = sp_model.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-            if piece[0] != SPIECE_UNDERLINE and cur_pieces[0][0] == SPIECE_UNDERLINE:
-                if len(cur_pieces[0]) == 1:
-                    cur_pieces = cur_pieces[1:]
-                else:
-                    cur_pieces[0] = cur_pieces[0][1:]
-            cur_pieces.append(piece[-1])
-            new_pieces.extend(cur_pieces)
-        else:
-            new_pieces.append(piece)
+    for piece in sp_model.EncodeAsPieces(text):
+        new_pieces.extend(resplit_piece(sp_model, piece))
     return new_pieces
+
+
+def resplit_piece(sp_model, piece: str) -> list[str]:
+    """What `encode_pieces` makes of one piece: `[piece]`, or, for a piece of more than
+    one character ending in a digit and a comma, its text before the comma encoded again
+    (without the leading `▁` the piece did not have) and the comma."""
+    if not (len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()):
+        return [piece]
+    cur_pieces = sp_model.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+    if piece[0] != SPIECE_UNDERLINE and cur_pieces[0][0] == SPIECE_UNDERLINE:
+        if len(cur_pieces[0]) == 1:
+            cur_pieces = cur_pieces[1:]
+        else:
+            cur_pieces[0] = cur_pieces[0][1:]
+    cur_pieces.append(piece[-1])
+    return cur_pieces
 
 
 def load_vocab(vocab_file: str) -> collections.OrderedDict:

@@ -9,7 +9,6 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
-from ai_edge_litert.interpreter import Interpreter
 from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
 
 from albert_tf.export import (
@@ -18,6 +17,7 @@ from albert_tf.export import (
     export_savedmodel,
     export_tflite,
     read_tflite_info,
+    tflite_interpreter,
 )
 from tests.helpers.scripts import run_script
 from tests.test_export import CASES, _kind, _random_inputs, real_positions
@@ -26,13 +26,15 @@ from tests.test_export import CASES, _kind, _random_inputs, real_positions
 TOLERANCE = 1e-4
 
 
-def run_tflite(path, inputs: dict) -> dict:
-    """`serving_default` of the LiteRT file on `inputs` (LiteRT's default resolver:
-    XNNPACK for the float ops), with the dtypes the JSON beside it names."""
-    info = read_tflite_info(path)
-    runner = Interpreter(model_path=str(path)).get_signature_runner(info["signature"])
-    return runner(**{name: np.asarray(inputs[name], info["inputs"][name]["dtype"])
-                     for name in info["inputs"]})
+def run_tflite(path, inputs: dict, signature: str = "serving_default") -> dict:
+    """`signature` of the LiteRT file on `inputs` (LiteRT's default resolver: XNNPACK
+    for the float ops; TF Text's kernels for a file with serve_text), with the dtypes
+    the JSON beside it names."""
+    specs = read_tflite_info(path)["signatures"][signature]["inputs"]
+    runner = tflite_interpreter(path).get_signature_runner(signature)
+    return runner(**{name: np.asarray(inputs[name], np.dtype(spec["dtype"])
+                                      if spec["dtype"] != "string" else object)
+                     for name, spec in specs.items()})
 
 
 @pytest.fixture(scope="module")
@@ -124,11 +126,13 @@ def test_float32_file_answers_as_the_reloaded_savedmodel(models, float32_files, 
                       np.asarray(request["input_mask"], bool))
 
 
-def test_raw_text_packed_by_a_client_answers_as_serve_text(models, float32_files,
-                                                            tmp_path):
-    """A LiteRT client (FullTokenizer, packing.pack_batch to the JSON's max_seq_length)
-    gets serve_text's answers on empty strings, over-long texts and an empty request,
-    as issue 28 asks of every format."""
+def test_raw_text_answers_as_serve_text_in_the_file_and_packed_by_a_client(
+        models, tmp_path):
+    """The file's own serve_text (with_text=True: TF Text's tokenizer op inside), and a
+    LiteRT client that tokenizes itself (FullTokenizer, packing.pack_batch to the JSON's
+    max_seq_length) into serving_default, both answer as the SavedModel's serve_text on
+    empty strings, over-long texts and an empty request, as issue 28 asks of every
+    format."""
     import tensorflow_text  # noqa: F401  (serve_text's ops)
 
     from albert_tf.packing import pack_batch
@@ -136,26 +140,32 @@ def test_raw_text_packed_by_a_client_answers_as_serve_text(models, float32_files
     from tests.test_export import SPM
 
     path = export_tflite(models["classifier"], tmp_path / "text.tflite", kind="classifier",
-                         task_name="cola", max_seq_length=16, do_lower_case=True)
+                         task_name="cola", max_seq_length=16, do_lower_case=True,
+                         with_text=True, spm_model_file=SPM)
     info = read_tflite_info(path)
+    assert sorted(info["signatures"]) == ["serve_text", "serving_default"]
+    assert list(info["signatures"]["serve_text"]["inputs"]) == ["text_a"]  # CoLA: single
+    assert info["custom_ops"] == ["TFText>FastSentencepieceTokenize"]
     export_dir = export_savedmodel(models["classifier"], tmp_path / "serving",
                                    kind="classifier", spm_model_file=SPM,
                                    max_seq_length=info["max_seq_length"],
                                    warmup_requests=False, task_name="cola")
     serve_text = tf.saved_model.load(export_dir).signatures["serve_text"]
     tokenizer = FullTokenizer(spm_model_file=SPM, do_lower_case=info["do_lower_case"])
-    texts = ["", "The quick brown fox jumps over the lazy dog. " * 8, "Hello, World!", " "]
+    texts = ["", "The quick brown fox jumps over the lazy dog. " * 8, "Hello, World!", " ",
+             "In 1990, 2,000 Cafés"]
     for request in (texts, texts[:1], []):
+        want = serve_text(text_a=tf.constant(request, tf.string))
         inputs = pack_batch([[tokenizer.encode(text)] for text in request],
                             info["max_seq_length"], cls_id=tokenizer.special_id("[CLS]"),
                             sep_id=tokenizer.special_id("[SEP]"))
         assert inputs["input_mask"].shape[1] <= 16
-        got = run_tflite(path, inputs)
-        want = serve_text(text_a=tf.constant(request, tf.string))
-        assert got["probabilities"].shape == (len(request), 2)
-        np.testing.assert_allclose(got["probabilities"], want["probabilities"].numpy(),
-                                   atol=TOLERANCE)
-        np.testing.assert_array_equal(got["predictions"], want["predictions"].numpy())
+        for got in (run_tflite(path, inputs),
+                    run_tflite(path, {"text_a": request}, "serve_text")):
+            assert got["probabilities"].shape == (len(request), 2)
+            np.testing.assert_allclose(got["probabilities"], want["probabilities"].numpy(),
+                                       atol=TOLERANCE)
+            np.testing.assert_array_equal(got["predictions"], want["predictions"].numpy())
 
 
 @pytest.mark.parametrize("case", ["classifier", "squad_v1"])

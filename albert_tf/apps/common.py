@@ -72,7 +72,8 @@ def define_model_file_flags():
 
 
 def define_tflite_flags():
-    """`--export_tflite` and `--tflite_precision`: every script that exports has them."""
+    """`--export_tflite`, `--tflite_precision` and `--tflite_text`: every script that
+    exports has them."""
     flags.DEFINE_string("export_tflite", None,
                         "Also write the model as one LiteRT (TFLite) file at this path, "
                         "token ids in, with <path>.json beside it (as the original's "
@@ -81,6 +82,13 @@ def define_tflite_flags():
                       "What the --export_tflite file stores its weights in: float32, "
                       "float16 (half the size) or int8 (dynamic-range quantization: a "
                       "quarter of the size, int8 matmuls).")
+    flags.DEFINE_bool("tflite_text", False,
+                      "Give the --export_tflite file serve_text too: raw text in "
+                      "(text_a, text_b), tokenized inside the file with "
+                      "--spm_model_file by TensorFlow Text's FastSentencepieceTokenize, a "
+                      "custom op the app's LiteRT runtime registers. For the kinds that "
+                      "pack one text or a pair (classifier, regression, multi-label, "
+                      "encoder, mlm); see albert_tf.export.export_tflite.")
 
 
 def checked_tflite_path(path):

@@ -46,6 +46,7 @@ def run(task_class, settings: dict) -> dict:
     settings = common.complete_model_files(settings)
     task = task_class(settings)
     task.validate()
+    session.check_exports(settings, task.serving_kind)
     files = task.data_files()
     if task.has_labels:
         common.check_labels_known(settings)

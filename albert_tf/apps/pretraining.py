@@ -38,6 +38,7 @@ def run(settings: dict) -> dict:
     settings = common.complete_model_files(common.typed_options(settings, FLAG_NAMES))
     task = PretrainingTask(settings)
     task.validate()
+    session.check_exports(settings, task.serving_kind)
     context = session.setup(**settings)
     strategy, config = context.strategy, context.config
     distribute.per_replica_batch_size(settings["train_batch_size"], strategy)

@@ -160,6 +160,21 @@ def exporting(settings: dict) -> bool:
     return any(settings.get(flag) for flag in EXPORT_FLAGS)
 
 
+def check_exports(settings: dict, kind: str) -> None:
+    """The exports asked for, checked before any work: `--tflite_text` needs
+    `--export_tflite`, a kind whose text LiteRT can pack and a SentencePiece model."""
+    if not settings.get("tflite_text"):
+        return
+    if not settings.get("export_tflite"):
+        raise UsageError("--tflite_text describes the --export_tflite file: give both")
+    from albert_tf.export.tflite import check_text_export
+
+    try:
+        check_text_export(kind, settings["spm_model_file"], settings["vocab_file"])
+    except ValueError as e:
+        raise UsageError(f"--tflite_text: {e}") from None
+
+
 def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
                     **options) -> str | None:
     """With `--export_hf_dir`, writes `model` as a Hugging Face directory (`labels` name
@@ -184,7 +199,11 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
                       precision=settings["tflite_precision"], labels=labels,
                       task_name=options.get("task_name"),
                       max_seq_length=settings["max_seq_length"],
-                      do_lower_case=settings["do_lower_case"])
+                      do_lower_case=settings["do_lower_case"],
+                      with_text=settings.get("tflite_text", False),
+                      spm_model_file=settings["spm_model_file"],
+                      vocab_file=settings["vocab_file"],
+                      is_pair=options.get("is_pair"))
         logging.info("wrote the LiteRT file %s", settings["export_tflite"])
     if not settings.get("export_dir"):
         return None

@@ -59,7 +59,9 @@ The package: `kinds` (each serving kind described once, as data), `serving` (the
 `savedmodel` (the export's steps), `reusable` (TF Hub's conventions: an encoder
 export's `__call__` and variables for `hub.KerasLayer`, and `export_preprocessor`, its
 text preprocessor SavedModel), `tflite` (`export_tflite`: the same `serving_default` as
-one LiteRT file, float32, float16 or int8).
+one LiteRT file, float32, float16 or int8, with `serve_text` too on request;
+`tflite_interpreter` runs it from Python), `tflite_text` (the raw text side of such a
+file: the tokenizer LiteRT runs, packing in its ops).
 """
 
 from albert_tf.export import serving_text
@@ -82,7 +84,12 @@ from albert_tf.export.savedmodel import (
     serving_kind,
 )
 from albert_tf.export.serving import ServingModule, warmup_inputs
-from albert_tf.export.tflite import TFLITE_PRECISIONS, export_tflite, read_tflite_info
+from albert_tf.export.tflite import (
+    TFLITE_PRECISIONS,
+    export_tflite,
+    read_tflite_info,
+    tflite_interpreter,
+)
 
 __all__ = [
     "DEFAULT_MAX_QA_LENGTH",
@@ -109,5 +116,6 @@ __all__ = [
     "serving_text",
     "serving_environment_now",
     "serving_kind",
+    "tflite_interpreter",
     "warmup_inputs",
 ]

@@ -71,7 +71,13 @@ def pack_sentences_for_mlm(tokenizer, settings: TextSettings, texts: dict) -> Pa
     """`pack_sentences`, with the MLM head read at every position: raw text cannot
     carry the [MASK] id, so the caller picks the positions it needs from `mlm_logits`
     [B, S, V] (and gets the packed ids and mask to find them)."""
-    inputs = pack_sentences(tokenizer, settings, texts).inputs
+    return mlm_at_every_position(pack_sentences(tokenizer, settings, texts))
+
+
+def mlm_at_every_position(packed: PackedText) -> PackedText:
+    """Packed sentences -> the same, with `masked_lm_positions` every position and the
+    packed ids and mask returned."""
+    inputs = dict(packed.inputs)
     word_ids = inputs[names.INPUT_WORD_IDS]  # [B, S]
     batch, length = tf.shape(word_ids)[0], tf.shape(word_ids)[1]
     inputs[names.MASKED_LM_POSITIONS] = tf.tile(tf.range(length)[None], [batch, 1])

@@ -9,9 +9,12 @@ model's `max_position_embeddings`; the same graph, traced on real tokens only, w
 GELU op (`fused.for_litert`). It is made of LiteRT's built-in ops alone (no Flex /
 Select TF ops, no custom ops), so the stock runtime runs it, with XNNPACK.
 
-Token ids in, as the original: raw text stays with the client (its tokenizer and
-`albert_tf.packing`), since the in-graph tokenizer of `serve_text` needs TensorFlow ops
-that LiteRT's built-in set has not (README, "Serving on phones and CPUs").
+Token ids in, as the original; and with `with_text=True` (a SentencePiece model) also
+`serve_text`: the SavedModel's raw-text signature for the kinds that pack one text or a
+pair (classifier, regression, multi-label, encoder, mlm), tokenized inside the file by
+TensorFlow Text's `FastSentencepieceTokenize`, the one custom op, whose kernel the app's
+runtime registers (`tflite_interpreter` does in Python; `albert_tf.export.tflite_text`).
+Without `with_text` the file is built-in ops alone, as the stock runtime runs it.
 
 Precisions (`TFLITE_PRECISIONS`): "float32"; "float16", weights stored in float16 (half
 the size, computed in float32 on CPU); "int8", dynamic-range quantization: weights
@@ -34,6 +37,7 @@ import tempfile
 import tensorflow as tf
 
 from albert_tf import fileio, fused
+from albert_tf.export import tflite_text
 from albert_tf.export.kinds import ServingKind
 from albert_tf.export.savedmodel import (
     ExportError,
@@ -46,6 +50,7 @@ from albert_tf.export.savedmodel import (
 from albert_tf.export.serving import ServingModule
 from albert_tf.export.serving_text import TextSettings
 from albert_tf.modeling import real_tokens
+from albert_tf.tokenization import TokenizerError
 
 TFLITE_PRECISIONS = ("float32", "float16", "int8")
 TFLITE_INFO_SUFFIX = ".json"
@@ -72,42 +77,59 @@ def check_tflite_path(path) -> str:
     return path
 
 
-def _trace(module: ServingModule):
-    """`serving_default` as LiteRT runs it: an inference graph on real tokens, GELU as
-    one op (`fused.for_litert`), every variable frozen into a constant: the file holds
-    the weights as tensors, which the float16 and int8 conversions quantize."""
+def _freeze(function, input_signature):
+    """`function` as LiteRT runs it: an inference graph on real tokens, GELU as one op
+    (`fused.for_litert`), every variable frozen into a constant: the file holds the
+    weights as tensors, which the float16 and int8 conversions quantize. Returns (the
+    traced function, the frozen one)."""
     from tensorflow.python.framework.convert_to_constants import (
         convert_variables_to_constants_v2,
     )
 
     with real_tokens.inference_graph(), fused.for_litert():
-        concrete = tf.function(module.serving_default, input_signature=module.input_specs(),
+        concrete = tf.function(function, input_signature=input_signature,
                                autograph=False).get_concrete_function()
     return concrete, convert_variables_to_constants_v2(concrete)
 
 
-def _convert(entry: ServingKind, module: ServingModule, concrete, frozen,
-             precision: str) -> bytes:
-    """The flatbuffer of the frozen function, with its input and output names (through a
-    SavedModel of it in a temporary directory: the converter names a signature's
-    tensors only there)."""
+def _text_function(module: ServingModule, tokenizer, packer):
+    """`serve_text` in LiteRT's ops: the kind's text inputs, packed by `packer`."""
+    text_names = [spec.name for spec in module.text_specs()]
+
+    def serve_text(*texts):
+        packed = packer(tokenizer, module.settings, dict(zip(text_names, texts)))
+        outputs = module.run(packed.inputs)
+        outputs.update(packed.returned)
+        return outputs
+    return serve_text
+
+
+def _convert(entry: ServingKind, signatures: dict, precision: str) -> bytes:
+    """The flatbuffer of the frozen functions (`signatures`: name -> (input specs,
+    traced, frozen)), with their input and output names (through a SavedModel of them in
+    a temporary directory: the converter names a signature's tensors only there)."""
     holder = tf.Module()
-    holder.serving_default = tf.function(
-        lambda *args: tf.nest.pack_sequence_as(concrete.structured_outputs,
-                                               tf.nest.flatten(frozen(*args))),
-        input_signature=module.input_specs(), autograph=False)
+    functions = {}
+    for name, (specs, concrete, frozen) in signatures.items():
+        functions[name] = tf.function(_named_outputs(concrete, frozen),
+                                      input_signature=specs, autograph=False)
+        setattr(holder, name, functions[name])
+    with_text = "serve_text" in signatures
     with tempfile.TemporaryDirectory() as directory:
-        tf.saved_model.save(
-            holder, directory,
-            signatures={"serving_default": holder.serving_default.get_concrete_function()})
-        converter = tf.lite.TFLiteConverter.from_saved_model(directory)
+        tf.saved_model.save(holder, directory, signatures={
+            name: function.get_concrete_function() for name, function in functions.items()})
+        converter = tf.lite.TFLiteConverter.from_saved_model(
+            directory, signature_keys=list(signatures))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        # The tokenizer's op is a custom op (TF Text's LiteRT kernel); whatever else the
+        # converter would make one is refused below.
+        converter.allow_custom_ops = with_text
         if precision in ("float16", "int8"):
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if precision == "float16":
             converter.target_spec.supported_types = [tf.float16]
         try:
-            return converter.convert()
+            flatbuffer = converter.convert()
         except Exception as e:  # the converter's ConverterError names the ops
             raise ExportError(
                 f"the {entry.name} model cannot be written for LiteRT with its built-in "
@@ -115,6 +137,31 @@ def _convert(entry: ServingKind, module: ServingModule, concrete, frozen,
                 "delegate (Select TF ops) in the app, which this export does not use: "
                 "serve this model from the SavedModel (export_savedmodel, --export_dir) "
                 "instead") from None
+    unexpected = sorted(custom_ops(flatbuffer) - set(tflite_text.CUSTOM_OPS))
+    if unexpected:
+        raise ExportError(
+            f"the {entry.name} model's serve_text needs ops that LiteRT has no kernel "
+            f"for: {', '.join(unexpected)} (only {', '.join(tflite_text.CUSTOM_OPS)} "
+            "is expected); serve its text from the SavedModel instead")
+    return flatbuffer
+
+
+def _named_outputs(concrete, frozen):
+    """The frozen function, answering with the traced one's output names."""
+    def call(*args):
+        return tf.nest.pack_sequence_as(concrete.structured_outputs,
+                                        tf.nest.flatten(frozen(*args)))
+    return call
+
+
+def custom_ops(flatbuffer: bytes) -> set[str]:
+    """The names of the custom ops a LiteRT flatbuffer holds."""
+    import importlib
+
+    schema = importlib.import_module("tensorflow.lite.python.schema_py_generated")
+    model = schema.Model.GetRootAs(flatbuffer, 0)
+    codes = (model.OperatorCodes(i) for i in range(model.OperatorCodesLength()))
+    return {code.CustomCode().decode() for code in codes if code.CustomCode()}
 
 
 def _short(error: Exception) -> str:
@@ -126,7 +173,8 @@ def _short(error: Exception) -> str:
 
 def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=None,
                   task_name: str | None = None, max_seq_length: int | None = None,
-                  do_lower_case: bool | None = None) -> str:
+                  do_lower_case: bool | None = None, with_text: bool = False,
+                  spm_model_file=None, vocab_file=None, is_pair: bool | None = None) -> str:
     """Writes `model` (of `kind`, any `albert_tf.export.KINDS`) as the LiteRT file `path`
     and `<path>.json`; returns `path`. See the module docstring for the file.
 
@@ -134,8 +182,14 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
     `task_name` name the outputs as `export_savedmodel`'s do (recorded in the JSON).
     `max_seq_length` (default: the model's max_position_embeddings) and
     `do_lower_case` tell a client how to pack its text; recorded, not enforced by the
-    file (any length up to max_position_embeddings runs). A model under a mixed or
-    bfloat16 Keras policy is exported from a float32 copy of its weights.
+    file's `serving_default` (any length up to max_position_embeddings runs). A model
+    under a mixed or bfloat16 Keras policy is exported from a float32 copy of its
+    weights.
+
+    `with_text`: the file also has `serve_text`, raw text in (`text_a`, and `text_b`
+    for a pair task: `task_name`'s, or `is_pair`; a pair by default), tokenized with
+    `spm_model_file` and `do_lower_case` and packed to `max_seq_length`, for the kinds
+    whose `serve_text` packs one text or a pair (`tflite_text.LITE_PACKERS`).
     """
     entry = serving_kind(kind)
     _check_model(entry, model)
@@ -150,13 +204,21 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
             or not 3 <= max_seq_length <= longest:
         raise ExportError(f"max_seq_length must be an integer from 3 to the model's "
                           f"max_position_embeddings {longest}, got {max_seq_length!r}")
-    labels, _ = _labels_and_pairing(entry, model, labels, task_name, None)
+    labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
+    tokenizer = _text_tokenizer(entry, with_text, spm_model_file, vocab_file,
+                                do_lower_case)
     if model.dtype_policy.name != "float32":
         model = with_dtype_policy(model, "float32")
     module = ServingModule(model, entry, None, TextSettings(
-        max_seq_length=max_seq_length, num_choices=getattr(model, "num_choices", None)))
-    concrete, frozen = _trace(module)
-    flatbuffer = _convert(entry, module, concrete, frozen, precision)
+        max_seq_length=max_seq_length, is_pair=is_pair,
+        num_choices=getattr(model, "num_choices", None)), labels=labels)
+    signatures = {"serving_default": (module.input_specs(), *_freeze(
+        module.serving_default, module.input_specs()))}
+    if tokenizer is not None:
+        signatures["serve_text"] = (module.text_specs(), *_freeze(
+            _text_function(module, tokenizer, tflite_text.packer_for(entry)),
+            module.text_specs()))
+    flatbuffer = _convert(entry, signatures, precision)
     info = {
         "kind": entry.name, "precision": precision, "labels": labels,
         "task_name": task_name, "max_seq_length": max_seq_length,
@@ -164,7 +226,11 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         "signature": "serving_default",
         "inputs": {spec.name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
                    for spec in module.input_specs()},
-        "outputs": _signature_info(concrete)["outputs"],
+        "outputs": _signature_info(signatures["serving_default"][1])["outputs"],
+        "signatures": {name: _signature_info(concrete)
+                       for name, (_, concrete, _) in signatures.items()},
+        "custom_ops": sorted(custom_ops(flatbuffer)),
+        "op_registerers": list(tflite_text.REGISTERERS) if tokenizer is not None else [],
         **{name: getattr(model, name) for name in entry.model_info},
     }
     with fileio.atomic_path(path, suffixes=("", TFLITE_INFO_SUFFIX)) as tmp:
@@ -173,3 +239,58 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         with tf.io.gfile.GFile(tmp + TFLITE_INFO_SUFFIX, "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
     return path
+
+
+def check_text_export(kind: str, spm_model_file=None, vocab_file=None) -> None:
+    """`ExportError` where a LiteRT file of `kind` cannot have `serve_text` with this
+    tokenizer (scripts call it before training)."""
+    entry = serving_kind(kind)
+    if tflite_text.packer_for(entry) is None:
+        raise ExportError(
+            f"raw text in a LiteRT file is offered for the kinds that pack one text or a "
+            f"pair; {entry.name}'s serve_text needs string ops LiteRT has no kernels for "
+            "(SQuAD's piece offsets, multiple choice's blanks, NER's words). Tokenize in "
+            "the app and call the file's serving_default (token ids), or serve the "
+            "text from the SavedModel")
+    if not spm_model_file:
+        raise ExportError(
+            "raw text in a LiteRT file needs the model's SentencePiece model "
+            "(spm_model_file)" + (
+                f"; the WordPiece vocabulary {vocab_file} cannot tokenize there: BERT's "
+                "lowercasing and accent stripping have no LiteRT kernel. Tokenize in "
+                "the app and call the file's serving_default (token ids)"
+                if vocab_file else ""))
+
+
+def _text_tokenizer(entry: ServingKind, with_text: bool, spm_model_file, vocab_file,
+                    do_lower_case):
+    """The tokenizer of the file's `serve_text`, None without `with_text`; an
+    `ExportError` (before anything is written) where the kind or the tokenizer cannot
+    be run by LiteRT."""
+    if not with_text:
+        return None
+    check_text_export(entry.name, spm_model_file, vocab_file)
+    try:
+        return tflite_text.LiteTextTokenizer(
+            spm_model_file=spm_model_file,
+            do_lower_case=True if do_lower_case is None else do_lower_case)
+    except TokenizerError as e:
+        raise ExportError(str(e)) from None
+
+
+def tflite_interpreter(path, **kwargs):
+    """A LiteRT interpreter (`ai_edge_litert`, XNNPACK for the float ops) of the file at
+    `path`; for a file with `serve_text`, one that registers TensorFlow Text's kernels of
+    the custom ops its JSON names (`op_registerers`, from `tensorflow_text`). `kwargs`
+    go to the interpreter (`num_threads`, ...)."""
+    from ai_edge_litert.interpreter import Interpreter, InterpreterWithCustomOps
+
+    registerers = read_tflite_info(path).get("op_registerers") or []
+    if not registerers:
+        return Interpreter(model_path=os.fspath(path), **kwargs)
+    from tensorflow_text import tflite_registrar
+
+    return InterpreterWithCustomOps(
+        model_path=os.fspath(path),
+        custom_op_registerers=[getattr(tflite_registrar, name) for name in registerers],
+        **kwargs)

@@ -9,8 +9,9 @@
 writes `serving/mrpc/<version>/` (1 + the largest existing version unless --version)
 with the signatures `serving_default`, `serve_examples` and `serve_text`. With
 `--export_tflite=mrpc.tflite` (and `--tflite_precision`) it also writes the model as one
-LiteRT file, token ids in (`albert_tf.export.export_tflite`); either flag may be given
-alone. The checkpoint must hold every variable of the model (a mismatch stops before
+LiteRT file, token ids in (`albert_tf.export.export_tflite`), and raw text in as well
+with `--tflite_text` (a SentencePiece model; one text or a pair); either flag may be
+given alone. The checkpoint must hold every variable of the model (a mismatch stops before
 anything is written).
 
 `--kind=encoder` (and `mlm`) exports are also TF Hub Reusable SavedModels that
@@ -97,6 +98,10 @@ def main(argv):
             "do_lower_case": FLAGS.do_lower_case})
         if FLAGS.export_preprocessor:
             _check_tokenizer_files(files)
+        from albert_tf.apps.session import check_exports
+
+        check_exports({**files, "tflite_text": FLAGS.tflite_text,
+                       "export_tflite": FLAGS.export_tflite}, FLAGS.kind)
         config = common.load_config(files["albert_config_file"])
         num_labels = FLAGS.num_labels
         if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
@@ -133,7 +138,8 @@ def main(argv):
                 # fit, as for the SavedModel)
                 max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
                 else min(FLAGS.max_seq_length, config.max_position_embeddings),
-                do_lower_case=files["do_lower_case"]))
+                do_lower_case=files["do_lower_case"], with_text=FLAGS.tflite_text,
+                spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"]))
         if FLAGS.export_preprocessor:
             written.append(_export_preprocessor(files, FLAGS.export_preprocessor,
                                                 config.max_position_embeddings))

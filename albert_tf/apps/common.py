@@ -84,11 +84,11 @@ def define_tflite_flags():
                       "quarter of the size, int8 matmuls).")
     flags.DEFINE_bool("tflite_text", False,
                       "Give the --export_tflite file serve_text too: raw text in "
-                      "(text_a, text_b), tokenized inside the file with "
-                      "--spm_model_file by TensorFlow Text's FastSentencepieceTokenize, a "
-                      "custom op the app's LiteRT runtime registers. For the kinds that "
-                      "pack one text or a pair (classifier, regression, multi-label, "
-                      "encoder, mlm); see albert_tf.export.export_tflite.")
+                      "(text_a, text_b), tokenized inside the file with --spm_model_file "
+                      "or --vocab_file by TensorFlow Text's LiteRT tokenizer ops, custom "
+                      "ops the app's runtime registers (<path>.json names them). For the "
+                      "kinds that pack one text or a pair (classifier, regression, "
+                      "multi-label, encoder, mlm); see albert_tf.export.export_tflite.")
 
 
 def checked_tflite_path(path):

@@ -1,7 +1,7 @@
 """`export_tflite`: a Keras ALBERT model -> one LiteRT (TFLite) flatbuffer, for phones
 and CPUs, as the original's `run_squad_v1.py --export_dir` wrote `albert_model.tflite`.
 
-The file has one signature, `serving_default`, with the inputs and outputs of the
+The file has the signature `serving_default`, with the inputs and outputs of the
 SavedModel's `serving_default` (`albert_tf.export.serving`): int32 `input_word_ids`,
 `input_mask`, `input_type_ids` [B, S] ([B, num_choices, S] for multiple choice), the
 kind's extra inputs (`p_mask`, `masked_lm_positions`), any batch and length up to the
@@ -9,12 +9,13 @@ model's `max_position_embeddings`; the same graph, traced on real tokens only, w
 GELU op (`fused.for_litert`). It is made of LiteRT's built-in ops alone (no Flex /
 Select TF ops, no custom ops), so the stock runtime runs it, with XNNPACK.
 
-Token ids in, as the original; and with `with_text=True` (a SentencePiece model) also
+Token ids in, as the original; and with `with_text=True` (and the tokenizer files) also
 `serve_text`: the SavedModel's raw-text signature for the kinds that pack one text or a
 pair (classifier, regression, multi-label, encoder, mlm), tokenized inside the file by
-TensorFlow Text's `FastSentencepieceTokenize`, the one custom op, whose kernel the app's
-runtime registers (`tflite_interpreter` does in Python; `albert_tf.export.tflite_text`).
-Without `with_text` the file is built-in ops alone, as the stock runtime runs it.
+TensorFlow Text's tokenizer ops (SentencePiece models and WordPiece vocabularies; built-
+in ops around them, no Flex): custom ops whose kernels the app's runtime registers
+(`tflite_interpreter` does in Python; `<path>.json` names them; see
+`albert_tf.export.tflite_text`).
 
 Precisions (`TFLITE_PRECISIONS`): "float32"; "float16", weights stored in float16 (half
 the size, computed in float32 on CPU); "int8", dynamic-range quantization: weights
@@ -22,8 +23,9 @@ stored in int8, matmuls in int8 with activations quantized per request (a quarte
 size).
 
 Beside `<path>` goes `<path>.json` (`TFLITE_INFO_SUFFIX`): kind, precision, labels,
-inputs and outputs with their dtypes and shapes, what the client packs with (longest
-sequence, lower-casing). Both are written under temporary names and renamed together
+inputs and outputs with their dtypes and shapes (`signatures`: every signature's), what
+the client packs with (longest sequence, lower-casing), the custom ops and their TF Text
+registrars. Both are written under temporary names and renamed together
 when complete; bad arguments, and a model with an op LiteRT has no built-in kernel for,
 raise `ExportError` before anything is written.
 """
@@ -104,17 +106,18 @@ def _text_function(module: ServingModule, tokenizer, packer):
     return serve_text
 
 
-def _convert(entry: ServingKind, signatures: dict, precision: str) -> bytes:
+def _convert(entry: ServingKind, signatures: dict, precision: str,
+             custom: tuple[str, ...]) -> bytes:
     """The flatbuffer of the frozen functions (`signatures`: name -> (input specs,
     traced, frozen)), with their input and output names (through a SavedModel of them in
-    a temporary directory: the converter names a signature's tensors only there)."""
+    a temporary directory: the converter names a signature's tensors only there); the
+    `custom` ops (the tokenizer's) and LiteRT's built-in ops alone."""
     holder = tf.Module()
     functions = {}
     for name, (specs, concrete, frozen) in signatures.items():
         functions[name] = tf.function(_named_outputs(concrete, frozen),
                                       input_signature=specs, autograph=False)
         setattr(holder, name, functions[name])
-    with_text = "serve_text" in signatures
     with tempfile.TemporaryDirectory() as directory:
         tf.saved_model.save(holder, directory, signatures={
             name: function.get_concrete_function() for name, function in functions.items()})
@@ -123,7 +126,7 @@ def _convert(entry: ServingKind, signatures: dict, precision: str) -> bytes:
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         # The tokenizer's op is a custom op (TF Text's LiteRT kernel); whatever else the
         # converter would make one is refused below.
-        converter.allow_custom_ops = with_text
+        converter.allow_custom_ops = bool(custom)
         if precision in ("float16", "int8"):
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
         if precision == "float16":
@@ -137,12 +140,12 @@ def _convert(entry: ServingKind, signatures: dict, precision: str) -> bytes:
                 "delegate (Select TF ops) in the app, which this export does not use: "
                 "serve this model from the SavedModel (export_savedmodel, --export_dir) "
                 "instead") from None
-    unexpected = sorted(custom_ops(flatbuffer) - set(tflite_text.CUSTOM_OPS))
+    unexpected = sorted(custom_ops(flatbuffer) - set(custom))
     if unexpected:
         raise ExportError(
             f"the {entry.name} model's serve_text needs ops that LiteRT has no kernel "
-            f"for: {', '.join(unexpected)} (only {', '.join(tflite_text.CUSTOM_OPS)} "
-            "is expected); serve its text from the SavedModel instead")
+            f"for: {', '.join(unexpected)} (only the tokenizer's {', '.join(custom)} "
+            "are expected); serve its text from the SavedModel instead")
     return flatbuffer
 
 
@@ -188,8 +191,9 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
 
     `with_text`: the file also has `serve_text`, raw text in (`text_a`, and `text_b`
     for a pair task: `task_name`'s, or `is_pair`; a pair by default), tokenized with
-    `spm_model_file` and `do_lower_case` and packed to `max_seq_length`, for the kinds
-    whose `serve_text` packs one text or a pair (`tflite_text.LITE_PACKERS`).
+    `spm_model_file` or `vocab_file` and `do_lower_case` and packed to `max_seq_length`,
+    for the kinds whose `serve_text` packs one text or a pair
+    (`tflite_text.LITE_PACKERS`).
     """
     entry = serving_kind(kind)
     _check_model(entry, model)
@@ -218,7 +222,8 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         signatures["serve_text"] = (module.text_specs(), *_freeze(
             _text_function(module, tokenizer, tflite_text.packer_for(entry)),
             module.text_specs()))
-    flatbuffer = _convert(entry, signatures, precision)
+    flatbuffer = _convert(entry, signatures, precision,
+                          tokenizer.custom_ops if tokenizer is not None else ())
     info = {
         "kind": entry.name, "precision": precision, "labels": labels,
         "task_name": task_name, "max_seq_length": max_seq_length,
@@ -230,7 +235,7 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         "signatures": {name: _signature_info(concrete)
                        for name, (_, concrete, _) in signatures.items()},
         "custom_ops": sorted(custom_ops(flatbuffer)),
-        "op_registerers": list(tflite_text.REGISTERERS) if tokenizer is not None else [],
+        "op_registerers": tokenizer.registerers if tokenizer is not None else [],
         **{name: getattr(model, name) for name in entry.model_info},
     }
     with fileio.atomic_path(path, suffixes=("", TFLITE_INFO_SUFFIX)) as tmp:
@@ -252,14 +257,9 @@ def check_text_export(kind: str, spm_model_file=None, vocab_file=None) -> None:
             "(SQuAD's piece offsets, multiple choice's blanks, NER's words). Tokenize in "
             "the app and call the file's serving_default (token ids), or serve the "
             "text from the SavedModel")
-    if not spm_model_file:
-        raise ExportError(
-            "raw text in a LiteRT file needs the model's SentencePiece model "
-            "(spm_model_file)" + (
-                f"; the WordPiece vocabulary {vocab_file} cannot tokenize there: BERT's "
-                "lowercasing and accent stripping have no LiteRT kernel. Tokenize in "
-                "the app and call the file's serving_default (token ids)"
-                if vocab_file else ""))
+    if not (spm_model_file or vocab_file):
+        raise ExportError("raw text in a LiteRT file needs the model's tokenizer: give "
+                          "spm_model_file or vocab_file (--spm_model_file, --vocab_file)")
 
 
 def _text_tokenizer(entry: ServingKind, with_text: bool, spm_model_file, vocab_file,
@@ -272,7 +272,7 @@ def _text_tokenizer(entry: ServingKind, with_text: bool, spm_model_file, vocab_f
     check_text_export(entry.name, spm_model_file, vocab_file)
     try:
         return tflite_text.LiteTextTokenizer(
-            spm_model_file=spm_model_file,
+            spm_model_file=spm_model_file, vocab_file=vocab_file,
             do_lower_case=True if do_lower_case is None else do_lower_case)
     except TokenizerError as e:
         raise ExportError(str(e)) from None

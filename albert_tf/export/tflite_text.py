@@ -1,24 +1,36 @@
 """Raw text inside a LiteRT file: the `serve_text` signature of `export_tflite(...,
-with_text=True)`, tokenized by one TensorFlow Text op that LiteRT can run.
+with_text=True)`, tokenized by TensorFlow Text ops that LiteRT can run.
 
 `serve_text` in a SavedModel tokenizes with the in-graph tokenizer of `albert_tf.text`:
 regular expressions, Unicode normalization, lowercasing, hash tables and ragged ops, all
-outside LiteRT's built-in operators. Here the same ids come from one custom op,
-TensorFlow Text's `FastSentencepieceTokenize` (which TF Text ships a LiteRT kernel for),
-and built-in operators around it:
+outside LiteRT's built-in operators. Here the same ids come from TensorFlow Text's
+tokenizer ops that TF Text ships LiteRT kernels for (custom ops the app's runtime
+registers), with built-in operators around them. The text rules of both tokenizers
+(whitespace, control characters, accents, lowercasing, CJK characters) act on one
+character at a time, so they become the character map of a SentencePiece normalizer,
+which `FastSentencepieceTokenize` applies:
 
-- `preprocess_text` (whitespace, NFKD without combining marks, lowercasing) is folded
-  into the SentencePiece model's own normalizer (`folded_sentencepiece_model`): every
-  character's preprocessed text, normalized as the model normalizes, becomes one rule of
-  the model's character map, so the op's normalization does both steps at once;
-- the original's re-split of pieces such as `▁1990,` (`tokenization.resplit_piece`)
-  depends on the piece alone, so it is a table lookup (`ResplitTable`);
-- packing is `packing.pack_dense` (gathers and selects).
+- SentencePiece models (Google's English ALBERT): `preprocess_text` folded into the
+  model's own normalizer (`folded_sentencepiece_model`: each character's preprocessed
+  text, normalized as the model normalizes, is one rule), then the original's re-split
+  of pieces such as `▁1990,` (`tokenization.resplit_piece`), which depends on the piece
+  alone and so is a table lookup (`ResplitTable`). One custom op.
+- WordPiece vocabularies (the Chinese models): BERT's cleaning, lowercasing and accent
+  stripping as the character map of a one-character-per-piece SentencePiece model
+  (`wordpiece_normalizer_model`), whose pieces `FastSentencepieceDetokenize` joins back
+  into the normalized text, which `FastWordpieceTokenize` splits (whitespace,
+  punctuation, CJK characters, as BERT's basic tokenizer) and tokenizes (greedy
+  longest-match). Three custom ops.
 
-The ids equal `FullTokenizer.encode`'s (tests/test_tflite_text.py; on the 89,371 GLUE
-and SQuAD texts of ../shared all the same). WordPiece vocabularies (the Chinese models)
-are not offered: BERT's lowercasing and accent stripping have no LiteRT kernel
-(README, "Serving on phones and CPUs").
+Packing is `packing.pack_dense` (gathers and selects). The ids equal `FullTokenizer
+.encode`'s (tests/test_tflite_text.py: English and Chinese texts, the edge cases; with
+../shared, 89,371 GLUE and SQuAD texts and 43,540 CLUENER2020 and C3 texts all the
+same), except where a character's rule depends on its neighbours, which a character map
+cannot see: Python lowercases a capital sigma ending a word to ς (here σ), and a
+character outside both the vocabulary and the Basic Multilingual Plane's CJK blocks
+that touches a letter or digit becomes one word with it ([UNK]) where BERT would split
+a supplementary-plane CJK character off. Text must be valid UTF-8 (invalid bytes, which
+the Python tokenizer drops, become unknown pieces here).
 """
 
 from __future__ import annotations
@@ -36,15 +48,21 @@ from albert_tf.export import serving_text
 from albert_tf.tokenization import (
     CLS,
     SEP,
+    UNK,
     FullTokenizer,
+    TokenizerError,
     preprocess_text,
     resplit_piece,
 )
 
-# The custom op a text file holds, and the TF Text function that registers its kernel
-# with a LiteRT interpreter (`tensorflow_text.tflite_registrar`).
-CUSTOM_OPS = ("TFText>FastSentencepieceTokenize",)
-REGISTERERS = ("AddFastSentencepieceTokenize",)
+# The custom ops a text file may hold, and the TF Text functions that register their
+# kernels with a LiteRT interpreter (`tensorflow_text.tflite_registrar`), by op.
+REGISTERERS = {
+    "TFText>FastSentencepieceTokenize": "AddFastSentencepieceTokenize",
+    "TFText>FastSentencepieceDetokenize": "AddFastSentencepieceDetokenize",
+    "FastWordpieceTokenizeWithOffsets": "AddFastWordpieceTokenize",
+}
+CUSTOM_OPS = tuple(REGISTERERS)
 
 
 @functools.lru_cache(maxsize=4)
@@ -67,21 +85,129 @@ def folded_sentencepiece_model(spm_model_file: str, do_lower_case: bool) -> byte
         model_proto=model.SerializeToString(), add_dummy_prefix=False,
         escape_whitespaces=False, remove_extra_whitespaces=False)
     rules = []
-    for code in range(sys.maxunicode + 1):
-        if 0xD800 <= code <= 0xDFFF:  # surrogates never occur in UTF-8 text
-            continue
-        char = chr(code)
+    for char in _characters():
         text = " " if char.isspace() else preprocess_text(char, lower=do_lower_case)
         normalized = own.normalize(text) if text else ""
         if normalized != char:
             rules.append((char, normalized))
-    compiled = sentencepiece_model_pb2.NormalizerSpec()
-    compiled.ParseFromString(
-        spm.SentencePieceNormalizer(norm_map=rules).serialized_normalizer_spec())
     model.normalizer_spec.name = "albert_preprocess_text"
-    model.normalizer_spec.precompiled_charsmap = compiled.precompiled_charsmap
+    model.normalizer_spec.precompiled_charsmap = _compiled_charsmap(rules)
     model.normalizer_spec.normalization_rule_tsv = ""
     return model.SerializeToString()
+
+
+def _compiled_charsmap(rules) -> bytes:
+    """SentencePiece's compiled character map of `rules` ((from, to) strings)."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    compiled = sentencepiece_model_pb2.NormalizerSpec()
+    compiled.ParseFromString(
+        spm.SentencePieceNormalizer(norm_map=sorted(rules)).serialized_normalizer_spec())
+    return compiled.precompiled_charsmap
+
+
+def _characters():
+    """Every code point a UTF-8 text can hold, but NUL (no character map key)."""
+    return (chr(code) for code in range(1, sys.maxunicode + 1)
+            if not 0xD800 <= code <= 0xDFFF)
+
+
+# Stand-ins the WordPiece normalizer writes for characters that no vocabulary entry holds
+# (first of each list absent from the vocabulary): a punctuation character (BERT splits
+# there), a letter (a word with it is [UNK]) and a CJK character (a word of its own).
+_PUNCTUATION_STAND_INS = "\u2e3a\u2e3b\u2e40"
+_LETTER_STAND_INS = "\ua7fb\ua7fc\ua7fd"
+_CJK_STAND_INS = "".join(chr(c) for c in range(0x9FA5, 0x9F00, -1))
+
+
+@dataclasses.dataclass(frozen=True)
+class WordpieceNormalizer:
+    """The serialized SentencePiece model of BERT's normalization (`model`) and the
+    ids its pieces need: `unknown_id`, and `letter_id`, the stand-in letter's piece,
+    which replaces it before the pieces are joined (`FastSentencepieceDetokenize`
+    writes an unknown piece as " ⁇ ", spaces that would split a word); `space_id` and
+    `piece_bytes`, to join rows and find them again."""
+
+    model: bytes
+    unknown_id: int
+    letter_id: int
+    space_id: int                # the piece of a space ("▁")
+    piece_bytes: np.ndarray      # [pieces] int32: the UTF-8 bytes each piece writes
+
+
+@functools.lru_cache(maxsize=4)
+def wordpiece_normalizer_model(vocab_file: str, do_lower_case: bool) -> WordpieceNormalizer:
+    """BERT's basic tokenizer's character rules (`tokenization.BasicTokenizer`: control
+    characters dropped, whitespace as a space, lowercasing and accent stripping with
+    `do_lower_case`), as a SentencePiece unigram model of one piece per character of the
+    vocabulary: tokenizing and detokenizing with it gives the normalized text, in which
+    a character no vocabulary entry holds is a stand-in of its kind (`_*_STAND_INS`), as
+    WordPiece treats them alike. CJK characters are split by `FastWordpieceTokenize`."""
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2
+
+    from albert_tf.tokenization import (
+        _is_chinese_char,
+        _is_control,
+        _is_punctuation,
+        _is_whitespace,
+        _strip_accents,
+        load_vocab,
+    )
+
+    alphabet = set()
+    for token in load_vocab(vocab_file):
+        alphabet.update(token[2:] if token.startswith("##") else token)
+    alphabet.discard(" ")
+
+    def absent(candidates, kind):
+        for char in candidates:
+            if char not in alphabet:
+                return char
+        raise TokenizerError(f"{vocab_file} holds every stand-in {kind} this export "
+                             f"knows ({candidates}); its text cannot be tokenized in "
+                             "LiteRT")
+
+    punctuation = absent(_PUNCTUATION_STAND_INS, "punctuation")
+    letter = absent(_LETTER_STAND_INS, "letter")
+    cjk = absent(_CJK_STAND_INS, "CJK character")
+    rules = []
+    for char in _characters():
+        code = ord(char)
+        if code == 0xFFFD or _is_control(char):
+            text = ""
+        elif _is_whitespace(char):
+            text = " "
+        elif _is_chinese_char(code):
+            text = char if char in alphabet or code > 0xFFFF else cjk
+        else:
+            text = _strip_accents(char.lower()) if do_lower_case else char
+            text = "".join(c if c in alphabet or c == " " else
+                           punctuation if _is_punctuation(c) else
+                           letter if c == "\u2581" else c for c in text)
+        if text != char:
+            rules.append((char, text))
+    model = model_pb2.ModelProto()
+    model.trainer_spec.model_type = model_pb2.TrainerSpec.UNIGRAM
+    for piece, kind in (("<unk>", model_pb2.ModelProto.SentencePiece.UNKNOWN),
+                        ("<s>", model_pb2.ModelProto.SentencePiece.CONTROL),
+                        ("</s>", model_pb2.ModelProto.SentencePiece.CONTROL)):
+        model.pieces.add(piece=piece, type=kind, score=0.0)
+    pieces = sorted(alphabet | {"\u2581", punctuation, letter, cjk})
+    for piece in pieces:
+        model.pieces.add(piece=piece, score=-1.0)
+    model.trainer_spec.vocab_size = len(model.pieces)
+    spec = model.normalizer_spec
+    spec.name = "bert_basic_tokenizer"
+    spec.precompiled_charsmap = _compiled_charsmap(rules)
+    spec.add_dummy_prefix = False
+    spec.remove_extra_whitespaces = False
+    spec.escape_whitespaces = True
+    written = [len(piece.piece.replace("\u2581", " ").encode()) for piece in model.pieces]
+    return WordpieceNormalizer(model.SerializeToString(), unknown_id=0,
+                               letter_id=3 + pieces.index(letter),
+                               space_id=3 + pieces.index("\u2581"),
+                               piece_bytes=np.array(written, np.int32))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,29 +251,90 @@ class ResplitTable:
 
 
 class LiteTextTokenizer:
-    """Raw text -> `FullTokenizer.encode`'s ids with ops LiteRT runs: TF Text's
-    `FastSentencepieceTokenize` on the folded model, then the re-split table. Built from
-    a SentencePiece model (a non-unigram one raises `TokenizerError`)."""
+    """Raw text -> `FullTokenizer.encode`'s ids with ops LiteRT runs (see the module
+    docstring), from a SentencePiece model (`spm_model_file`; a non-unigram one raises
+    `TokenizerError`) or a WordPiece vocabulary (`vocab_file`). `custom_ops`: the TF
+    Text ops its graph holds."""
 
-    def __init__(self, *, spm_model_file, do_lower_case: bool = True):
+    def __init__(self, *, spm_model_file=None, vocab_file=None, do_lower_case: bool = True):
         import tensorflow_text as tf_text
 
-        from albert_tf.text import _check_unigram
-
-        path = os.fspath(spm_model_file)
-        _check_unigram(fileio.read_bytes(path), path)
-        python = FullTokenizer(spm_model_file=path, do_lower_case=do_lower_case)
+        python = FullTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
+                               do_lower_case=do_lower_case)
         self.cls_id, self.sep_id = python.special_id(CLS), python.special_id(SEP)
         self.pad_id = python.special_id("pad")
-        self._sentencepiece = tf_text.FastSentencepieceTokenizer(
-            folded_sentencepiece_model(path, bool(do_lower_case)))
-        self._resplit = ResplitTable.of(python.sp_model)
+        if spm_model_file:
+            from albert_tf.text import _check_unigram
+
+            path = os.fspath(spm_model_file)
+            _check_unigram(fileio.read_bytes(path), path)
+            self._sentencepiece = tf_text.FastSentencepieceTokenizer(
+                folded_sentencepiece_model(path, bool(do_lower_case)))
+            self._resplit = ResplitTable.of(python.sp_model)
+            self._wordpiece = None
+            self.custom_ops = ("TFText>FastSentencepieceTokenize",)
+            return
+        path = os.fspath(vocab_file)
+        self._normalizer = wordpiece_normalizer_model(path, bool(do_lower_case))
+        self._sentencepiece = tf_text.FastSentencepieceTokenizer(self._normalizer.model)
+        # Entries that are whitespace (blank lines) would match spaces: they keep their
+        # ids under names no text holds.
+        vocab = [token if token.strip() else f"[albert_tf blank line {i}]"
+                 for i, token in enumerate(python.vocab)]
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab, suffix_indicator="##", max_bytes_per_word=python.wordpiece_tokenizer
+            .max_input_chars_per_word, token_out_type=tf.int32, unknown_token=UNK,
+            no_pretokenization=False, support_detokenization=False)
+        self.custom_ops = ("TFText>FastSentencepieceTokenize",
+                           "TFText>FastSentencepieceDetokenize",
+                           "FastWordpieceTokenizeWithOffsets")
+
+    @property
+    def registerers(self) -> list[str]:
+        """The `tensorflow_text.tflite_registrar` functions of `custom_ops`."""
+        return [REGISTERERS[op] for op in self.custom_ops]
 
     def tokenize(self, texts):
         """[B] strings -> (ids int32 [F], row_splits [B + 1]): row b's ids are
         ids[row_splits[b]:row_splits[b + 1]]."""
-        ids = self._sentencepiece.tokenize(texts)
-        return self._resplit.apply(tf.cast(ids.flat_values, tf.int32), ids.row_splits)
+        pieces = self._sentencepiece.tokenize(texts)
+        if self._wordpiece is None:
+            return self._resplit.apply(tf.cast(pieces.flat_values, tf.int32),
+                                       pieces.row_splits)
+        return self._tokenize_normalized(pieces)
+
+    def _tokenize_normalized(self, pieces):
+        """WordPiece ids of the texts the normalizer's pieces [B, (P)] spell.
+
+        TF Text's LiteRT kernel of `FastSentencepieceDetokenize` writes one string
+        correctly and overruns its output with more (it keeps the output's one-string
+        shape), so the rows are joined into one text, each followed by a space, and
+        every WordPiece token goes back to the row its byte offset lies in."""
+        values = tf.where(pieces.flat_values == self._normalizer.unknown_id,
+                          self._normalizer.letter_id, pieces.flat_values)
+        splits = tf.cast(pieces.row_splits, tf.int32)  # [B + 1]
+        rows = tf.size(splits) - 1
+        separators = splits[1:] + tf.range(rows)  # [B]: where each row's space goes
+        size = tf.size(values) + rows
+        is_separator = tf.scatter_nd(separators[:, None], tf.ones_like(separators),
+                                     size[None])  # [N]
+        before = tf.cumsum(is_separator, exclusive=True)  # separators before each place
+        index = tf.minimum(tf.range(size) - before, tf.maximum(tf.size(values) - 1, 0))
+        joined = tf.where(is_separator > 0, self._normalizer.space_id,
+                          tf.gather(tf.concat([values, [0]], axis=0), index))
+        text = self._sentencepiece.detokenize(
+            tf.RaggedTensor.from_row_splits(joined, tf.stack([0, size])))  # [1]
+        ids, starts, _ = self._wordpiece.tokenize_with_offsets(text)  # [1, (T)] each
+        ends = tf.cumsum(tf.gather(tf.constant(self._normalizer.piece_bytes), joined))
+        row_ends = tf.gather(ends, separators)  # [B]: the bytes up to each row's end
+        # Tokens starting before each byte of the text (their starts are distinct):
+        # row b's tokens end where the text's row b ends.
+        starts = tf.cast(starts.flat_values, tf.int32)  # [T]
+        flags = tf.scatter_nd(starts[:, None], tf.ones_like(starts),
+                              (tf.reduce_sum(tf.concat([ends[-1:], [0]], 0)) + 1)[None])
+        before = tf.cumsum(flags, exclusive=True)
+        return tf.cast(ids.flat_values, tf.int32), \
+            tf.concat([[0], tf.gather(before, row_ends)], axis=0)
 
 
 def pack_sentences(tokenizer: LiteTextTokenizer, settings: serving_text.TextSettings,

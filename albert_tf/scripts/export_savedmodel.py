@@ -10,7 +10,7 @@ writes `serving/mrpc/<version>/` (1 + the largest existing version unless --vers
 with the signatures `serving_default`, `serve_examples` and `serve_text`. With
 `--export_tflite=mrpc.tflite` (and `--tflite_precision`) it also writes the model as one
 LiteRT file, token ids in (`albert_tf.export.export_tflite`), and raw text in as well
-with `--tflite_text` (a SentencePiece model; one text or a pair); either flag may be
+with `--tflite_text` (the tokenizer files; one text or a pair); either flag may be
 given alone. The checkpoint must hold every variable of the model (a mismatch stops before
 anything is written).
 

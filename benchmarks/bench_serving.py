@@ -28,7 +28,9 @@ a warm server has seen them). Rows:
   `albert_tf.export.export_tflite` (float32, and int8 dynamic-range quantization), run by
   LiteRT's interpreter (`ai_edge_litert`, XNNPACK, a thread per CPU) in a fresh process,
   the texts tokenized in Python (`FullTokenizer`) and packed by `albert_tf.packing.pack_batch`
-  (each request padded to its longest text, computed on its real tokens);
+  (each request padded to its longest text, computed on its real tokens); and the same
+  files' `serve_text` (`export_tflite(with_text=True)`: raw text in, tokenized inside the
+  file by TF Text's LiteRT kernels, `--ours=litert_float32_text,litert_int8_text`);
 - `--peers=onnxruntime`: the CPU runtime users would pick instead. transformers'
   `AlbertForSequenceClassification` loads the same weights (our model written by
   `save_hf_checkpoint`), `torch.onnx.export` writes it, ONNX Runtime's transformer
@@ -85,6 +87,8 @@ VARIANTS = ("real_tokens", "padded", "bfloat16")
 TFLITE_VARIANTS = ("float32", "int8")
 LABELS = {"litert_float32": "ours, LiteRT float32 (Python tokenizer)",
           "litert_int8": "ours, LiteRT int8 (Python tokenizer)",
+          "litert_float32_text": "ours, LiteRT float32 (raw text, tokenized in the file)",
+          "litert_int8_text": "ours, LiteRT int8 (raw text, tokenized in the file)",
           "ort_float32": "ONNX Runtime float32, transformers' model, optimized (fast tokenizer)",
           "ort_int8": "ONNX Runtime int8 (quantize_dynamic), transformers' model (fast "
                       "tokenizer)",
@@ -151,7 +155,9 @@ def export_models(output_dir: str) -> dict:
         for precision in TFLITE_VARIANTS:  # the same weights as LiteRT files, ...
             paths.setdefault(name, {})[f"litert_{precision}"] = export_tflite(
                 model, os.path.join(output_dir, name, f"{precision}.tflite"),
-                kind="classifier", precision=precision, task_name=name)
+                kind="classifier", precision=precision, task_name=name,
+                max_seq_length=FLAGS.max_seq_length, do_lower_case=True, with_text=True,
+                spm_model_file=FLAGS.spm_model_file)
         paths[name]["hf"] = os.path.join(output_dir, name, "hf")  # ... and for transformers
         save_hf_checkpoint(model, paths[name]["hf"], spm_model_file=FLAGS.spm_model_file,
                            do_lower_case=True)
@@ -294,36 +300,47 @@ def python_requests(tokenizer):
 
 
 def packed_rows(rec, name: str, label: str, texts_a, texts_b, pack, model,
-                count) -> None:
+                count, model_alone: bool = True) -> None:
     """The rows of one runtime that takes packed inputs: each of `--batch_sizes`, the
-    requests' texts `pack`ed then run by `model` (one text per request: also `model`'s
-    p50 alone on the packed inputs). `count(packed requests)`: (real tokens,
-    positions computed)."""
+    requests' texts `pack`ed then run by `model` (one text per request, with
+    `model_alone`: also `model`'s p50 alone on the packed inputs). `count(packed
+    requests)`: (real tokens, positions computed)."""
     for size in batch_sizes():
         batches = list(requests(texts_a, texts_b, size))
         seconds = timed_passes(batches, lambda request: model(pack(request)))
         packed = [pack(request) for request in batches]
         extra = {"model_p50_ms": percentile(timed_passes(packed, model), 50)} \
-            if size == 1 else {}
+            if size == 1 and model_alone else {}
         tokens, positions = count(packed)
         add_row(rec, name, label, size, seconds, examples=len(texts_a), tokens=tokens,
                 positions=positions, **extra)
 
 
-def litert(rec, precision: str) -> None:
-    """A fresh process runs each dev set's LiteRT file of `precision`."""
+def litert(rec, precision: str, in_file: bool = False) -> None:
+    """A fresh process runs each dev set's LiteRT file of `precision`: `serving_default`
+    on the texts tokenized in Python, or (`in_file`) `serve_text` on the raw texts."""
     import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
 
     from albert_tf import names
+    from albert_tf.export import tflite_interpreter
     from albert_tf.tokenization import FullTokenizer
 
     rec.versions.update(ai_edge_litert=_version("ai-edge-litert"))
-    pack = python_requests(FullTokenizer(spm_model_file=FLAGS.spm_model_file,
-                                         do_lower_case=True))
+    python_pack = python_requests(FullTokenizer(spm_model_file=FLAGS.spm_model_file,
+                                                do_lower_case=True))
     exports = json.loads(FLAGS.exports)
 
+    def texts(request):  # serve_text's inputs
+        a, b = request
+        inputs = {names.TEXT_A: np.array(a, object)}
+        if b is not None:
+            inputs[names.TEXT_B] = np.array(b, object)
+        return inputs
+
     def count(packed):  # computed on real tokens only
+        if in_file:
+            packed = [python_pack((list(p[names.TEXT_A]), list(p[names.TEXT_B])
+                                   if names.TEXT_B in p else None)) for p in packed]
         tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
         return tokens, tokens
 
@@ -333,10 +350,12 @@ def litert(rec, precision: str) -> None:
         path = exports[name][f"litert_{precision}"]
         rec.notes.append(f"{name} LiteRT {precision} file: "
                          f"{os.path.getsize(path) / 1e6:.2f} MB")
-        runner = Interpreter(model_path=path,
-                             num_threads=os.cpu_count()).get_signature_runner()
-        packed_rows(rec, name, LABELS[f"litert_{precision}"], texts_a, texts_b, pack,
-                    lambda inputs: runner(**inputs)[names.PREDICTIONS], count)
+        runner = tflite_interpreter(path, num_threads=os.cpu_count()).get_signature_runner(
+            "serve_text" if in_file else "serving_default")
+        packed_rows(rec, name, LABELS[f"litert_{precision}" + ("_text" if in_file else "")],
+                    texts_a, texts_b, texts if in_file else python_pack,
+                    lambda inputs: runner(**inputs)[names.PREDICTIONS], count,
+                    model_alone=not in_file)
 
 
 def _version(distribution: str) -> str:
@@ -486,15 +505,19 @@ CHILDREN = {"savedmodel": lambda rec: serve(rec, "real_tokens"),
                                                      LABELS["bfloat16_env"]),
             "litert_float32": lambda rec: litert(rec, "float32"),
             "litert_int8": lambda rec: litert(rec, "int8"),
+            "litert_float32_text": lambda rec: litert(rec, "float32", in_file=True),
+            "litert_int8_text": lambda rec: litert(rec, "int8", in_file=True),
             "in_process": in_process, "keras_hub": keras_hub, "transformers": transformers,
             "onnxruntime": onnxruntime}
 OURS = ("savedmodel", "savedmodel_padded", "savedmodel_bf16", "savedmodel_bf16_env",
-        "litert_float32", "litert_int8", "in_process")
+        "litert_float32", "litert_int8", "litert_float32_text", "litert_int8_text",
+        "in_process")
 PEERS = ("keras_hub", "transformers", "onnxruntime")
 # What each child needs importable (a peer that is not is skipped).
 IMPORTS = {"keras_hub": ("keras_hub",), "transformers": ("transformers", "torch"),
            "onnxruntime": ("onnxruntime", "onnx", "torch", "transformers"),
-           "litert_float32": ("ai_edge_litert",), "litert_int8": ("ai_edge_litert",)}
+           **{name: ("ai_edge_litert",) for name in (
+               "litert_float32", "litert_int8", "litert_float32_text", "litert_int8_text")}}
 flags.DEFINE_list("ours", list(OURS), "Our rows to measure.")
 
 
@@ -676,6 +699,10 @@ def main(argv):
         if "model_p50_ms" in r and "tokenizer_p50_ms" not in r:
             print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "
                   f"{r['p50_ms']:.2f} ms, the model alone on its ids {r['model_p50_ms']:.2f} ms")
+        elif r["batch"] == 1 and r["variant"] in (LABELS["litert_float32_text"],
+                                                  LABELS["litert_int8_text"]):
+            print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "
+                  f"{r['p50_ms']:.2f} ms, its tokenizing included")
     for r in rows:
         if "tokenizer_p50_ms" in r:
             print(f"{r['benchmark']} {r['variant']}, one text per request: p50 "

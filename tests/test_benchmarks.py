@@ -114,8 +114,9 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     nothing): the export served in a fresh process computes one position per real token,
     the padded export and the in-process pipeline more, the bfloat16 export one too, also
     served in the environment its export_info.json names (and only there), the LiteRT
-    files one too; the batch-1 split of the latency into tokenizer and model is
-    printed."""
+    files one too (the int8 file on Python-tokenized ids, the float32 file's serve_text
+    on the raw texts: the two code paths of the four LiteRT rows); the batch-1 split of
+    the latency into tokenizer and model is printed."""
     from albert_tf.export import SERVING_ENVIRONMENTS
 
     task_dir = _glue_task_dir()
@@ -128,7 +129,9 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
         "bench_serving.py", f"--config={write_tiny_config(tmp_path)}",
         f"--spm_model_file={SPM}", f"--data_dir={task_dir}", "--peers=", "--rounds=1",
         "--repeats=1", "--matmul_size=64", "--batch_sizes=1,2", "--max_seq_length=64",
-        "--length_multiple=8", f"--json_output={output}")
+        "--length_multiple=8", f"--json_output={output}",
+        "--ours=savedmodel,savedmodel_padded,savedmodel_bf16,savedmodel_bf16_env,"
+        "litert_int8,litert_float32_text,in_process")
     assert "CPU flags:" in stdout and "bf16" in stdout
     assert "in-graph tokenizer" in stdout
     table = [line.split("|")[1:-1] for line in stdout.splitlines()
@@ -142,8 +145,8 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     bfloat16 = "ours, SavedModel serve_text, bfloat16 export"
     assert per_token[(bfloat16, 1)] == per_token[(bfloat16, 2)] == 1.0
     assert f"{task_dir.name} batch 2: the bfloat16 export serves " in stdout
-    for precision in ("float32", "int8"):  # the LiteRT files: real tokens only
-        litert = f"ours, LiteRT {precision} (Python tokenizer)"
+    for litert in ("ours, LiteRT int8 (Python tokenizer)",  # real tokens only
+                   "ours, LiteRT float32 (raw text, tokenized in the file)"):
         assert per_token[(litert, 1)] == per_token[(litert, 2)] == 1.0
         assert f"{litert}, one text per request: p50 " in stdout
     in_environment = f"{bfloat16}, served in its serving_environment"

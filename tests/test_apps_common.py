@@ -13,7 +13,7 @@ MODEL_FLAGS = {
     "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir", "serving_precision", "export_tflite", "tflite_precision",
+    "seed", "export_dir", "serving_precision", "export_tflite", "tflite_precision", "tflite_text",
     "export_hf_dir"}
 # The flags each script passed to its `run` when the lists were written by hand.
 APP_FLAGS = {
@@ -70,7 +70,8 @@ def test_export_takes_the_model_flags_of_the_run_scripts():
                    "import runpy; runpy.run_path('export_savedmodel.py')\n"
                    "from albert_tf.apps import common; print(*common.MODEL_FLAG_NAMES)\n")
     assert names.split() == ["albert_config_file", "spm_model_file", "vocab_file",
-                             "do_lower_case", "export_tflite", "tflite_precision"]
+                             "do_lower_case", "export_tflite", "tflite_precision",
+                             "tflite_text"]
 
 
 def test_export_resolves_a_shipped_config_name(tmp_path):

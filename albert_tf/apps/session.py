@@ -162,7 +162,7 @@ def exporting(settings: dict) -> bool:
 
 def check_exports(settings: dict, kind: str) -> None:
     """The exports asked for, checked before any work: `--tflite_text` needs
-    `--export_tflite`, a kind whose text LiteRT can pack and a SentencePiece model."""
+    `--export_tflite`, a kind whose text LiteRT can pack and the tokenizer's files."""
     if not settings.get("tflite_text"):
         return
     if not settings.get("export_tflite"):

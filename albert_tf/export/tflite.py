@@ -7,13 +7,14 @@ SavedModel's `serving_default` (`albert_tf.export.serving`): int32 `input_word_i
 kind's extra inputs (`p_mask`, `masked_lm_positions`), any batch and length up to the
 model's `max_position_embeddings`; the same graph, traced on real tokens only, with one
 GELU op (`fused.for_litert`). It is made of LiteRT's built-in ops alone (no Flex /
-Select TF ops, no custom ops), so the stock runtime runs it, with XNNPACK.
+Select TF ops, no custom ops), so the stock runtime runs it, with XNNPACK (a file with
+`serve_text` too adds the tokenizer's custom ops, below).
 
 Token ids in, as the original; and with `with_text=True` (and the tokenizer files) also
 `serve_text`: the SavedModel's raw-text signature for the kinds that pack one text or a
 pair (classifier, regression, multi-label, encoder, mlm), tokenized inside the file by
-TensorFlow Text's tokenizer ops (SentencePiece models and WordPiece vocabularies; built-
-in ops around them, no Flex): custom ops whose kernels the app's runtime registers
+TensorFlow Text's tokenizer ops (SentencePiece models and WordPiece vocabularies;
+built-in ops around them, no Flex): custom ops whose kernels the app's runtime registers
 (`tflite_interpreter` does in Python; `<path>.json` names them; see
 `albert_tf.export.tflite_text`).
 

@@ -29,8 +29,9 @@ same), except where a character's rule depends on its neighbours, which a charac
 cannot see: Python lowercases a capital sigma ending a word to ς (here σ), and a
 character outside both the vocabulary and the Basic Multilingual Plane's CJK blocks
 that touches a letter or digit becomes one word with it ([UNK]) where BERT would split
-a supplementary-plane CJK character off. Text must be valid UTF-8 (invalid bytes, which
-the Python tokenizer drops, become unknown pieces here).
+a supplementary-plane CJK character off; WordPiece's longest word (200) counts bytes here,
+characters in Python. Text must be valid UTF-8 (invalid bytes, which the Python
+tokenizer drops, become unknown pieces here).
 """
 
 from __future__ import annotations
@@ -107,10 +108,20 @@ def _compiled_charsmap(rules) -> bytes:
     return compiled.precompiled_charsmap
 
 
-def _characters():
-    """Every code point a UTF-8 text can hold, but NUL (no character map key)."""
-    return (chr(code) for code in range(1, sys.maxunicode + 1)
-            if not 0xD800 <= code <= 0xDFFF)
+def _characters(also=lambda code: False):
+    """The code points a rule may change: every assigned one but NUL (no character map
+    key), and those unassigned for which `also(code)` holds. Unassigned code points
+    (Unicode's Cn, three quarters of them) have no case, decomposition or class a rule
+    here reads, so they stay as they are (checked: no rule of either map touched one
+    when every code point was visited, but the CJK blocks' unassigned ones, which BERT
+    splits by their range)."""
+    import unicodedata
+
+    for code in range(1, sys.maxunicode + 1):
+        char = chr(code)
+        if not 0xD800 <= code <= 0xDFFF and (
+                unicodedata.category(char) != "Cn" or also(code)):
+            yield char
 
 
 # Stand-ins the WordPiece normalizer writes for characters that no vocabulary entry holds
@@ -172,7 +183,7 @@ def wordpiece_normalizer_model(vocab_file: str, do_lower_case: bool) -> Wordpiec
     letter = absent(_LETTER_STAND_INS, "letter")
     cjk = absent(_CJK_STAND_INS, "CJK character")
     rules = []
-    for char in _characters():
+    for char in _characters(also=_is_chinese_char):
         code = ord(char)
         if code == 0xFFFD or _is_control(char):
             text = ""

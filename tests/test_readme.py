@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers.forked import run_python
 from tests.helpers.paths import ALICE
+from tests.helpers.scripts import read_results
 
 ROOT = pathlib.Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
@@ -162,9 +163,12 @@ def test_examples_run_in_order(release_dir, capsys):
     # Each REST body of the README, sent to the exported model's signature.
     check_rest_bodies(out / "exported" / "mrpc" / "1")
     # The real-use section: RACE, SQuAD v2.0, raw-text pretraining, the Chinese model.
+    # (These runs are the tests of run_classifier.py on RACE and of run_squad.py on
+    # SQuAD v2.0.)
     assert (out / "race_out" / "model.ckpt-best.index").exists()
-    assert (out / "squad2_out" / "null_odds.json").exists()
-    assert (out / "exported" / "squad2" / "1" / "saved_model.pb").exists()
+    assert 0 <= read_results(out / "race_out" / "eval_results.txt")["eval_accuracy"] <= 1
+    check_squad_v2_run(out / "squad2_out", out / "exported" / "squad2" / "1",
+                       out / "dev-v2.0.json")
     assert list((out / "text_pretrain_out").glob("ckpt-4.index"))
     assert read_export_info(out / "exported" / "text_pretrain" / "1")["kind"] == "mlm"
     assert (out / "zh_out" / "model.ckpt-best.index").exists()
@@ -178,6 +182,24 @@ def test_examples_run_in_order(release_dir, capsys):
         "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
     assert (out / "zh_hf_out" / "eval_results.txt").exists()
     run_multi_worker_commands(out)
+
+
+def check_squad_v2_run(output_dir, export_dir, predict_file):
+    """run_squad.py --version_2_with_negative: an answer and a null odds for every
+    question, the v2.0 scores, and the squad_v2 export at the run's max_seq_length."""
+    import json
+
+    from albert_tf.export import read_export_info
+
+    info = read_export_info(export_dir)
+    assert info["kind"] == "squad_v2" and info["max_seq_length"] == 128
+    ids = {qa["id"] for article in json.loads(predict_file.read_text())["data"]
+           for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
+    assert set(json.loads((output_dir / "predictions.json").read_text())) == ids
+    assert set(json.loads((output_dir / "null_odds.json").read_text())) == ids
+    scores = json.loads((output_dir / "eval_results.json").read_text())
+    assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1",
+            "best_f1_thresh"} <= set(scores)
 
 
 def run_multi_worker_commands(cwd):

@@ -57,20 +57,8 @@ def test_v1_trains_predicts_and_scores(tmp_path, config):
     assert "using the" in result.stderr and "cached SQuAD features" in result.stderr
 
 
-def test_v2_writes_null_odds_and_v2_scores(tmp_path, config):
-    from albert_tf.export import read_export_info
-
-    out = tmp_path / "v2"
-    run("--version_2_with_negative", "--do_train", "--do_predict",
-        f"--export_dir={out / 'export'}", *flags(config, out, V2))
-    info = read_export_info(out / "export" / "1")
-    assert info["kind"] == "squad_v2" and info["max_seq_length"] == 128
-    ids = question_ids(V2)
-    assert set(json.loads((out / "predictions.json").read_text())) == ids
-    assert set(json.loads((out / "null_odds.json").read_text())) == ids
-    scores = json.loads((out / "eval_results.json").read_text())
-    assert {"exact", "f1", "HasAns_exact", "NoAns_exact", "best_f1",
-            "best_f1_thresh"} <= set(scores)
+# --version_2_with_negative (training, predictions, null odds, v2.0 scores, export): the
+# README's SQuAD v2.0 command, checked by tests/test_readme.py.
 
 
 @pytest.mark.parametrize("args, message", [

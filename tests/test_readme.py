@@ -155,7 +155,7 @@ def test_examples_run_in_order(release_dir, capsys):
     out = release_dir.parent
     assert (out / "mrpc_out" / "model.ckpt-best.index").exists()
     assert (out / "mrpc_out" / "submission" / "MRPC.tsv").exists()
-    assert (out / "squad_out" / "predictions.json").exists()
+    check_squad_v1_run(out / "squad_out", out / "dev-v1.1.json")
     assert (out / "pretrain_out" / "eval_results.txt").exists()
     assert "(1, 2)" in printed
     answer = namespace["answers"].predictions["0"]
@@ -184,6 +184,27 @@ def test_examples_run_in_order(release_dir, capsys):
     run_multi_worker_commands(out)
 
 
+def question_ids(predict_file) -> set:
+    import json
+
+    return {qa["id"] for article in json.loads(predict_file.read_text())["data"]
+            for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
+
+
+def check_squad_v1_run(output_dir, predict_file):
+    """run_squad.py (v1.1): an answer for every question, n-best lists of 1 to 20, the
+    v1.1 scores, and no null odds (tests/test_run_squad.py's v1.1 run before)."""
+    import json
+
+    assert set(json.loads((output_dir / "predictions.json").read_text())) == \
+        question_ids(predict_file)
+    nbest = json.loads((output_dir / "nbest_predictions.json").read_text())
+    assert all(1 <= len(entries) <= 20 for entries in nbest.values())
+    scores = json.loads((output_dir / "eval_results.json").read_text())
+    assert 0 <= scores["exact_match"] <= scores["f1"] <= 100
+    assert not (output_dir / "null_odds.json").exists()
+
+
 def check_squad_v2_run(output_dir, export_dir, predict_file):
     """run_squad.py --version_2_with_negative: an answer and a null odds for every
     question, the v2.0 scores, and the squad_v2 export at the run's max_seq_length."""
@@ -193,8 +214,7 @@ def check_squad_v2_run(output_dir, export_dir, predict_file):
 
     info = read_export_info(export_dir)
     assert info["kind"] == "squad_v2" and info["max_seq_length"] == 128
-    ids = {qa["id"] for article in json.loads(predict_file.read_text())["data"]
-           for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
+    ids = question_ids(predict_file)
     assert set(json.loads((output_dir / "predictions.json").read_text())) == ids
     assert set(json.loads((output_dir / "null_odds.json").read_text())) == ids
     scores = json.loads((output_dir / "eval_results.json").read_text())

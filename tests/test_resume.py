@@ -71,7 +71,11 @@ def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
         run_with_faults(script, *flags(script, config, killed), strategy_flag,
                         kill_at=step, **devices)
         assert last_checkpoint(killed).endswith(f"ckpt-{step // SAVE_EVERY * SAVE_EVERY}")
-    run_with_faults(script, *flags(script, config, killed), strategy_flag, **devices)
+    restarted = run_with_faults(script, *flags(script, config, killed), strategy_flag,
+                                **devices)
+    if script == "run_squad":  # the restart reads the features its first run cached
+        assert "using the" in restarted.stderr and "cached SQuAD features" in \
+            restarted.stderr
     straight = last_checkpoint(straight)
     assert straight.endswith(f"ckpt-{STEPS}") and last_checkpoint(killed).endswith(f"ckpt-{STEPS}")
     compared = faults.assert_same_checkpoints(straight, last_checkpoint(killed))

@@ -37,26 +37,9 @@ def latest_step(output_dir) -> int:
     return int(tf.train.latest_checkpoint(str(output_dir)).rsplit("-", 1)[1])
 
 
-def question_ids(path):
-    return {qa["id"] for article in json.loads(path.read_text())["data"]
-            for paragraph in article["paragraphs"] for qa in paragraph["qas"]}
-
-
-def test_v1_trains_predicts_and_scores(tmp_path, config):
-    out = tmp_path / "v1"
-    run("--do_train", "--do_predict", *flags(config, out, V1))
-    predictions = json.loads((out / "predictions.json").read_text())
-    assert set(predictions) == question_ids(V1)
-    nbest = json.loads((out / "nbest_predictions.json").read_text())
-    assert all(1 <= len(entries) <= 20 for entries in nbest.values())
-    scores = json.loads((out / "eval_results.json").read_text())
-    assert 0 <= scores["exact_match"] <= scores["f1"] <= 100
-    assert not (out / "null_odds.json").exists()
-    # Predicting again reuses the trained model and the cached features.
-    result = run("--do_predict", *flags(config, out, V1))
-    assert "using the" in result.stderr and "cached SQuAD features" in result.stderr
-
-
+# SQuAD v1.1 (training, predictions, n-best, scores): the README's SQuAD command, checked
+# by tests/test_readme.py; a run that reads the features an earlier one cached:
+# tests/test_resume.py (its restarted run_squad).
 # --version_2_with_negative (training, predictions, null odds, v2.0 scores, export): the
 # README's SQuAD v2.0 command, checked by tests/test_readme.py.
 

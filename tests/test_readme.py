@@ -153,8 +153,7 @@ def test_examples_run_in_order(release_dir, capsys):
         "records.tfrecord-00000-of-00002", "records.tfrecord-00001-of-00002"]
     assert printed.count("(8, 128) (8, 20) True") == 2
     out = release_dir.parent
-    assert (out / "mrpc_out" / "model.ckpt-best.index").exists()
-    assert (out / "mrpc_out" / "submission" / "MRPC.tsv").exists()
+    check_mrpc_run(out, release_dir)
     check_squad_v1_run(out / "squad_out", out / "dev-v1.1.json")
     assert (out / "pretrain_out" / "eval_results.txt").exists()
     assert "(1, 2)" in printed
@@ -182,6 +181,51 @@ def test_examples_run_in_order(release_dir, capsys):
         "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
     assert (out / "zh_hf_out" / "eval_results.txt").exists()
     run_multi_worker_commands(out)
+
+
+def check_mrpc_run(out, release_dir):
+    """The README's MRPC fine-tuning (run_classifier.py: train, eval, predict) and its
+    export (export_savedmodel.py): the results, the best and final checkpoints with the
+    original's variable names, the test predictions and the GLUE submission, the
+    SavedModel of the best checkpoint answering the test pairs' raw text as the run
+    predicted them; then a --do_predict run alone, which uses the trained model."""
+    import tensorflow as tf
+
+    from tests.helpers.scripts import serve_text
+
+    run = out / "mrpc_out"
+    evaluation = read_results(run / "eval_results.txt")
+    assert evaluation["global_step"] == 8 and 0 <= evaluation["eval_accuracy"] <= 1
+    assert "f1" in evaluation
+    assert list((run / "eval").glob("events.out.tfevents.*"))  # TensorBoard eval metrics
+    assert read_results(run / "best_trial.txt")["eval_accuracy"] >= \
+        evaluation["eval_accuracy"]
+    names = dict(tf.train.list_variables(str(run / "model.ckpt-best")))
+    assert names["output_weights"] == [2, 16] and "bert/pooler/dense/kernel" in names
+    # and so are the final weights, as the original's Estimator kept model.ckpt-<step>
+    assert dict(tf.train.list_variables(str(run / "model.ckpt-8"))) == names
+    test_rows = (out / "glue_data" / "MRPC" / "test.tsv").read_text().splitlines()[1:]
+    probabilities = (run / "test_results.tsv").read_text().splitlines()
+    assert len(probabilities) == len(test_rows)
+    assert all(abs(sum(map(float, row.split("\t"))) - 1) < 1e-4 for row in probabilities)
+    submission = (run / "submission" / "MRPC.tsv").read_text().splitlines()
+    assert submission[0] == "index\tprediction" and len(submission) == len(test_rows) + 1
+    export = out / "exported" / "mrpc" / "1"
+    assert (export / "assets.extra" / "labels.txt").read_text().split() == ["0", "1"]
+    pairs = [row.split("\t")[3:5] for row in test_rows]
+    served = serve_text(export, text_a=[p[0] for p in pairs],
+                        text_b=[p[1] for p in pairs])["probabilities"]
+    expected = [[float(x) for x in row.split("\t")] for row in probabilities]
+    assert len(served) == len(expected)
+    for got, want in zip(served, expected):
+        assert got == pytest.approx(want, abs=1e-5)
+    result = run_python_command(
+        ["python", "run_classifier.py", "--task_name=MRPC", "--data_dir=glue_data",
+         f"--spm_model_file={release_dir / '30k-clean.model'}",
+         f"--albert_config_file={release_dir / 'albert_config.json'}",
+         f"--output_dir={run}", "--do_predict", "--max_seq_length=128"], out)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (run / "test_results.tsv").read_text().splitlines() == probabilities
 
 
 def question_ids(predict_file) -> set:

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.helpers.scripts import FIXTURES, SPM, run_script, serve_text
+from tests.helpers.scripts import FIXTURES, SPM, run_script
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
 
@@ -33,43 +33,9 @@ def common_flags(config, output_dir, **overrides):
     return [f"--{k}={v}" for k, v in flags.items()]
 
 
-def test_mrpc_train_eval_predict(tmp_path, config_file):
-    out = tmp_path / "mrpc"
-    run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train", "--do_eval",
-        "--do_predict", f"--export_dir={out / 'export'}", *common_flags(config_file, out))
-    evaluation = results(out / "eval_results.txt")
-    assert evaluation["global_step"] == 6 and 0 <= evaluation["eval_accuracy"] <= 1
-    assert "f1" in evaluation
-    assert list((out / "eval").glob("events.out.tfevents.*"))  # TensorBoard eval metrics
-    best = results(out / "best_trial.txt")
-    assert best["eval_accuracy"] >= evaluation["eval_accuracy"]
-    # The best checkpoint is a TF1 name-based checkpoint with the original's names.
-    import tensorflow as tf
-
-    names = dict(tf.train.list_variables(str(out / "model.ckpt-best")))
-    assert names["output_weights"] == [2, 16] and "bert/pooler/dense/kernel" in names
-    # and so are the final weights, as the original's Estimator kept model.ckpt-<step>
-    assert dict(tf.train.list_variables(str(out / "model.ckpt-6"))) == names
-    test_rows = (FIXTURES / "glue" / "MRPC" / "test.tsv").read_text().splitlines()[1:]
-    probabilities = (out / "test_results.tsv").read_text().splitlines()
-    assert len(probabilities) == len(test_rows)
-    assert all(abs(sum(map(float, row.split("\t"))) - 1) < 1e-4 for row in probabilities)
-    submission = (out / "submission" / "MRPC.tsv").read_text().splitlines()
-    assert submission[0] == "index\tprediction" and len(submission) == len(test_rows) + 1
-    # The SavedModel (the best checkpoint) answers raw text as the records were answered.
-    assert (out / "export" / "1" / "saved_model.pb").exists()
-    assert (out / "export" / "1" / "assets.extra" / "labels.txt").read_text().split() == [
-        "0", "1"]
-    pairs = [row.split("\t")[3:5] for row in test_rows]
-    served = serve_text(out / "export" / "1", text_a=[p[0] for p in pairs],
-                        text_b=[p[1] for p in pairs])["probabilities"]
-    expected = [[float(x) for x in row.split("\t")] for row in probabilities]
-    assert len(served) == len(expected)
-    for got, want in zip(served, expected):
-        assert got == pytest.approx(want, abs=1e-5)
-    # A later --do_predict alone uses the trained model.
-    run("--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_predict",
-        *common_flags(config_file, out))
+# MRPC (training, evaluation, test predictions, the GLUE submission, the best and final
+# checkpoints' names, the export answering raw text as the run predicted, a later
+# --do_predict run alone): the README's MRPC commands, checked by tests/test_readme.py.
 
 
 def test_sts_b_is_regression(tmp_path, config_file):

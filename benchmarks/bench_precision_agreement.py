@@ -7,9 +7,10 @@ For each GLUE task folder of `--data_dir` (e.g. ../shared/data/glue/SST-2,
 for `--train_steps` steps, evaluates it and exports it (`--export_dir`, float32, version
 1); `export_savedmodel.py --serving_precision=bfloat16` exports its model.ckpt-best, the
 same weights (version 2), and `export_savedmodel.py --export_tflite` writes them as a
-LiteRT file of each of `--litert_precisions`. Both SavedModels answer the dev set through
-`serve_text` in one process, which has the environment their export_info.json names (the
-bfloat16 export's `serving_environment`; the runs that train never get it); the LiteRT
+LiteRT file of each of `--litert_precisions` (the first in the bfloat16 export's run).
+Both SavedModels answer the dev set through `serve_text` in one process, which has the
+environment their export_info.json names (the bfloat16 export's `serving_environment`;
+the runs that train never get it); the LiteRT
 files answer it through `ai_edge_litert` (XNNPACK), the texts tokenized by
 `FullTokenizer` and packed by `packing.pack_batch` as a LiteRT client does. Printed per
 task and export: the dev accuracy, the share of each class among the float32
@@ -216,11 +217,16 @@ def finished(export_dir: str, tflite_dir: str) -> bool:
         and all(os.path.exists(litert_path(tflite_dir, p)) for p in FLAGS.litert_precisions)
 
 
-def export_litert(tflite_dir: str, script: str, *args) -> None:
-    """`script --export_tflite` (with `args`) for each --litert_precisions."""
-    for precision in FLAGS.litert_precisions:
-        run(script, *args, "--tflite_precision=" + precision,
-            "--export_tflite=" + litert_path(tflite_dir, precision))
+def export_bfloat16_and_litert(tflite_dir: str, script: str, args, savedmodel) -> None:
+    """`script` (with `args`) writing the bfloat16 SavedModel (where `savedmodel`'s flags
+    say) and the first of --litert_precisions in one run, then a run with
+    `--export_tflite` for each other precision."""
+    for index, precision in enumerate(FLAGS.litert_precisions or [None]):
+        litert = [] if precision is None else [
+            "--tflite_precision=" + precision,
+            "--export_tflite=" + litert_path(tflite_dir, precision)]
+        run(script, *args, *litert,
+            *(savedmodel + ["--serving_precision=bfloat16"] if index == 0 else []))
 
 
 def split_squad(path: str, work: str) -> tuple[str, str]:
@@ -306,9 +312,8 @@ def main(argv):
             exporting = [*common[:2], "--kind=classifier",
                          f"--max_seq_length={seq_length(task_dir)}", f"--task_name={name}",
                          f"--checkpoint={os.path.join(out, 'model.ckpt-best')}"]
-            run("export_savedmodel.py", *exporting, f"--export_dir={export_dir}",
-                "--version=2", "--serving_precision=bfloat16")
-            export_litert(tflite_dir, "export_savedmodel.py", *exporting)
+            export_bfloat16_and_litert(tflite_dir, "export_savedmodel.py", exporting,
+                                       [f"--export_dir={export_dir}", "--version=2"])
         results.append(compare(task_dir, export_dir, tflite_dir))
     squad = None
     if FLAGS.squad_file:
@@ -328,11 +333,10 @@ def main(argv):
                 f"--num_train_epochs={FLAGS.squad_train_steps * FLAGS.batch_size / count}",
                 f"--save_checkpoints_steps={FLAGS.squad_train_steps}",
                 f"--export_dir={export_dir}")
-            run("run_squad.py", *common, "--serving_precision=bfloat16",
-                f"--export_dir={export_dir}")
             # (run_squad.py keeps its weights in the run's checkpoint alone: its own
             # --export_tflite writes the files, predicting once more each time)
-            export_litert(tflite_dir, "run_squad.py", *common)
+            export_bfloat16_and_litert(tflite_dir, "run_squad.py", common,
+                                       [f"--export_dir={export_dir}"])
         squad = compare_squad(asked_file, export_dir, tflite_dir)
     print(f"Small ALBERT: {FLAGS.layers} layers, H {FLAGS.hidden}, E {FLAGS.hidden // 2}, "
           f"about {FLAGS.train_steps} fine-tuning steps of {FLAGS.batch_size} from random "

@@ -289,8 +289,13 @@ def tflite_interpreter(path, **kwargs):
     registerers = read_tflite_info(path).get("op_registerers") or []
     if not registerers:
         return Interpreter(model_path=os.fspath(path), **kwargs)
-    from tensorflow_text import tflite_registrar
-
+    try:
+        from tensorflow_text import tflite_registrar
+    except ImportError as e:
+        raise ImportError(
+            f"{path} tokenizes text with TensorFlow Text's ops "
+            f"({', '.join(registerers)}): their LiteRT kernels come with the "
+            "tensorflow-text package (pip install tensorflow-text)") from e
     return InterpreterWithCustomOps(
         model_path=os.fspath(path),
         custom_op_registerers=[getattr(tflite_registrar, name) for name in registerers],

@@ -18,7 +18,9 @@ setup(
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21,<2.22",
         "keras>=3.10,<4",
-        "sentencepiece>=0.2",
+        # 0.2.2: SentencePieceNormalizer(norm_map=...), which compiles the character maps
+        # of the LiteRT files' tokenizers (albert_tf.export.tflite_text)
+        "sentencepiece>=0.2.2",
         "absl-py>=2.0",
         "tensorboard>=2.20",
         "tensorflow-serving-api>=2.21,<2.22",

@@ -18,11 +18,13 @@ import pytest  # noqa: E402
 # They are collected first, so that with `make test`'s two workers (--dist=loadscope: a
 # module at a time, in collection order) the long ones start early and the short ones
 # fill in, instead of one worker running a long module alone at the end.
-LONGEST_MODULES = ("test_resume.py", "test_readme.py", "test_benchmarks.py",
-                   "test_run_classifier.py",
-                   "test_export.py", "test_run_squad.py", "test_demo.py", "test_run_ner.py",
-                   "test_multi_worker.py", "test_multi_label.py", "test_training_loop.py",
-                   "test_run_pretraining.py", "test_optimizers.py", "test_task_module.py")
+LONGEST_MODULES = (  # CPU seconds measured 2026-11-27, roughly
+    "test_readme.py", "test_export.py", "test_resume.py", "test_bench_serving.py",
+    "test_readme_sections.py", "test_bench_precision_agreement.py", "test_training_loop.py",
+    "test_demo.py", "test_reusable_export.py", "test_benchmarks.py", "test_multi_worker.py",
+    "test_run_squad.py", "test_text.py", "test_dynamic_masking.py", "test_run_classifier.py",
+    "test_tflite_text.py", "test_tflite.py", "test_task_module.py", "test_optimizers.py",
+    "test_multi_label.py", "test_run_ner.py", "test_run_pretraining.py")
 
 
 def pytest_collection_modifyitems(items):

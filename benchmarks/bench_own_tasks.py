@@ -82,19 +82,26 @@ def entity_type_rows(source: pathlib.Path, target: pathlib.Path, lines: int) -> 
     return [r["labels"] for r in rows]
 
 
-def micro_f1(predicted: list, gold: list) -> float:
-    true = sum(len(set(p) & set(g)) for p, g in zip(predicted, gold))
-    guessed, actual = sum(map(len, predicted)), sum(map(len, gold))
-    return 2 * true / (guessed + actual) if guessed + actual else 0.0
-
-
 def best_constant(train_labels: list, dev_labels: list) -> tuple[float, list]:
     """The label set that, answered for every dev text, has the best micro F1 among the
-    prefixes of the labels ordered by training frequency (and the empty set)."""
+    prefixes of the labels ordered by training frequency (and the empty set), scored
+    as run_classifier.py scores (`albert_tf.tasks.multi_label.scores`)."""
+    import numpy as np
+
+    from albert_tf.tasks.multi_label import scores
+
     order = [label for label, _ in collections.Counter(
         label for labels in train_labels for label in labels).most_common()]
-    return max((micro_f1([order[:k]] * len(dev_labels), dev_labels), order[:k])
-               for k in range(len(order) + 1))
+    # (a dev label never in training is a column too: missed by every answer)
+    columns = order + sorted({label for labels in dev_labels for label in labels}
+                             - set(order))
+    gold = np.array([[label in labels for label in columns] for labels in dev_labels])
+
+    def micro_f1(k):  # the first k labels, answered for every dev text
+        answered = np.zeros_like(gold, np.float32)
+        answered[:, :k] = 1
+        return scores(answered, gold, 0.5, columns)["micro_f1"]
+    return max((micro_f1(k), order[:k]) for k in range(len(order) + 1))
 
 
 def training_flags(config, out, steps, batch, learning_rate):

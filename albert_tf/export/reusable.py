@@ -37,6 +37,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from albert_tf import fileio, fused, names, packing
+from albert_tf.export.serving import as_float32
 from albert_tf.modeling import AlbertEncoder, real_tokens
 
 ENCODER_OUTPUTS = "encoder_outputs"
@@ -46,10 +47,6 @@ MLM_OUTPUTS = (names.MLM_LOGITS, names.SOP_LOGITS)
 MAX_SEGMENTS = 2
 # bert_pack_inputs is also traced for these counts, to answer them with a named error.
 _REFUSED_SEGMENTS = (3,)
-
-
-def _float32(value):
-    return tf.cast(value, tf.float32) if value.dtype == tf.bfloat16 else value
 
 
 class Reusable(tf.__internal__.tracking.AutoTrackable):
@@ -86,9 +83,9 @@ def _input_specs(extra=()) -> dict:
 
 
 def _encoder_outputs(outputs: dict) -> dict:
-    hub = {names.POOLED_OUTPUT: _float32(outputs[names.POOLED_OUTPUT]),
-           names.SEQUENCE_OUTPUT: _float32(outputs[names.SEQUENCE_OUTPUT]),
-           ENCODER_OUTPUTS: [_float32(x) for x in outputs[ENCODER_OUTPUTS]]}
+    hub = {names.POOLED_OUTPUT: as_float32(outputs[names.POOLED_OUTPUT]),
+           names.SEQUENCE_OUTPUT: as_float32(outputs[names.SEQUENCE_OUTPUT]),
+           ENCODER_OUTPUTS: [as_float32(x) for x in outputs[ENCODER_OUTPUTS]]}
     hub[DEFAULT] = hub[names.POOLED_OUTPUT]
     return hub
 
@@ -115,7 +112,7 @@ def add_reusable_api(module) -> None:
         def call_mlm(inputs_, training=None):
             outputs = model(_read(inputs_, inputs), training=training)
             hub_outputs = _encoder_outputs(outputs)
-            hub_outputs.update({name: _float32(outputs[name]) for name in MLM_OUTPUTS})
+            hub_outputs.update({name: as_float32(outputs[name]) for name in MLM_OUTPUTS})
             return hub_outputs
 
         module.mlm = Reusable(call_mlm, _input_specs([names.MASKED_LM_POSITIONS]),

@@ -25,6 +25,12 @@ from albert_tf.export.kinds import ServingKind
 from albert_tf.export.serving_text import TextSettings
 
 
+def as_float32(value):
+    """A bfloat16 output as float32 (a bfloat16 export answers as a float32 one); any
+    other as it is."""
+    return tf.cast(value, tf.float32) if value.dtype == tf.bfloat16 else value
+
+
 def _pad_rows(sparse, default_value, dtype=tf.int32):
     """Variable-length rows [B, (L)] -> dense [B, max L]."""
     return tf.cast(tf.sparse.to_dense(sparse, default_value=default_value), dtype)
@@ -58,9 +64,7 @@ class ServingModule(tf.__internal__.tracking.AutoTrackable):
         # its one position.
         inputs = self._pad_to_minimum(inputs)
         outputs = self.model(inputs, training=False)
-        # (A bfloat16 export answers in float32, as a float32 one.)
-        return {name: (tf.cast(outputs[name], tf.float32)
-                       if outputs[name].dtype == tf.bfloat16 else outputs[name])[:rows]
+        return {name: as_float32(outputs[name])[:rows]
                 for name in self.serving_kind.outputs if name in outputs}
 
     def _pad_to_minimum(self, inputs: dict) -> dict:

@@ -92,10 +92,7 @@ def main(argv):
     try:
         common.checked_tflite_path(FLAGS.export_tflite)
         # A release directory brings its config and tokenizer files.
-        files = common.complete_model_files({
-            "init_checkpoint": FLAGS.checkpoint, "albert_config_file": FLAGS.albert_config_file,
-            "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
-            "do_lower_case": FLAGS.do_lower_case})
+        files = _model_files(FLAGS.checkpoint)
         if FLAGS.export_preprocessor:
             _check_tokenizer_files(files)
         from albert_tf.apps.session import check_exports
@@ -149,6 +146,14 @@ def main(argv):
         print(f"exported {path}")
 
 
+def _model_files(checkpoint) -> dict:
+    """The model file flags, completed from a release directory `checkpoint` brings."""
+    return common.complete_model_files({
+        "init_checkpoint": checkpoint, "albert_config_file": FLAGS.albert_config_file,
+        "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
+        "do_lower_case": FLAGS.do_lower_case})
+
+
 def _check_tokenizer_files(files) -> None:
     """Before anything is written: the preprocessor needs the model's tokenizer."""
     if not (files["spm_model_file"] or files["vocab_file"]):
@@ -175,10 +180,7 @@ def export_preprocessor_only() -> None:
     if not FLAGS.export_dir:
         raise app.UsageError("--kind=preprocessor needs --export_dir")
     try:
-        files = common.complete_model_files({
-            "init_checkpoint": None, "albert_config_file": FLAGS.albert_config_file,
-            "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
-            "do_lower_case": FLAGS.do_lower_case})
+        files = _model_files(None)
         _check_tokenizer_files(files)
         longest = common.load_config(files["albert_config_file"]).max_position_embeddings \
             if files["albert_config_file"] else 512

@@ -330,9 +330,10 @@ class LiteTextTokenizer:
         is_separator = tf.scatter_nd(separators[:, None], tf.ones_like(separators),
                                      size[None])  # [N]
         before = tf.cumsum(is_separator, exclusive=True)  # separators before each place
-        index = tf.minimum(tf.range(size) - before, tf.maximum(tf.size(values) - 1, 0))
-        joined = tf.where(is_separator > 0, self._normalizer.space_id,
-                          tf.gather(tf.concat([values, [0]], axis=0), index))
+        # A piece's place less the separators before it is its index in `values` (a
+        # separator's, at most one past the end, reads the value appended: unused).
+        joined = tf.where(is_separator > 0, self._normalizer.space_id, tf.gather(
+            tf.concat([values, [0]], axis=0), tf.range(size) - before))
         text = self._sentencepiece.detokenize(
             tf.RaggedTensor.from_row_splits(joined, tf.stack([0, size])))  # [1]
         ids, starts, _ = self._wordpiece.tokenize_with_offsets(text)  # [1, (T)] each

@@ -13,7 +13,8 @@ MODEL_FLAGS = {
     "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
     "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "export_dir", "serving_precision", "export_tflite", "tflite_precision", "tflite_text",
+    "seed", "recompute", "recompute_unit", "export_dir", "serving_precision", "export_tflite",
+    "tflite_precision", "tflite_text",
     "export_hf_dir"}
 # The flags each script passed to its `run` when the lists were written by hand.
 APP_FLAGS = {

@@ -23,6 +23,7 @@ from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
 from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError
 from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path
+from albert_tf.modeling.recompute import UNITS as RECOMPUTE_UNITS
 from albert_tf.training import distribute
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -35,7 +36,8 @@ class UsageError(ValueError):
 
 
 def user_errors() -> tuple[type[Exception], ...]:
-    """The errors that mean bad flags or input (reported as one line, not a traceback):
+    """The errors that mean bad flags or input, or a batch that does not fit in memory
+    (reported as one line, not a traceback):
     kinds of error, not one per task (every task's data errors are `DataError`s)."""
     from albert_tf.checkpoints import CheckpointError
     from albert_tf.config import ConfigError
@@ -43,10 +45,11 @@ def user_errors() -> tuple[type[Exception], ...]:
     from albert_tf.tasks import TaskModuleError
     from albert_tf.tokenization import TokenizerError
     from albert_tf.training.lock import OutputDirLocked
+    from albert_tf.training.loop import TrainingOutOfMemory
 
     return (OutputDirLocked, UsageError, options.OptionsError, TaskModuleError,
             CheckpointError, ConfigError, DataError, TokenizerError,
-            distribute.DistributionError, FileNotFoundError)
+            distribute.DistributionError, FileNotFoundError, TrainingOutOfMemory)
 
 
 def run_script(run, flag_names) -> None:
@@ -132,6 +135,14 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
     flags.DEFINE_bool("enable_xla", False, "Compile the gradient computation with XLA.")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,
                          "Micro-batches per optimizer step (train_batch_size is the total).")
+    flags.DEFINE_bool("recompute", False,
+                      "Keep only each encoder block's input in the forward pass and run "
+                      "the block again in the backward pass: the same gradients, a "
+                      "fraction of the activation memory, about a third more time (README "
+                      "\"Fitting large models\").")
+    flags.DEFINE_enum("recompute_unit", "layer", list(RECOMPUTE_UNITS),
+                      "With --recompute: each block (layer) or each run of a layer "
+                      "group's inner_group_num blocks (group) is one recomputed unit.")
     flags.DEFINE_integer("seed", 12345, "Seed of every random choice (weights, data order).")
     flags.DEFINE_string("export_dir", None,
                         "Also export a SavedModel for TF Serving to <export_dir>/<version>/ "

@@ -45,6 +45,7 @@ def run(task_class, settings: dict) -> dict:
     test split and exports; returns the best dev results."""
     settings = common.complete_model_files(settings)
     task = task_class(settings)
+    session.check_recompute(settings)
     task.validate()
     session.check_exports(settings, task.serving_kind)
     files = task.data_files()

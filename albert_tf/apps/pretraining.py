@@ -37,6 +37,7 @@ def run(settings: dict) -> dict:
     """Trains and/or evaluates; returns the eval results (empty without do_eval)."""
     settings = common.complete_model_files(common.typed_options(settings, FLAG_NAMES))
     task = PretrainingTask(settings)
+    session.check_recompute(settings)
     task.validate()
     session.check_exports(settings, task.serving_kind)
     context = session.setup(**settings)

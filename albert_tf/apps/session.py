@@ -104,7 +104,8 @@ def make_trainer(settings: dict, strategy, model, optimizer, objective, output_d
         save_checkpoints_steps=settings["save_checkpoints_steps"],
         keep_checkpoint_max=settings["keep_checkpoint_max"],
         gradient_accumulation_steps=settings["gradient_accumulation_steps"],
-        enable_xla=settings["enable_xla"], seed=settings["seed"])
+        enable_xla=settings["enable_xla"], seed=settings["seed"],
+        recompute=settings["recompute_unit"] if settings["recompute"] else None)
 
 
 def train(trainer, dataset_fn):
@@ -158,6 +159,14 @@ EXPORT_FLAGS = ("export_dir", "export_tflite", "export_hf_dir")
 def exporting(settings: dict) -> bool:
     """Whether the run writes its model in any form at the end."""
     return any(settings.get(flag) for flag in EXPORT_FLAGS)
+
+
+def check_recompute(settings: dict) -> None:
+    """`--recompute`, checked before any work: it changes how training keeps what its
+    backward pass needs, so a run that does not train is refused."""
+    if settings["recompute"] and not settings["do_train"]:
+        raise UsageError("--recompute changes what training keeps in memory; this run "
+                         "does not train (--do_train is off): leave --recompute out")
 
 
 def check_exports(settings: dict, kind: str) -> None:

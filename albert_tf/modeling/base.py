@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling import recompute as recompute_units
 
 
 def tf1_scope(name: str):
@@ -63,15 +64,40 @@ class AlbertModel(keras.Model):
     # alone (not where another model has the same head: multiple choice, multi-label).
     detectable: bool = True
 
-    def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
+    def __init__(self, config: AlbertConfig, seed: int | None = None,
+                 recompute: str | None = None, **kwargs):
+        """`recompute` ("layer", "group" or None): what a training pass keeps of the
+        encoder's blocks: each unit's input alone, the unit run again in the backward pass
+        (`albert_tf.modeling.recompute`; the same gradients, less memory, more time).
+        Settable later as `model.recompute`."""
         super().__init__(**kwargs)
         if not isinstance(config, AlbertConfig):
             raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
         self.config = config
         self.seed = seed
+        self.recompute = recompute
+
+    @property
+    def recompute(self) -> str | None:
+        return self._recompute
+
+    @recompute.setter
+    def recompute(self, value) -> None:
+        self._recompute = recompute_units.check_unit(value)
+
+    def __call__(self, *args, **kwargs):
+        # The unit is read when the encoder is traced; a model inside another keeps the
+        # outer one's unless it has one of its own.
+        if self._recompute is None:
+            return super().__call__(*args, **kwargs)
+        with recompute_units.with_unit(self._recompute):
+            return super().__call__(*args, **kwargs)
 
     def get_config(self):
-        return {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
+        config = {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
+        if self._recompute is not None:
+            config["recompute"] = self._recompute
+        return config
 
     @classmethod
     def from_config(cls, config):

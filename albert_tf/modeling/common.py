@@ -142,6 +142,28 @@ def _shared_matmul(x, kernel, kernel_t, bias, *residual):
     return _matmul_bias_add(x, kernel, bias, *residual), grad
 
 
+def passed_on(weights):
+    """`weights` (a nest of tensors; None leaves kept) as the next layer sharing them
+    reads them: the same values, through which the gradients of the layers after this
+    one come back summed.
+
+    TensorFlow sums the gradients of a tensor read by n ops in one AddN of all n, so a
+    group's weights read by its 12 layers had 12 gradients alive at once (28 MB each for
+    ALBERT-base, 0.8 GB for xxlarge: 9.6 GB in a training step, four times its
+    activations at batch 1 and 512 tokens); read through a chain, each tensor has two
+    readers and the sum grows as the backward pass goes, one gradient alive besides it
+    (ALBERT-base, batch 1, 128 tokens: the step's peak from 373 to 141 MB, TensorFlow's
+    allocator statistics). The chain's gradient is a Snapshot: Grappler merges a chain
+    of AddN into one AddN of all its inputs, and stops at an op that is not an
+    addition."""
+    return tf.nest.map_structure(lambda t: None if t is None else _pass_on(t), weights)
+
+
+@tf.custom_gradient
+def _pass_on(tensor):
+    return tf.identity(tensor), lambda grad: tf.raw_ops.Snapshot(input=grad)
+
+
 def dense_output(dense: SharedDense, x, residual, dropout_layer, training):
     """dropout(dense(x)) (+ residual): the end of each half of a block. With no dropout
     to apply, the matmul, bias and residual add are one fused oneDNN call."""
@@ -187,12 +209,27 @@ def random_draws(seed):
     masks are drawn in the forward pass (the same at every trace, so a shared layer's
     k-th call gets the k-th mask). No generator state is involved: a run resumed at
     step N draws the masks the uninterrupted run draws at step N, on any number of
-    replicas. Outside such a block, dropout draws from the layer's Keras generator."""
+    replicas. Outside such a block, dropout draws from the layer's Keras generator.
+
+    Each block of the encoder (and each run of a layer group) draws its masks in a
+    frame of its own, opened with a seed drawn here (`next_frame_seed`): what lets a
+    recomputed block replay its masks (`modeling.recompute`)."""
     _DRAWS.stack.append([tf.cast(seed, tf.int64), 0])
     try:
         yield
     finally:
         _DRAWS.stack.pop()
+
+
+def drawing() -> bool:
+    """Whether a `random_draws` block is open."""
+    return bool(_DRAWS.stack)
+
+
+def next_frame_seed():
+    """The seed of a nested `random_draws` frame, drawn in the current one as a mask
+    would be; None outside `random_draws`."""
+    return _next_draw_seed(None)
 
 
 def _next_draw_seed(layer_seed: int | None):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import keras
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling import common, real_tokens
+from albert_tf.modeling import common, real_tokens, recompute
 from albert_tf.modeling.attention import AlbertAttention
 
 
@@ -119,17 +119,26 @@ class AlbertLayerGroup(keras.layers.Layer):
         return [block.shared_weights(training) for block in self.blocks]
 
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
-             tokens=None):
+             tokens=None, last_layer=False):
         """Returns the output of each inner block, in order; with `first_token_only`
         the last block computes position 0 alone. weights: `shared_weights()`.
         tokens: `real_tokens.RealTokens`, x being the real tokens' [T, H]."""
         outputs = []
         blocks = self.blocks
         weights = weights or self.shared_weights(training)
+        recomputed = recompute.unit_now() == "layer"
         for index, (block, block_weights) in enumerate(zip(blocks, weights)):
+            # (the encoder's last block is not recomputed: see AlbertTransformer)
+            last_block = last_layer and index == len(blocks) - 1
             last = first_token_only and index == len(blocks) - 1
-            x = block(x, input_mask, training=training, first_token_only=last,
-                      weights=block_weights, tokens=tokens)
+            if recompute.training_now(training):  # a unit of its own (dropout, recompute)
+                x = recompute.run_unit(
+                    lambda x, w, block=block, last=last: block(
+                        x, input_mask, training=True, first_token_only=last, weights=w),
+                    x, block_weights, recompute=recomputed and not last_block)
+            else:
+                x = block(x, input_mask, training=training, first_token_only=last,
+                          weights=block_weights, tokens=tokens)
             outputs.append(x)
         return outputs
 
@@ -176,14 +185,38 @@ class AlbertTransformer(keras.layers.Layer):
             x = self.embedding_hidden_mapping_in(x)
         all_outputs = []
         num_layers = self.config.num_hidden_layers
-        # Each group's weights are read (and transposed) once, for all its layers.
+        # Each group's weights are read (and transposed) once, for all its layers; in
+        # training each layer passes them on to the next one of its group
+        # (`common.passed_on`: their gradients add up layer by layer).
         weights = {g: getattr(self, f"group_{g}").shared_weights(training)
                    for g in self.config.used_groups()}
-        for layer_index in range(num_layers):
-            g = self.config.group_index(layer_index)
-            outputs = getattr(self, f"group_{g}")(
-                x, input_mask, training=training, weights=weights[g], tokens=tokens,
-                first_token_only=first_token_only and layer_index == num_layers - 1)
-            all_outputs.extend(outputs)
-            x = outputs[-1]
+        recomputed = recompute.unit_now() == "group"
+        used = set()  # the groups whose weights a layer has read
+        with recompute.encoder_draws(self.has_dropout, training):
+            for layer_index in range(num_layers):
+                g = self.config.group_index(layer_index)
+                group = getattr(self, f"group_{g}")
+                if recompute.training_now(training) and g in used:
+                    weights[g] = common.passed_on(weights[g])
+                used.add(g)
+                final = layer_index == num_layers - 1
+                last = first_token_only and final
+                if recompute.training_now(training):  # a unit (dropout, recompute)
+                    outputs = recompute.run_unit(
+                        lambda x, w, group=group, last=last, final=final: group(
+                            x, input_mask, training=True, first_token_only=last,
+                            weights=w, last_layer=final),
+                        # (the last layer is not: its backward pass comes first and
+                        # would recompute at once what it has)
+                        x, weights[g], recompute=recomputed and not final)
+                else:
+                    outputs = group(x, input_mask, training=training, weights=weights[g],
+                                    tokens=tokens, first_token_only=last)
+                all_outputs.extend(outputs)
+                x = outputs[-1]
         return all_outputs
+
+    @property
+    def has_dropout(self) -> bool:
+        return bool(self.config.hidden_dropout_prob or
+                    self.config.attention_probs_dropout_prob)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import signal
 import time
@@ -31,8 +32,10 @@ from absl import logging
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.data.records import to_model_inputs
 from albert_tf.export.savedmodel import refuse_frozen_weights
+from albert_tf.modeling import recompute as recompute_units
 from albert_tf.modeling.common import random_draws
 from albert_tf.modeling.real_tokens import inference_graph
+from albert_tf.modeling.transformer import AlbertTransformer
 from albert_tf.training import distribute
 from albert_tf.training.objectives import Objective
 
@@ -67,7 +70,11 @@ class Trainer:
                  objective: Objective, output_dir: str, train_steps: int,
                  steps_per_loop: int = 100, save_checkpoints_steps: int = 1000,
                  keep_checkpoint_max: int = 5, gradient_accumulation_steps: int = 1,
-                 enable_xla: bool = False, log_steps: int | None = None, seed: int = 0):
+                 enable_xla: bool = False, log_steps: int | None = None, seed: int = 0,
+                 recompute: str | None = None):
+        """`recompute` ("layer", "group" or None): the encoder's units recomputed in the
+        backward pass (`albert_tf.modeling.recompute`), unless the model has its own
+        `recompute`; a model without an ALBERT encoder is refused."""
         if train_steps < 1:
             raise ValueError(f"train_steps must be >= 1, got {train_steps}")
         if gradient_accumulation_steps < 1:
@@ -86,6 +93,12 @@ class Trainer:
         self.seed = int(seed)
         self.log_steps = log_steps or self.steps_per_loop
         self.use_xla = distribute.use_xla(enable_xla, strategy)
+        self.recompute = recompute_units.check_unit(recompute)
+        if self.recompute and not any(isinstance(layer, AlbertTransformer)
+                                      for layer in model._flatten_layers()):
+            raise ValueError(
+                f"recompute={self.recompute!r}: {type(model).__name__} has no ALBERT "
+                "encoder (AlbertTransformer) whose blocks could be recomputed")
         self.is_chief = distribute.is_chief(strategy)
         with strategy.scope():
             # Slots exist before a restore, so that it assigns them at once.
@@ -205,7 +218,8 @@ class Trainer:
         return seed
 
     def _compute_gradients(self, batch, denominators, seed):
-        with tf.GradientTape() as tape, random_draws(seed):
+        with tf.GradientTape() as tape, random_draws(seed), \
+                recompute_units.with_unit(self.recompute):
             outputs = forward(self.model, batch, training=True)
             terms = self.objective.terms(outputs, batch, denominators)
             loss = tf.add_n(list(terms.values()))
@@ -266,7 +280,10 @@ class Trainer:
                 next_save = (step // self.save_checkpoints_steps + 1) * \
                     self.save_checkpoints_steps
                 num_steps = min(self.steps_per_loop, self.train_steps - step, next_save - step)
-                terms = self._train_loop(iterator, tf.constant(num_steps))
+                try:
+                    terms = self._train_loop(iterator, tf.constant(num_steps))
+                except tf.errors.ResourceExhaustedError as e:
+                    raise TrainingOutOfMemory(out_of_memory_message(e, step + 1)) from None
                 step = self.step
                 terms = {k: float(v) for k, v in terms.items()}
                 loss = sum(terms.values())
@@ -317,6 +334,34 @@ class Trainer:
     def _restore_sigterm(self, previous):
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+class TrainingOutOfMemory(RuntimeError):
+    """A training step that does not fit in the device's memory."""
+
+
+_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2,
+                "double": 8, "float64": 8, "int32": 4, "int64": 8, "int8": 1, "uint8": 1}
+
+
+def out_of_memory_message(error: tf.errors.ResourceExhaustedError, step: int) -> str:
+    """What a step that ran out of memory needed, as TensorFlow reports it (the tensor
+    it could not allocate, its size and device), and what to change."""
+    text = error.message
+    found = re.search(r"shape\s*\[([\d,\s]*)\]\s*and type (\w+)", text)
+    device = re.search(r"on (/\S*device:\S+?)(?: by|$|\s)", text)
+    if found:
+        shape = [int(d) for d in found.group(1).replace(" ", "").split(",") if d]
+        size = int(np.prod(shape, dtype=np.int64)) * _DTYPE_BYTES.get(found.group(2), 4)
+        needed = (f"TensorFlow could not allocate a {found.group(2)} tensor of shape "
+                  f"{shape} ({size / 2**20:,.1f} MiB)"
+                  + (f" on {device.group(1).split('device:')[-1]}" if device else ""))
+    else:
+        needed = "TensorFlow: " + text.strip().splitlines()[0]
+    return (f"out of memory in training step {step}: {needed}. This batch does not fit: "
+            "recompute the encoder's layers (--recompute; README \"Fitting large "
+            "models\"), or lower --train_batch_size and raise "
+            "--gradient_accumulation_steps for the same update")
 
 
 def _add_gradients(a, b):

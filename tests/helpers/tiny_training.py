@@ -2,6 +2,7 @@
 
     python tests/helpers/tiny_training.py OUTPUT_DIR TRAIN_STEPS SAVE_STEPS
         [--strategy=one_device|mirrored] [--accumulation=N] [--batch=B] [--sleep=S]
+        [--dropout=P] [--recompute=layer|group]
 
 Prints the final weights' checksum as JSON on its last line.
 """
@@ -18,10 +19,11 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import numpy as np  # noqa: E402
 
 
-def config():
+def config(dropout: float = 0.0):
     from tests.helpers.tiny import tiny_config
 
-    return tiny_config(vocab_size=40, intermediate_size=24, max_position_embeddings=16)
+    return tiny_config(vocab_size=40, intermediate_size=24, max_position_embeddings=16,
+                       hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
 
 
 def dataset(global_batch, skip=0, seed=3):
@@ -47,7 +49,7 @@ def dataset(global_batch, skip=0, seed=3):
 
 
 def make_trainer(strategy, output_dir, train_steps, save_steps, accumulation=1,
-                 learning_rate=0.05, **kwargs):
+                 learning_rate=0.05, dropout=0.0, **kwargs):
     import keras
 
     from albert_tf import AlbertPretrainer
@@ -55,7 +57,7 @@ def make_trainer(strategy, output_dir, train_steps, save_steps, accumulation=1,
     from albert_tf.training.objectives import PretrainingObjective
 
     with strategy.scope():
-        model = AlbertPretrainer(config(), seed=0)
+        model = AlbertPretrainer(config(dropout), seed=0)
         # A large epsilon: Adam would blow rounding noise (the key biases' gradient is
         # exactly zero in theory) up to full-size steps and hide real differences.
         optimizer = keras.optimizers.Adam(learning_rate, epsilon=1e-3)
@@ -79,6 +81,8 @@ def main():
     parser.add_argument("--accumulation", type=int, default=1)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--sleep", type=float, default=0.0)
+    parser.add_argument("--dropout", type=float, default=0.0)
+    parser.add_argument("--recompute", default=None)
     args = parser.parse_args()
     if args.strategy == "mirrored":
         from tests.helpers.faults import use_logical_cpus
@@ -88,7 +92,8 @@ def main():
 
     strategy = distribute.get_strategy(args.strategy)
     trainer = make_trainer(strategy, args.output_dir, args.train_steps, args.save_steps,
-                           args.accumulation)
+                           args.accumulation, dropout=args.dropout,
+                           recompute=args.recompute)
     if args.sleep:  # slow each loop down, so that a test can interrupt the run
         original = trainer._report
 

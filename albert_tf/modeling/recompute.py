@@ -1,0 +1,135 @@
+"""Recomputation: a training forward pass that keeps each layer's input alone, the layer
+run again in the backward pass (`AlbertModel(..., recompute="layer")`, `--recompute`).
+
+What a unit is (`UNITS`):
+- "layer": each block (attention + feed-forward, the original's `inner_group_i`,
+  transformers' `AlbertLayer`) is recomputed on its own;
+- "group": each run of a layer group (its `inner_group_num` blocks in turn, transformers'
+  `AlbertLayerGroup`) is recomputed as one: fewer tensors kept when `inner_group_num` > 1,
+  a larger working set in the backward pass. With one block per group (every release)
+  the two are the same.
+
+Dropout masks replay exactly: each unit draws its masks in a `random_draws` frame of its
+own, whose seed is drawn (`common.next_frame_seed`) before the unit runs and handed to
+it, so the unit run again draws what it drew the first time. Units draw so with and
+without recomputation, which therefore give the same gradients.
+
+The recomputation is a `tf.custom_gradient` like `tf.recompute_grad`, with two
+differences that matter for ALBERT: the weights reach a unit as tensors (cast, and
+transposed, once per forward pass for the layers that share them: `common.SharedDense`)
+and only the unit's input is made to wait for the incoming gradient, so the backward
+pass copies no weights (`tf.recompute_grad` adds a zero to every argument: for
+ALBERT-xxlarge 0.8 GB of shared weights and 0.8 GB of their transposes, per layer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import tensorflow as tf
+from tensorflow.python.eager import record  # what tf.recompute_grad uses
+
+from albert_tf.fused import TracingSwitch
+from albert_tf.modeling import common
+
+UNITS = ("layer", "group")
+
+# The unit of the models being traced (`AlbertModel.__call__` sets it from the model's
+# `recompute`); None: nothing recomputed.
+_UNIT = TracingSwitch(default=None)
+
+
+def check_unit(value, name: str = "recompute") -> str | None:
+    """`value` as a unit of `UNITS`, or None for no recomputation (None, "" or "none")."""
+    if value is None or value in ("", "none"):
+        return None
+    if value not in UNITS:
+        raise ValueError(f"{name} must be one of {', '.join(UNITS)} or none, got {value!r}")
+    return value
+
+
+def unit_now() -> str | None:
+    """The unit being traced (`with_unit`), or None."""
+    return _UNIT.now()
+
+
+def with_unit(unit: str | None):
+    """Within this block, models traced for training recompute `unit` (None: nothing)."""
+    return _UNIT.set(check_unit(unit))
+
+
+@contextlib.contextmanager
+def encoder_draws(has_dropout: bool, training):
+    """Around an encoder's training pass that recomputes with dropout outside any
+    `random_draws` block (a user's own loop): one frame whose seed is drawn once, from
+    TensorFlow's global generator, so that a recomputed unit replays its masks. Elsewhere
+    nothing."""
+    if not (has_dropout and training_now(training) and unit_now()
+            and not common.drawing()):
+        yield
+        return
+    seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int64)
+    with common.random_draws(seed):
+        yield
+
+
+def training_now(training) -> bool:
+    """Whether `training` is a training pass (Python True; Keras may hand a tensor only
+    where no recomputation or frame applies)."""
+    return isinstance(training, bool) and training
+
+
+def run_unit(fn, x, weights, *, recompute: bool):
+    """`fn(x, weights)` (one block or one group run: [B, S, H] in, a tensor or list of
+    tensors out) with its dropout masks drawn in a `random_draws` frame of its own, and,
+    with `recompute`, kept for the backward pass as `x` alone. `weights` is a nest of
+    tensors (the unit's `shared_weights()`; None leaves allowed); variables the unit
+    reads itself (LayerNorm) get their gradients too. Called only in training passes."""
+    seed = common.next_frame_seed()
+    flat = tf.nest.flatten(weights)
+    present = [i for i, t in enumerate(flat) if t is not None]
+
+    def unit(x, *tensors):
+        leaves = list(flat)
+        for i, tensor in zip(present, tensors):
+            leaves[i] = tensor
+        with common.random_draws(seed) if seed is not None else contextlib.nullcontext():
+            return fn(x, tf.nest.pack_sequence_as(weights, leaves))
+
+    tensors = [flat[i] for i in present]
+    if not recompute:
+        return unit(x, *tensors)
+    return _recomputed(unit, x, tensors)
+
+
+def _recomputed(unit, x, tensors):
+    """unit(x, *tensors), whose backward pass runs it again from x instead of keeping
+    what it computed."""
+
+    @tf.custom_gradient
+    def forward(x, *tensors):
+        with record.stop_recording():  # nothing inside is kept for the outer tape
+            outputs = unit(x, *tensors)
+        # (shapes now, so that a zero gradient of an unread output keeps no output alive)
+        shapes = [(tf.shape(o), o.dtype) for o in tf.nest.flatten(outputs)]
+
+        def backward(*output_grads, variables=None):
+            output_grads = [tf.zeros(shape, dtype) if g is None else g
+                            for g, (shape, dtype) in zip(output_grads, shapes)]
+            # The recomputation must wait for the gradient of its outputs (XLA ignores
+            # control dependencies): x plus a zero computed from that gradient (the
+            # construction of `tf.recompute_grad`, which no optimizer folds away).
+            first = tf.cast(tf.reduce_max(tf.reshape(output_grads[0], [-1])[:1]), tf.bool)
+            zero = tf.where(tf.equal(first, first), 0.0, float("nan"))
+            replayed_x = x + tf.cast(zero, x.dtype)
+            sources = [replayed_x, *tensors, *(variables or [])]
+            with tf.GradientTape() as tape:
+                tape.watch(sources)
+                replayed = unit(replayed_x, *tensors)
+            grads = tape.gradient(replayed, sources, output_gradients=output_grads)
+            count = 1 + len(tensors)
+            return grads[:count], grads[count:]
+
+        return outputs, backward
+
+    return forward(x, *tensors)

@@ -1,0 +1,129 @@
+"""Recomputation (`recompute=` on the models, the Trainer's and `--recompute`): the same
+gradients with dropout on, a fraction of the activation memory, and the refusals.
+(Under MirroredStrategy with gradient accumulation: tests/test_training_loop.py; in a
+script: the README's run, tests/test_readme.py; resumed: tests/test_resume.py.)"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertClassifier, AlbertConfig
+from albert_tf.modeling.common import random_draws
+from tests.helpers.scripts import SPM, run_script
+from tests.helpers.tiny import random_inputs, tiny_config
+
+# Two groups of two blocks over three layers, dropout everywhere: every way a unit's
+# masks could come out different when it is run again.
+CONFIG = tiny_config(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2,
+                     num_hidden_layers=3, num_hidden_groups=2, inner_group_num=2)
+
+
+def gradient_step(recompute, jit_compile=False, config=CONFIG, batch=3, length=7):
+    """A function: loss, gradients of a classifier (seed 1) on fixed inputs under one
+    dropout seed."""
+    model = AlbertClassifier(config, 2, seed=1, recompute=recompute)
+    inputs = random_inputs(config, batch=batch, length=length, min_length=3)
+    labels = tf.constant(np.arange(batch) % 2)
+
+    @tf.function(jit_compile=jit_compile)
+    def step():
+        with tf.GradientTape() as tape, random_draws(tf.constant([5, 6], tf.int64)):
+            logits = model(inputs, training=True)["logits"]
+            loss = tf.reduce_sum(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    return step
+
+
+# XLA compiles the whole computation: the smaller two-layer model there.
+@pytest.mark.parametrize("jit_compile, config, units", [
+    (False, CONFIG, ("layer", "group")),
+    (True, tiny_config(hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.2),
+     ("layer",))], ids=["graph", "xla"])
+def test_each_unit_gives_the_gradients_of_no_recomputation(jit_compile, config, units):
+    """Dropout on: each recomputed unit replays the masks it drew, so the loss and every
+    gradient equal those of the model that keeps everything (in a graph, and compiled
+    with XLA as --enable_xla compiles the gradient computation)."""
+    def gradients(unit):
+        loss, grads = gradient_step(unit, jit_compile, config)()
+        return float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]
+
+    loss, expected = gradients(None)
+    assert any(np.abs(g).max() > 0 for g in expected)
+    for unit in units:
+        other_loss, grads = gradients(unit)
+        assert other_loss == loss
+        for a, b in zip(grads, expected):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_recompute_keeps_a_fraction_of_the_activations():
+    """TensorFlow's own allocator statistics of one gradient computation: with each
+    layer recomputed the peak above the weights is under a third of what it is
+    without (12 layers; what remains is the layers' inputs and one layer's work)."""
+    config = AlbertConfig(vocab_size=100, embedding_size=16, hidden_size=64,
+                          num_hidden_layers=12, num_attention_heads=4,
+                          intermediate_size=256, max_position_embeddings=64)
+    peaks = {}
+    for unit in (None, "layer"):
+        step = gradient_step(unit, config=config, batch=4, length=64)
+        step()  # traced
+        tf.config.experimental.reset_memory_stats("CPU:0")
+        before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+        step()
+        peaks[unit] = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+    assert peaks["layer"] < peaks[None] / 3, peaks
+
+
+def test_what_cannot_recompute_is_refused_before_training(tmp_path):
+    import keras
+
+    from albert_tf.training import distribute
+    from albert_tf.training.loop import Trainer
+    from albert_tf.training.objectives import MeanObjective
+
+    with pytest.raises(ValueError, match="recompute must be one of layer, group or none, "
+                                         "got 'block'"):
+        AlbertClassifier(CONFIG, 2, recompute="block")
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="recompute='layer': Sequential has no ALBERT "
+                                         "encoder"):
+        Trainer(strategy=distribute.get_strategy("one_device"), model=model,
+                optimizer=keras.optimizers.Adam(), objective=MeanObjective(None),
+                output_dir=str(tmp_path), train_steps=1, recompute="layer")
+    # A script run that does not train: refused before it reads anything.
+    result = run_script("run_classifier.py", "--task_name=sst-2", f"--data_dir={tmp_path}",
+                        f"--output_dir={tmp_path / 'out'}", f"--spm_model_file={SPM}",
+                        "--albert_config_file=albert_base_v2", "--do_eval", "--recompute",
+                        check=False)
+    assert result.returncode != 0
+    assert "--recompute changes what training keeps in memory; this run does not train" \
+        in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_step_out_of_memory_names_what_it_needed(tmp_path):
+    """TensorFlow's out-of-memory error in a step (as a GPU's allocator words it) comes
+    back as one line: the step, the tensor it could not allocate and its size, what to
+    change; the scripts print it without a traceback."""
+    from albert_tf.apps.common import user_errors
+    from albert_tf.training import distribute
+    from albert_tf.training.loop import TrainingOutOfMemory
+    from tests.helpers import tiny_training
+
+    trainer = tiny_training.make_trainer(distribute.get_strategy("one_device"),
+                                         str(tmp_path), 2, 100)
+
+    def exhausted(iterator, num_steps):
+        raise tf.errors.ResourceExhaustedError(
+            None, None, "OOM when allocating tensor with shape[4,64,512,512] and type "
+            "float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+
+    trainer._train_loop = exhausted
+    with pytest.raises(TrainingOutOfMemory, match=(
+            r"^out of memory in training step 1: TensorFlow could not allocate a float "
+            r"tensor of shape \[4, 64, 512, 512\] \(256\.0 MiB\) on GPU:0\. This batch does "
+            r"not fit: recompute the encoder's layers \(--recompute")):
+        trainer.train(lambda skip: tiny_training.dataset(8, skip))
+    assert TrainingOutOfMemory in user_errors()

@@ -148,3 +148,39 @@ def test_every_export_loads_and_answers_the_same_under_tf_serving_2_20(tmp_path)
                            f"--serving_python={os.environ['ALBERT_TF_SERVING_PYTHON']}",
                            f"--work_dir={tmp_path}")
     assert "served with TensorFlow 2.20" in stdout and "FAILED" not in stdout
+
+
+def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path):
+    """The harness of benchmarks/bench_memory.py on a tiny model (its figures mean
+    nothing here): one process per row, TensorFlow's allocator statistics for ours,
+    the memory per sequence from the two batches and the largest batch per capacity
+    from it; a peer that does not import is skipped with a note."""
+    # (wide enough that the activations, not the weights' gradients, make the peak)
+    config = write_tiny_config(tmp_path, hidden_size=64, num_attention_heads=4,
+                               intermediate_size=256, max_position_embeddings=128)
+    output = tmp_path / "memory.json"
+    stdout = run_benchmark(
+        "bench_memory.py", f"--sizes={config}", "--seq_lengths=128", "--batch_sizes=2,6",
+        "--implementations=ours_recompute,transformers", "--notimed",
+        f"--json_output={output}")
+    assert "CPU flags:" in stdout
+    results = json.loads(output.read_text())
+    rows = {(r["implementation"], r["batch"]): r for r in results["rows"]}
+    peers = {"transformers"} if any(k[0] == "transformers" for k in rows) else set()
+    assert set(rows) == {(i, b) for i in ("ours_recompute", *peers) for b in (2, 6)}
+    if not peers:
+        assert "- transformers skipped: transformers is not importable here" in stdout
+    for (implementation, batch), row in rows.items():
+        assert row["step_mb"] > 0 and row["step_s"] is None  # --notimed
+        assert row["measured_by"] == ("RSS" if implementation == "transformers"
+                                      else "TF allocator")
+        assert f"| albert_config.json | 128 | {batch} | {implementation} | " in stdout
+    assert rows[("ours_recompute", 6)]["step_mb"] > rows[("ours_recompute", 2)]["step_mb"]
+    for entry in results["per_sequence"]:
+        small, large = rows[(entry["implementation"], 2)], rows[(entry["implementation"], 6)]
+        assert entry["per_sequence_mb"] == pytest.approx(
+            (large["step_mb"] - small["step_mb"]) / 4)
+        if entry["implementation"].startswith("ours") and entry["per_sequence_mb"] > 0:
+            # weights and AdamW's two slots, float32, then what stays, then sequences
+            free = 16 * 1024 - entry["parameters"] * 12 / 2**20 - entry["fixed_mb"]
+            assert f"| {int(free // entry['per_sequence_mb'])} | " in stdout

@@ -154,6 +154,7 @@ def test_examples_run_in_order(release_dir, capsys):
     assert printed.count("(8, 128) (8, 20) True") == 2
     out = release_dir.parent
     check_mrpc_run(out, release_dir)
+    check_recompute_run(out)
     check_squad_v1_run(out / "squad_out", out / "dev-v1.1.json")
     assert (out / "pretrain_out" / "eval_results.txt").exists()
     assert "(1, 2)" in printed
@@ -226,6 +227,21 @@ def check_mrpc_run(out, release_dir):
          f"--output_dir={run}", "--do_predict", "--max_seq_length=128"], out)
     assert result.returncode == 0, result.stderr[-2000:]
     assert (run / "test_results.tsv").read_text().splitlines() == probabilities
+
+
+def check_recompute_run(out):
+    """The "Fitting large models" run: the README's MRPC training again, every layer
+    recomputed; its final weights are those of the run that kept everything."""
+    import numpy as np
+    import tensorflow as tf
+
+    kept = tf.train.load_checkpoint(str(out / "mrpc_out" / "model.ckpt-8"))
+    recomputed = tf.train.load_checkpoint(str(out / "mrpc_recompute_out" / "model.ckpt-8"))
+    shapes = kept.get_variable_to_shape_map()
+    assert shapes == recomputed.get_variable_to_shape_map() and len(shapes) > 20
+    for name in shapes:
+        np.testing.assert_allclose(recomputed.get_tensor(name), kept.get_tensor(name),
+                                   rtol=1e-5, atol=1e-6, err_msg=name)
 
 
 def question_ids(predict_file) -> set:

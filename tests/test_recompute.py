@@ -58,6 +58,25 @@ def test_each_unit_gives_the_gradients_of_no_recomputation(jit_compile, config, 
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
+def test_mixed_bfloat16_gives_the_gradients_of_no_recomputation():
+    """Under Keras' mixed_bfloat16 policy (bfloat16 activations, float32 variables, as
+    --precision=mixed_bfloat16 trains) too: the same loss and gradients."""
+    import keras
+
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+        results = {}
+        for unit in (None, "layer"):
+            loss, grads = gradient_step(unit)()
+            results[unit] = float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+    assert results["layer"][0] == results[None][0]
+    for a, b in zip(results["layer"][1], results[None][1]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_recompute_keeps_a_fraction_of_the_activations():
     """TensorFlow's own allocator statistics of one gradient computation: with each
     layer recomputed the peak above the weights is under a third of what it is

@@ -280,12 +280,13 @@ def _checkpointed(forward, *args, **kwargs):
 CHILDREN = {"ours": run_ours, "ours_recompute": run_ours, "keras_hub": run_keras_hub,
             "keras_hub_remat": run_keras_hub, "transformers": run_transformers,
             "transformers_checkpointing": run_transformers}
-IMPORTS = {"ours": "albert_tf", "keras_hub": "keras_hub", "transformers": "transformers"}
+IMPORTS = {"ours": "albert_tf", "ours_recompute": "albert_tf", "keras_hub": "keras_hub",
+           "keras_hub_remat": "keras_hub", "transformers": "transformers",
+           "transformers_checkpointing": "transformers"}
 
 
 def run_child(spec: dict) -> None:
-    module = IMPORTS[spec["implementation"].split("_checkpointing")[0].replace(
-        "_recompute", "").replace("_remat", "")]
+    module = IMPORTS[spec["implementation"]]
     try:
         __import__(module)
         if module == "transformers":

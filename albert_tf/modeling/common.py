@@ -78,6 +78,12 @@ def dense(units: int, *, name: str, stddev: float, seeds: SeedStream, dtype,
         bias_initializer="zeros")
 
 
+def training_now(training) -> bool:
+    """Whether `training` is a training pass known when tracing (Python True; Keras may
+    hand a tensor in some flows, which gets the inference path)."""
+    return isinstance(training, bool) and training
+
+
 class SharedDense(NamedTuple):
     """The weights of a dense layer (or of several side by side), read once per forward
     pass for every layer that shares them: `kernel` [in, out], `bias` [out] and, for
@@ -101,8 +107,7 @@ class SharedDense(NamedTuple):
         kernel = kernels[0] if len(kernels) == 1 else tf.concat(kernels, axis=1)
         bias = biases[0] if len(biases) == 1 else tf.concat(biases, axis=0)
         # (`training` may be a tensor in some Keras flows: transposed for Python True.)
-        transposed = isinstance(training, bool) and training
-        return cls(kernel, bias, tf.transpose(kernel) if transposed else None)
+        return cls(kernel, bias, tf.transpose(kernel) if training_now(training) else None)
 
     def columns(self, start: int, stop: int) -> "SharedDense":
         """The outputs start:stop alone (e.g. the query of a query-key-value triple)."""

@@ -64,19 +64,13 @@ def encoder_draws(has_dropout: bool, training):
     `random_draws` block (a user's own loop): one frame whose seed is drawn once, from
     TensorFlow's global generator, so that a recomputed unit replays its masks. Elsewhere
     nothing."""
-    if not (has_dropout and training_now(training) and unit_now()
+    if not (has_dropout and common.training_now(training) and unit_now()
             and not common.drawing()):
         yield
         return
     seed = tf.random.uniform([2], maxval=2**31 - 1, dtype=tf.int64)
     with common.random_draws(seed):
         yield
-
-
-def training_now(training) -> bool:
-    """Whether `training` is a training pass (Python True; Keras may hand a tensor only
-    where no recomputation or frame applies)."""
-    return isinstance(training, bool) and training
 
 
 def run_unit(fn, x, weights, *, recompute: bool):

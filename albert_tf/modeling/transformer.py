@@ -131,7 +131,7 @@ class AlbertLayerGroup(keras.layers.Layer):
             # (the encoder's last block is not recomputed: see AlbertTransformer)
             last_block = last_layer and index == len(blocks) - 1
             last = first_token_only and index == len(blocks) - 1
-            if recompute.training_now(training):  # a unit of its own (dropout, recompute)
+            if common.training_now(training):  # a unit of its own (dropout, recompute)
                 x = recompute.run_unit(
                     lambda x, w, block=block, last=last: block(
                         x, input_mask, training=True, first_token_only=last, weights=w),
@@ -196,12 +196,12 @@ class AlbertTransformer(keras.layers.Layer):
             for layer_index in range(num_layers):
                 g = self.config.group_index(layer_index)
                 group = getattr(self, f"group_{g}")
-                if recompute.training_now(training) and g in used:
+                if common.training_now(training) and g in used:
                     weights[g] = common.passed_on(weights[g])
                 used.add(g)
                 final = layer_index == num_layers - 1
                 last = first_token_only and final
-                if recompute.training_now(training):  # a unit (dropout, recompute)
+                if common.training_now(training):  # a unit (dropout, recompute)
                     outputs = recompute.run_unit(
                         lambda x, w, group=group, last=last, final=final: group(
                             x, input_mask, training=True, first_token_only=last,

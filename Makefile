@@ -16,10 +16,11 @@ install: $(VENV)/.installed
 
 # Two pytest workers (pytest-xdist): most tests keep about one core busy, so on 2 cores
 # two workers take about two thirds of the time one does (`make test TEST_WORKERS=1`).
-# A module at a time, the longest first (tests/conftest.py), so that both end together.
+# A module at a time, the longest first (tests/conftest.py; --no-loadscope-reorder keeps
+# that order), so that both end together.
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist=loadscope tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist=loadscope --no-loadscope-reorder tests
 
 # The whole product end to end on generated data, offline, on CPU (about 5 minutes):
 # SentencePiece, pretraining, fine-tuning, SavedModel export and raw-text requests.

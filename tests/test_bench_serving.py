@@ -13,11 +13,13 @@ from tests.test_benchmarks import _glue_task_dir, run_benchmark
 def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     """The harness of benchmarks/bench_serving.py (a tiny model, no peers; times
     nothing): the export served in a fresh process computes one position per real token,
-    the padded export and the in-process pipeline more, the bfloat16 export one too, also
-    served in the environment its export_info.json names (and only there), the LiteRT
-    files one too (the int8 file on Python-tokenized ids, the float32 file's serve_text
-    on the raw texts: the two code paths of the four LiteRT rows); the batch-1 split of
-    the latency into tokenizer and model is printed."""
+    the padded export and the in-process pipeline more, the bfloat16 export one too,
+    served in the environment its export_info.json names (`savedmodel_bf16_env`; the
+    row without it, `savedmodel_bf16`, is the same child in another environment, left
+    out: a fresh process each), the LiteRT files one too (the int8 file on
+    Python-tokenized ids, the float32 file's serve_text on the raw texts: the two code
+    paths of the four LiteRT rows); the batch-1 split of the latency into tokenizer and
+    model is printed."""
     from albert_tf.export import SERVING_ENVIRONMENTS
 
     task_dir = _glue_task_dir()
@@ -31,7 +33,7 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
         f"--spm_model_file={SPM}", f"--data_dir={task_dir}", "--peers=", "--rounds=1",
         "--repeats=1", "--matmul_size=64", "--batch_sizes=1,2", "--max_seq_length=64",
         "--length_multiple=8", f"--json_output={output}",
-        "--ours=savedmodel,savedmodel_padded,savedmodel_bf16,savedmodel_bf16_env,"
+        "--ours=savedmodel,savedmodel_padded,savedmodel_bf16_env,"
         "litert_int8,litert_float32_text,in_process")
     assert "CPU flags:" in stdout and "bf16" in stdout
     assert "in-graph tokenizer" in stdout
@@ -44,8 +46,6 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     assert len(padded) == 2 and min(padded) == 1.0 < max(padded)  # batch 1: no padding
     assert any("in process" in name and v > 1.0 for (name, _), v in per_token.items())
     bfloat16 = "ours, SavedModel serve_text, bfloat16 export"
-    assert per_token[(bfloat16, 1)] == per_token[(bfloat16, 2)] == 1.0
-    assert f"{task_dir.name} batch 2: the bfloat16 export serves " in stdout
     for litert in ("ours, LiteRT int8 (Python tokenizer)",  # real tokens only
                    "ours, LiteRT float32 (raw text, tokenized in the file)"):
         assert per_token[(litert, 1)] == per_token[(litert, 2)] == 1.0
@@ -64,7 +64,7 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
         assert b["bf16_ms"] == pytest.approx(b["gflop"] / results["bf16_gflops"] * 1e3)
         assert f"| {task_dir.name} | {b['batch']} | {b['gflop']:.3f} | " in stdout
     assert {r["variant"]: r["environment"] for r in rows if "SavedModel" in r["variant"]
-            } == {savedmodel: {}, bfloat16: {}, in_environment: SERVING_ENVIRONMENTS[
+            } == {savedmodel: {}, in_environment: SERVING_ENVIRONMENTS[
                 "bfloat16"], f"{savedmodel}, padded (real-token inference off)": {}}
     assert all(r["rate"] > 0 for r in rows)
     assert len({r["examples"] for r in rows}) == 1 and rows[0]["examples"] > 2

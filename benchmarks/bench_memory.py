@@ -81,6 +81,9 @@ flags.DEFINE_integer("timeout", 3600, "Seconds a row may take.")
 flags.DEFINE_bool("timed", True, "Warm up with one step and measure the next (memory and "
                   "time); --notimed: measure the first step's memory alone (half the "
                   "time, for the large batches that give the memory per sequence).")
+flags.DEFINE_integer("time_steps", 3, "With --timed, the step time is the best of this "
+                     "many steps after the warm-up (the first of them measures the "
+                     "memory): one step's time on 2 shared cores varies by up to ~10%.")
 flags.DEFINE_list("tables_from", [], "Measure nothing: print the tables of the rows of "
                   "these --json_output files (runs of several invocations together).")
 FLAGS = flags.FLAGS
@@ -109,12 +112,13 @@ def _settle() -> None:
         f.write("5")  # resets VmHWM to the current RSS
 
 
-def measure(step, tensorflow: bool, warm_up: bool = True) -> dict:
+def measure(step, tensorflow: bool, warm_up: bool = True, time_steps: int = 1) -> dict:
     """Runs `step` once to warm up, then once measured: its memory above what was
     allocated before it (TensorFlow's allocator statistics when `tensorflow`, else the
-    RSS high-water mark) and its seconds. Without `warm_up` the first step is measured:
-    its memory alone means something (the time includes tracing; torch's optimizer
-    makes its slots in it, which does not change the memory per sequence)."""
+    RSS high-water mark) and its seconds, the best of that step and `time_steps` - 1
+    more. Without `warm_up` the first step is measured: its memory alone means something
+    (the time includes tracing; torch's optimizer makes its slots in it, which does not
+    change the memory per sequence)."""
     if warm_up:
         step()
     if tensorflow:
@@ -131,7 +135,12 @@ def measure(step, tensorflow: bool, warm_up: bool = True) -> dict:
         peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
     else:
         peak = _status_kib("VmHWM") * 1024 - rss_before
+    for _ in range(time_steps - 1 if warm_up else 0):
+        start = time.perf_counter()
+        step()
+        seconds = min(seconds, time.perf_counter() - start)
     return {"step_mb": peak / 2**20, "step_s": seconds if warm_up else None,
+            "time_steps": time_steps if warm_up else 0,
             "measured_by": "TF allocator" if tensorflow else "RSS"}
 
 
@@ -178,7 +187,7 @@ def run_ours(spec: dict) -> dict:
         loop = trainer._build_train_loop()  # what Trainer.train runs, minus checkpoints
         one = tf.constant(1)
         row = measure(lambda: float(loop(iterator, one)["loss"]), tensorflow=True,
-                      warm_up=spec.get("timed", True))
+                      warm_up=spec.get("timed", True), time_steps=spec.get("time_steps", 1))
     row["parameters"] = int(sum(v.shape.num_elements() for v in model.trainable_variables))
     return row
 
@@ -213,7 +222,8 @@ def run_keras_hub(spec: dict) -> dict:
         optimizer.apply(grads, classifier.trainable_variables)
         return loss
 
-    row = measure(lambda: float(step()), tensorflow=True, warm_up=spec.get("timed", True))
+    row = measure(lambda: float(step()), tensorflow=True, warm_up=spec.get("timed", True),
+                  time_steps=spec.get("time_steps", 1))
     row["parameters"] = int(sum(v.shape.num_elements()
                                 for v in classifier.trainable_variables))
     return row
@@ -263,7 +273,8 @@ def run_transformers(spec: dict) -> dict:
         optimizer.zero_grad(set_to_none=True)
         return float(loss)
 
-    row = measure(step, tensorflow=False, warm_up=spec.get("timed", True))
+    row = measure(step, tensorflow=False, warm_up=spec.get("timed", True),
+                  time_steps=spec.get("time_steps", 1))
     row["parameters"] = int(sum(p.numel() for p in model.parameters()))
     row["attention"] = model.config._attn_implementation
     if note:
@@ -385,7 +396,8 @@ def _rows_to_run() -> list[dict]:
     configs = [(size, f"albert_{size}_v2") if size in SIZES else
                (os.path.basename(size), size) for size in FLAGS.sizes]
     return [{"name": name, "config": config, "seq": int(seq), "batch": int(batch),
-             "implementation": implementation, "seed": FLAGS.seed, "timed": FLAGS.timed}
+             "implementation": implementation, "seed": FLAGS.seed, "timed": FLAGS.timed,
+             "time_steps": FLAGS.time_steps}
             for name, config in configs for seq in FLAGS.seq_lengths
             for implementation in FLAGS.implementations for batch in FLAGS.batch_sizes]
 

@@ -153,15 +153,16 @@ def test_every_export_loads_and_answers_the_same_under_tf_serving_2_20(tmp_path)
 def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path):
     """The harness of benchmarks/bench_memory.py on a tiny model (its figures mean
     nothing here): one process per row, TensorFlow's allocator statistics for ours,
-    the memory per sequence from the two batches and the largest batch per capacity
-    from it; a peer that does not import is skipped with a note."""
+    the step time the best of --time_steps steps after the warm-up, the memory per
+    sequence from the two batches and the largest batch per capacity from it; a peer
+    that does not import is skipped with a note."""
     # (wide enough that the activations, not the weights' gradients, make the peak)
     config = write_tiny_config(tmp_path, hidden_size=64, num_attention_heads=4,
                                intermediate_size=256, max_position_embeddings=128)
     output = tmp_path / "memory.json"
     stdout = run_benchmark(
         "bench_memory.py", f"--sizes={config}", "--seq_lengths=128", "--batch_sizes=2,6",
-        "--implementations=ours_recompute,transformers", "--notimed",
+        "--implementations=ours_recompute,transformers", "--time_steps=2",
         f"--json_output={output}")
     assert "CPU flags:" in stdout
     results = json.loads(output.read_text())
@@ -171,7 +172,7 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     if not peers:
         assert "- transformers skipped: transformers is not importable here" in stdout
     for (implementation, batch), row in rows.items():
-        assert row["step_mb"] > 0 and row["step_s"] is None  # --notimed
+        assert row["step_mb"] > 0 and row["step_s"] > 0 and row["time_steps"] == 2
         assert row["measured_by"] == ("RSS" if implementation == "transformers"
                                       else "TF allocator")
         assert f"| albert_config.json | 128 | {batch} | {implementation} | " in stdout

@@ -342,6 +342,27 @@ def best_times(key, rows) -> dict[int, float]:
     return times
 
 
+def time_ratios(rows: list[dict], key, ours_key) -> str:
+    """`key`'s step time over `ours_key`'s within each run that timed both (a run: one
+    invocation, the `run` of its rows: the file they were read from), at the largest
+    batch any run timed both at, in the order of the runs; times of different runs are
+    never compared (the machine's load changes between them)."""
+    times = {}
+    for r in rows:
+        row_key = (r["name"], r["seq"], r["implementation"])
+        if r.get("step_s") and row_key in (key, ours_key):
+            slot = times.setdefault((r.get("run"), r["batch"]), {})
+            slot[row_key] = min(r["step_s"], slot.get(row_key, float("inf")))
+    both = [(run, batch) for (run, batch), slot in times.items()
+            if key in slot and ours_key in slot]
+    if not both:
+        return ""
+    batch = max(b for _, b in both)
+    ratios = [times[(run, b)][key] / times[(run, b)][ours_key] for run, b in both
+              if b == batch]
+    return ", ".join(f"{ratio:.2f}x" for ratio in ratios) + f" (batch {batch})"
+
+
 def _seconds(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -368,14 +389,10 @@ def format_tables(rows: list[dict], notes: list[str]) -> list[str]:
                          f"{r['implementation']} | {r['error']} | | |")
     slopes = per_sequence(rows)
     lines += ["", "| model | seq | implementation | MB per sequence | MB at any batch | "
-              "step time vs ours (best of the runs, largest batch timed in both) |",
+              "step time vs ours (each run's, at the largest batch timed in both) |",
               "|---|---|---|---|---|---|"]
     for (name, seq, implementation), s in slopes.items():
-        ours = slopes.get((name, seq, "ours"))
-        common = sorted(set(s["step_s"]) & set(ours["step_s"] if ours else ()))
-        ratio = "" if not common else \
-            f"{s['step_s'][common[-1]] / ours['step_s'][common[-1]]:.2f}x " \
-            f"(batch {common[-1]})"
+        ratio = time_ratios(rows, (name, seq, implementation), (name, seq, "ours"))
         lines.append(f"| {name} | {seq} | {implementation} | {s['per_sequence_mb']:,.1f} | "
                      f"{s['fixed_mb']:,.0f} | {ratio} |")
     header = " | ".join(f"{gb} GB" for gb in CAPACITIES_GB)
@@ -434,7 +451,7 @@ def main(argv):
         for path in FLAGS.tables_from:
             with open(path) as f:
                 saved = json.load(f)
-            rows += saved["rows"]
+            rows += [{"run": path, **row} for row in saved["rows"]]
             notes += [n for n in saved["notes"] if n not in notes]
         print("\n".join(format_tables(rows, notes)))
         return

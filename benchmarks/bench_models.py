@@ -55,6 +55,7 @@ from absl import app, flags
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPOSITORY not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, REPOSITORY)
+from benchmarks import children  # noqa: E402
 
 IMPLEMENTATIONS = ("ours", "keras_hub", "transformers")
 BENCHMARKS = ("forward", "train", "end_to_end", "create_pretraining_data", "tokenize")
@@ -721,7 +722,7 @@ def create_pretraining_data_rows() -> list[dict]:
     best = None
     for _ in range(FLAGS.rounds):
         with tempfile.TemporaryDirectory(prefix="bench_cpd_") as output_dir:
-            done = subprocess.run(command + [f"--output_dir={output_dir}"],
+            done = children.run(command + [f"--output_dir={output_dir}"],
                                   capture_output=True, text=True, cwd=REPOSITORY)
         lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
         if done.returncode or not lines:
@@ -902,7 +903,7 @@ def main(argv):
                   f"{loads[-1]})", file=sys.stderr, flush=True)
             command = [sys.executable, os.path.abspath(__file__), f"--child={name}"] + \
                 _passthrough_flags()
-            done = subprocess.run(command, stdout=subprocess.PIPE, stderr=None, text=True,
+            done = children.run(command, stdout=subprocess.PIPE, stderr=None, text=True,
                                   cwd=REPOSITORY, timeout=FLAGS.child_timeout)
             skip = [x for x in done.stdout.splitlines() if x.startswith("SKIP ")]
             if skip:

@@ -33,6 +33,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks import children  # noqa: E402
 
 # A small model: trains in minutes on 2 CPU cores.
 SMALL = dict(vocab_size=21128, embedding_size=64, hidden_size=128, num_hidden_layers=2,
@@ -58,7 +59,7 @@ def results(path: pathlib.Path) -> dict[str, float]:
 
 def run(script: str, *args) -> float:
     began = time.time()
-    subprocess.run([sys.executable, str(ROOT / script), *map(str, args)], check=True,
+    children.run([sys.executable, str(ROOT / script), *map(str, args)], check=True,
                    cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.time() - began

@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -55,6 +54,7 @@ from absl import app, flags
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
+from benchmarks import children  # noqa: E402
 
 flags.DEFINE_list("data_dir", [], "GLUE task folders (the folder name is the task).")
 flags.DEFINE_string("spm_model_file", os.path.join(
@@ -109,7 +109,7 @@ STARTED_WITH = dict(os.environ)
 
 
 def run(script: str, *args) -> None:
-    done = subprocess.run([sys.executable, os.path.join(REPOSITORY, script), *args],
+    done = children.run([sys.executable, os.path.join(REPOSITORY, script), *args],
                           capture_output=True, text=True, cwd=REPOSITORY,
                           env=dict(STARTED_WITH, TF_CPP_MIN_LOG_LEVEL="2"))
     if done.returncode:

@@ -78,6 +78,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_models as bm  # noqa: E402  (its flags are this script's too)
 from bench_own_tasks import cpu_flags  # noqa: E402
 
+from benchmarks import children  # noqa: E402
+
 flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Texts per request.")
 flags.DEFINE_string("export_root", None, "Internal: where the export child writes.")
 flags.DEFINE_string("exports", None, "Internal: JSON {task: {variant: SavedModel dir}}.")
@@ -564,7 +566,7 @@ def _child(name: str, exports: str = "", export_root: str = "",
             "length_multiple", "batch_sizes", "repeats", "matmul_size", "seed", "ours"))]
     command = [sys.executable, os.path.abspath(__file__), f"--child={name}",
                f"--exports={exports}", f"--export_root={export_root}", *args]
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, cwd=bm.REPOSITORY,
+    done = children.run(command, stdout=subprocess.PIPE, text=True, cwd=bm.REPOSITORY,
                           timeout=FLAGS.child_timeout,
                           env={**os.environ, **(environment or {})})
     for line in reversed(done.stdout.splitlines()):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import collections
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from absl import app, flags
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPOSITORY not in sys.path:
     sys.path.insert(0, REPOSITORY)
+from benchmarks import children  # noqa: E402
 
 flags.DEFINE_string("config", os.path.join(REPOSITORY, "benchmarks",
                                            "albert_tiny_zh_shape.json"), "ALBERT config.")
@@ -193,7 +193,7 @@ def main(argv):
             max_seq_length=FLAGS.max_seq_length, warmup_requests=False,
             serving_precision=FLAGS.serving_precision)
         for entry, extra in environments:
-            done = subprocess.run(
+            done = children.run(
                 [sys.executable, os.path.abspath(__file__), f"--child={export_dir}",
                  *[f"--{name}={getattr(FLAGS, name)}" for name in (
                      "data_dir", "examples", "spm_model_file", "max_seq_length",

@@ -5,8 +5,6 @@ import pathlib
 import re
 import shlex
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -287,6 +285,7 @@ def run_multi_worker_commands(cwd):
     local ports, both workers at once."""
     import json
     import socket
+    import threading
 
     commands = [c for block in blocks("sh") for c in block.replace("\\\n", " ").splitlines()
                 if c.startswith("TF_CONFIG=")]
@@ -301,16 +300,21 @@ def run_multi_worker_commands(cwd):
     for s in sockets:
         s.close()
     workers = [f"127.0.0.1:{port}" for port in ports]
-    processes = []
-    for index in range(len(hosts)):
+    results = [None] * len(hosts)
+
+    def worker(index):
         config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        processes.append(subprocess.Popen(
-            [sys.executable, str(ROOT / args[1]), *args[2:]], cwd=cwd, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="3")))
-    for process in processes:
-        _, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err[-3000:]
+        results[index] = run_python(
+            [ROOT / args[1], *args[2:]], cwd=cwd, timeout=300,
+            env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="3"))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(hosts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        assert result.returncode == 0, result.stderr[-3000:]
     output_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--output_dir="))
     assert list((cwd / output_dir).glob("ckpt-2.index"))
 

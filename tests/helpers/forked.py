@@ -19,10 +19,16 @@ code to lean on), and tensorflow_text is not preloaded, so a script that loads a
 SavedModel with tokenizer ops still fails unless it imports tensorflow_text itself. The
 server never runs a TensorFlow op: each child starts TensorFlow's runtime on its own
 (its devices too: `tests/helpers/faults.py --logical_cpus`). What is fixed before the
-fork are the environment variables read at import (TF_CPP_MIN_LOG_LEVEL,
-TF_ENABLE_ONEDNN_OPTS, KERAS_BACKEND): a command that needs other values there runs with
-`fresh=True`, a new interpreter. So do commands whose process the test signals itself
-(they need a `subprocess.Popen`), and installed console scripts.
+fork are the environment variables read at import or at a process's start
+(TF_ENABLE_ONEDNN_OPTS, KERAS_BACKEND, MALLOC_*): a command that sets them otherwise has
+its forked process start a new interpreter in its place (`IMPORT_TIME`; the server's
+TF_CPP_MIN_LOG_LEVEL, which only sets how much is logged, stands). `fresh=True` starts one
+from here, for commands whose process the test signals itself (they need a
+`subprocess.Popen`) and installed console scripts.
+
+The server listens on a Unix socket that it names to its commands (`SERVER_VARIABLE`):
+a command's own `python` commands go through the same server, as the benchmarks' child
+processes do when a harness test runs a benchmark (`benchmarks/children.py`).
 
     run_python(["script.py", "--flag=1"], cwd=..., env=..., timeout=300)
     -> subprocess.CompletedProcess (returncode, stdout, stderr as text)
@@ -74,24 +80,45 @@ def run_python(args, *, cwd=None, env=None, timeout: float = 300, fresh: bool = 
     return result
 
 
-def _start_server():
-    """This process's server, started on first use (and again if it died)."""
+# The variable that names the server's socket to the processes it runs (a benchmark
+# run by a test starts its own children through it: `benchmarks/children.py`).
+SERVER_VARIABLE = "ALBERT_TF_FORK_SERVER"
+# Read when NumPy, TensorFlow or Keras is imported, or by the C library at a process's
+# start: a command that sets them otherwise than the server runs in a new interpreter,
+# started by the command's forked process (TF_CPP_MIN_LOG_LEVEL only sets how much is
+# logged: the server's value stands).
+IMPORT_TIME = ("TF_ENABLE_ONEDNN_OPTS", "KERAS_BACKEND")
+IMPORT_TIME_PREFIXES = ("MALLOC_",)
+
+
+def _start_server() -> str:
+    """The socket of the server this process uses: the one named in its environment
+    (a process run by the server), else its own, started on first use (and again if it
+    died). Requests come on the socket, one connection each; the server stops when the
+    process that started it closes its stdin."""
     global _server
     with _lock:
+        named = os.environ.get(SERVER_VARIABLE)
+        if named and _server is None and os.path.exists(named):
+            return named
         if _server is None or _server.poll() is not None:
+            directory = tempfile.mkdtemp(prefix="forked-server-")
+            path = os.path.join(directory, "socket")
             _server = subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__)], stdin=subprocess.PIPE,
+                [sys.executable, os.path.abspath(__file__), path], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, text=True, cwd=os.path.dirname(__file__),
                 env=_server_environment())
             ready = _server.stdout.readline()
             assert ready.strip() == "ready", ready
+            _server.socket_path = path
+            os.environ[SERVER_VARIABLE] = path  # for the commands' own commands
             atexit.register(_stop_server, _server)
-        return _server
+        return _server.socket_path
 
 
 def _stop_server(server) -> None:
-    """At this process's exit: the server reads the end of its requests, waits for its
-    children and exits."""
+    """At this process's exit: the server stops taking requests, waits for its children
+    and exits."""
     server.stdin.close()
     try:
         server.wait(timeout=60)
@@ -101,20 +128,23 @@ def _stop_server(server) -> None:
 
 def _server_environment() -> dict:
     """The server's: this process's, without PYTHONPATH (each command brings its own)."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", SERVER_VARIABLE)}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
 
 
 def _forked(args, cwd, env, timeout) -> subprocess.CompletedProcess:
+    import socket
+
     work = tempfile.mkdtemp(prefix="forked-")
     files = {name: os.path.join(work, name) for name in ("stdout", "stderr", "status")}
-    request = dict(args=args, cwd=cwd, env=env, **files)
-    with _lock:
-        server = _start_server()
-        server.stdin.write(json.dumps(request) + "\n")
-        server.stdin.flush()
-        pid = int(server.stdout.readline())
+    path = _start_server()
+    request = dict(args=args, cwd=cwd, env={SERVER_VARIABLE: path, **env}, **files)
+    with socket.socket(socket.AF_UNIX) as connection:
+        connection.connect(path)
+        connection.sendall((json.dumps(request) + "\n").encode())
+        with connection.makefile() as replies:
+            pid = int(replies.readline())
     deadline = time.monotonic() + timeout
     while not os.path.exists(files["status"]):
         if time.monotonic() > deadline:
@@ -135,21 +165,38 @@ def _forked(args, cwd, env, timeout) -> subprocess.CompletedProcess:
 
 
 # ------------------------------------------------------------------ the server
-def _serve() -> None:
+def _serve(path: str) -> None:
     import importlib
+    import selectors
+    import socket
 
     for name in PRELOAD:
         importlib.import_module(name)
-    requests = sys.stdin
-    replies = sys.stdout
-    replies.write("ready\n")
-    replies.flush()
-    for line in requests:
-        request = json.loads(line)
-        monitor = os.fork()
-        if monitor == 0:
-            _monitor(request, replies)
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    events = selectors.DefaultSelector()
+    events.register(listener, selectors.EVENT_READ)
+    events.register(sys.stdin, selectors.EVENT_READ)
+    serving = True
+    while serving:
+        for key, _ in events.select(timeout=1):
+            if key.fileobj is sys.stdin:
+                serving = bool(sys.stdin.readline())  # its end: stop
+                continue
+            connection, _ = listener.accept()
+            with connection.makefile() as lines:
+                request = json.loads(lines.readline())
+            if os.fork() == 0:
+                listener.close()
+                _monitor(request, connection)
+            connection.close()
         _reap()
+    listener.close()
+    os.remove(path)
+    os.rmdir(os.path.dirname(path))
     _reap(block=True)
 
 
@@ -163,15 +210,16 @@ def _reap(block: bool = False) -> None:
             return
 
 
-def _monitor(request, replies) -> None:
-    """In a child of the server: forks the command's process, tells the parent its pid,
+def _monitor(request, connection) -> None:
+    """In a child of the server: forks the command's process, tells the client its pid,
     waits for it and writes its exit status (a status file appears only whole)."""
     try:
         worker = os.fork()
         if worker == 0:
+            connection.close()
             _run(request)
-        replies.write(f"{worker}\n")
-        replies.flush()
+        connection.sendall(f"{worker}\n".encode())
+        connection.close()
         _, status = os.waitpid(worker, 0)
         code = os.waitstatus_to_exitcode(status)
         temporary = request["status"] + ".tmp"
@@ -182,12 +230,21 @@ def _monitor(request, replies) -> None:
         os._exit(0)
 
 
+def _needs_new_interpreter(env: dict) -> bool:
+    """Whether `env` sets a variable read at import or at a process's start otherwise
+    than this process was started with."""
+    names = set(IMPORT_TIME) | {k for k in (*env, *os.environ)
+                                if k.startswith(IMPORT_TIME_PREFIXES)}
+    return any(env.get(name) != os.environ.get(name) for name in names)
+
+
 def _run(request) -> None:
     """In the command's process: becomes `python *args` and exits with its status."""
     import runpy
     import traceback
 
     code = 1
+    fresh = _needs_new_interpreter(request["env"])
     try:
         os.chdir(request["cwd"])
         os.environ.clear()
@@ -202,6 +259,8 @@ def _run(request) -> None:
         sys.stdin = open(0, closefd=False)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         args = request["args"]
+        if fresh:
+            os.execv(sys.executable, [sys.executable, *args])
         # sys.path as python builds it: the script's folder ("" for -c, the working
         # directory for -m), PYTHONPATH, then the server's own (site-packages).
         extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -243,4 +302,4 @@ def _run(request) -> None:
 
 if __name__ == "__main__":
     sys.path[0] = ""  # this folder: each command puts its own first
-    _serve()
+    _serve(sys.argv[1])

@@ -18,7 +18,9 @@ import subprocess
 import sys
 
 REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVER_VARIABLE = "ALBERT_TF_FORK_SERVER"  # tests.helpers.forked.SERVER_VARIABLE
+if REPOSITORY not in sys.path:
+    sys.path.append(REPOSITORY)
+from tests.helpers.forked import SERVER_VARIABLE, run_python  # noqa: E402  (stdlib only)
 
 
 def run(command, *, check: bool = False, timeout: float | None = None, cwd=None,
@@ -35,10 +37,6 @@ def run(command, *, check: bool = False, timeout: float | None = None, cwd=None,
         return subprocess.run(command, check=check, timeout=timeout, cwd=cwd, env=env,
                               stdout=stdout, stderr=stderr, capture_output=capture_output,
                               text=text)
-    if REPOSITORY not in sys.path:
-        sys.path.append(REPOSITORY)
-    from tests.helpers.forked import run_python
-
     done = run_python(command[1:], cwd=cwd, env=env, timeout=timeout or 24 * 3600)
     kept = {}
     for name, where, stream in (("stdout", stdout, sys.stdout),

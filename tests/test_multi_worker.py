@@ -4,34 +4,19 @@ shared through --output_dir) end with the weights, dev results and predictions o
 process trained on the same global batches (dropout 0)."""
 
 import json
-import threading
 
 import numpy as np
 import pytest
 
-from tests.helpers.scripts import FIXTURES, SPM, read_results, run_script
+from tests.helpers.scripts import FIXTURES, SPM, read_results, run_cluster, run_script
 from tests.helpers.tiny import write_tiny_config
-from tests.test_training_loop import free_ports
 
 
 def two_workers(script, args):
     """`script args` as worker 0 and worker 1 of one cluster, both at once."""
-    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    results = [None, None]
-
-    def worker(index):
-        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        results[index] = run_script(script, "--distribution_strategy=multi_worker_mirrored",
-                                    *args, check=False, env={"TF_CONFIG": json.dumps(config)})
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for index in (1, 0):  # a worker that fails first stops the other
-        assert results[index].returncode == 0, \
-            f"worker {index}: " + results[index].stderr[-3000:]
+    run_cluster(lambda tf_config: run_script(
+        script, "--distribution_strategy=multi_worker_mirrored", *args, check=False,
+        env={"TF_CONFIG": tf_config}))
 
 
 def checkpoint_values(directory):

@@ -284,8 +284,8 @@ def run_multi_worker_commands(cwd):
     """The README's TF_CONFIG command, once per worker index, the hosts replaced by two
     local ports, both workers at once."""
     import json
-    import socket
-    import threading
+
+    from tests.helpers.scripts import run_cluster
 
     commands = [c for block in blocks("sh") for c in block.replace("\\\n", " ").splitlines()
                 if c.startswith("TF_CONFIG=")]
@@ -293,28 +293,9 @@ def run_multi_worker_commands(cwd):
     assignment, *args = shlex.split(commands[0])
     tf_config = json.loads(assignment.split("=", 1)[1])
     hosts = tf_config["cluster"]["worker"]
-    sockets = [socket.socket() for _ in hosts]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    workers = [f"127.0.0.1:{port}" for port in ports]
-    results = [None] * len(hosts)
-
-    def worker(index):
-        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        results[index] = run_python(
-            [ROOT / args[1], *args[2:]], cwd=cwd, timeout=300,
-            env=dict(os.environ, TF_CONFIG=json.dumps(config), TF_CPP_MIN_LOG_LEVEL="3"))
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(hosts))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for result in results:
-        assert result.returncode == 0, result.stderr[-3000:]
+    run_cluster(lambda config: run_python(
+        [ROOT / args[1], *args[2:]], cwd=cwd, timeout=300,
+        env=dict(os.environ, TF_CONFIG=config, TF_CPP_MIN_LOG_LEVEL="3")), len(hosts))
     output_dir = next(a.split("=", 1)[1] for a in args if a.startswith("--output_dir="))
     assert list((cwd / output_dir).glob("ckpt-2.index"))
 

@@ -143,18 +143,6 @@ def test_trainer_refuses_the_frozen_weights_environment(monkeypatch):
     assert FROZEN_WEIGHTS not in str(past_the_check.value)
 
 
-def free_ports(count):
-    import socket
-
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def test_xla_gives_the_same_training(tmp_path):
     strategy = distribute.get_strategy("one_device")
     plain = tiny_training.make_trainer(strategy, str(tmp_path / "plain"), 4, 100)

@@ -59,3 +59,41 @@ def run_with_faults(script: str, *args, logical_cpus: int = 1,
     expected = 0 if kill_at is None else -9  # SIGKILL
     assert result.returncode == expected, result.stderr[-3000:]
     return result
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` TCP ports free on the loopback interface now."""
+    import socket
+
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def run_cluster(run, count: int = 2) -> list[subprocess.CompletedProcess]:
+    """`run(tf_config)` for each worker of a cluster of `count` workers on loopback
+    ports, all at once (`tf_config`: that worker's TF_CONFIG, JSON); asserts that every
+    worker succeeded, the last first (a worker that fails first stops the others)."""
+    import json
+    import threading
+
+    workers = [f"127.0.0.1:{port}" for port in free_ports(count)]
+    results = [None] * count
+
+    def worker(index):
+        config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        results[index] = run(json.dumps(config))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for index in reversed(range(count)):
+        assert results[index].returncode == 0, \
+            f"worker {index}: " + results[index].stderr[-3000:]
+    return results

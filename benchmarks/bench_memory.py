@@ -345,19 +345,16 @@ def time_ratios(rows: list[dict], key, ours_key) -> str:
     invocation, the `run` of its rows: the file they were read from), at the largest
     batch any run timed both at, in the order of the runs; times of different runs are
     never compared (the machine's load changes between them)."""
-    times = {}
+    runs = {}
     for r in rows:
-        row_key = (r["name"], r["seq"], r["implementation"])
-        if r.get("step_s") and row_key in (key, ours_key):
-            slot = times.setdefault((r.get("run"), r["batch"]), {})
-            slot[row_key] = min(r["step_s"], slot.get(row_key, float("inf")))
-    both = [(run, batch) for (run, batch), slot in times.items()
-            if key in slot and ours_key in slot]
-    if not both:
+        runs.setdefault(r.get("run"), []).append(r)
+    timed = [(best_times(key, run), best_times(ours_key, run)) for run in runs.values()]
+    batches = [b for times, ours in timed for b in set(times) & set(ours)]
+    if not batches:
         return ""
-    batch = max(b for _, b in both)
-    ratios = [times[(run, b)][key] / times[(run, b)][ours_key] for run, b in both
-              if b == batch]
+    batch = max(batches)
+    ratios = [times[batch] / ours[batch] for times, ours in timed
+              if batch in times and batch in ours]
     return ", ".join(f"{ratio:.2f}x" for ratio in ratios) + f" (batch {batch})"
 
 

@@ -291,7 +291,8 @@ class AlbertTextTokenizer(tf.Module):
         values = tf.where(tf.logical_and(is_first, tf.gather(fix, row_of)),
                           tf.gather(self._piece_to_id.lookup(stripped), row_of),
                           resplit.flat_values)
-        kept = tf.logical_not(tf.logical_and(is_first, tf.gather(dropped, row_of) > 0))
+        dropped_in_row = tf.gather(dropped, row_of)  # [V]
+        kept = tf.logical_not(tf.logical_and(is_first, dropped_in_row > 0))
         # Output ids per input piece: itself, or its kept re-split pieces and a comma.
         split_lengths = resplit.row_lengths() - dropped + 1  # [K]
         lengths = tf.tensor_scatter_nd_update(
@@ -302,7 +303,7 @@ class AlbertTextTokenizer(tf.Module):
         output = tf.dynamic_stitch(
             [tf.cast(tf.gather(starts, keep_at), tf.int32),
              tf.cast(tf.boolean_mask(tf.gather(split_starts, row_of) + index_in_row
-                                     - tf.gather(dropped, row_of), kept), tf.int32),
+                                     - dropped_in_row, kept), tf.int32),
              tf.cast(tf.gather(ends, split_at) - 1, tf.int32)],
             [tf.gather(flat_ids, keep_at), tf.boolean_mask(values, kept),
              tf.fill(tf.shape(split_at), tf.constant(self._comma_id, flat_ids.dtype))])

@@ -264,6 +264,11 @@ for size, drop in ((3, False), (4, True)):  # parts sliced; a static batch resha
         parts = strategy.experimental_local_results(batch["x"])
         seen.append([p[:, 0].numpy().tolist() for p in parts])
     out[size] = seen
+# Neither a per-device buffer nor the host pipeline's autotuning model: with them, deleting
+# the iterator could wait seconds for their threads (distribute._NO_DEVICE_BUFFER).
+batches = distribute.distribute_dataset(strategy, rows.batch(2))
+out["buffer"] = batches._options.experimental_per_replica_buffer_size
+out["autotune"] = batches._datasets[0].options().autotune.enabled
 print(json.dumps(out))
 """
 
@@ -278,3 +283,4 @@ def test_each_replica_takes_its_rows_of_every_global_batch():
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["3"] == [[[0, 1], [2]], [[3, 4], [5]], [[6], []]]
     assert out["4"] == [[[0, 1], [2, 3]]]
+    assert (out["buffer"], out["autotune"]) == (0, False)

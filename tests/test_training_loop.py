@@ -46,6 +46,20 @@ def test_training_lowers_the_loss_and_writes_checkpoints_and_summaries(tmp_path)
     # Training again with the same output_dir finds the work done.
     again = tiny_training.make_trainer(strategy, str(tmp_path), 12, 4)
     assert again.train(lambda skip: tiny_training.dataset(8, skip)).step == 12
+    # Predicting with each checkpoint in turn (the best-checkpoint loop) traces the step
+    # once and reads the loaded weights.
+    from albert_tf import names
+    from albert_tf.training import loop
+
+    outputs = []
+    for checkpoint in again.checkpoints_oldest_first():
+        assert again.load(checkpoint, partial=True)
+        outputs.append(loop.predict(strategy, again.model, tiny_training.dataset(8).take(2),
+                                    [names.MLM_LOGITS])[names.MLM_LOGITS])
+    assert [o.shape for o in outputs] == [(16, 3, 40)] * 3
+    assert all(abs(a - b).max() > 1e-3 for a, b in zip(outputs, outputs[1:]))
+    [step] = loop._STEP_FUNCTIONS[again.model].values()
+    assert step.experimental_get_tracing_count() == 1
 
 
 def test_loss_goes_down():

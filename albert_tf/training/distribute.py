@@ -94,9 +94,7 @@ def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Datase
         stop = tf.minimum(start + size, rows)
         return tf.nest.map_structure(lambda t: t[start:stop], batch)
 
-    # One host's devices (not a TPU's): see _NO_DEVICE_BUFFER.
-    host_devices = (len(strategy.extended.worker_devices) > 1 and
-                    not isinstance(strategy, tf.distribute.TPUStrategy))
+    host_devices = _several_host_devices(strategy)  # see _NO_DEVICE_BUFFER
 
     def replica_batches(context: tf.distribute.InputContext) -> tf.data.Dataset:
         local = replicas // context.num_input_pipelines
@@ -120,6 +118,17 @@ def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Datase
 # still prefetching, hands over in microseconds), and the host pipeline no autotuning
 # model: its AUTOTUNE maps then run as many calls at once as there are cores (at most
 # 16, tf.data's starting value).
+def _several_host_devices(strategy: tf.distribute.Strategy) -> bool:
+    """Whether the strategy's replicas on this host are on several devices, not a
+    TPU's."""
+    if isinstance(strategy, tf.distribute.TPUStrategy):
+        return False
+    try:
+        return len(strategy.extended.worker_devices) > 1
+    except RuntimeError:  # the default strategy: no devices of its own
+        return False
+
+
 _NO_DEVICE_BUFFER = tf.distribute.InputOptions(experimental_per_replica_buffer_size=0)
 _NO_AUTOTUNING = tf.data.Options()
 _NO_AUTOTUNING.autotune.enabled = False

@@ -23,6 +23,7 @@ import re
 import shutil
 import signal
 import time
+import weakref
 from typing import Callable
 
 import numpy as np
@@ -386,6 +387,21 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
+# Each model's inference step functions, by what they compute: evaluating every kept
+# checkpoint traces the step once, not once per checkpoint (0.5 s each for the tiny
+# classifier of the script tests). Variables are read when a step runs: a loaded
+# checkpoint's weights. The functions hold the model weakly (`build(model_ref)`), so
+# that it is freed with them.
+_STEP_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _step_function(model, key, build):
+    functions = _STEP_FUNCTIONS.setdefault(model, {})
+    if key not in functions:
+        functions[key] = build(weakref.ref(model))
+    return functions[key]
+
+
 def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
             output_keys, feature_keys=()) -> dict[str, np.ndarray]:
     """Runs `model` over a finite dataset of global batches; returns the chosen outputs
@@ -394,17 +410,22 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
 
     Sequence outputs are padded per batch; they come back as lists of arrays.
     """
-    @tf.function(reduce_retracing=True, autograph=False)  # plain ops: no conversion
-    def step(batch):
-        def replica_fn(batch):
-            outputs = infer(model, batch)
-            result = {k: outputs[k] for k in output_keys}
-            result.update({k: batch[k] for k in feature_keys})
-            return result
-        # every replica's rows, of every worker, in the order of the global batch
-        return {k: strategy.gather(v, axis=0)
-                for k, v in strategy.run(replica_fn, args=(batch,)).items()}
+    output_keys, feature_keys = tuple(output_keys), tuple(feature_keys)
 
+    def build(model_ref):
+        @tf.function(reduce_retracing=True, autograph=False)  # plain ops: no conversion
+        def step(batch):
+            def replica_fn(batch):
+                outputs = infer(model_ref(), batch)
+                result = {k: outputs[k] for k in output_keys}
+                result.update({k: batch[k] for k in feature_keys})
+                return result
+            # every replica's rows, of every worker, in the order of the global batch
+            return {k: strategy.gather(v, axis=0)
+                    for k, v in strategy.run(replica_fn, args=(batch,)).items()}
+        return step
+
+    step = _step_function(model, ("predict", strategy, output_keys, feature_keys), build)
     collected: dict[str, list] = {k: [] for k in (*output_keys, *feature_keys)}
     for batch in distribute.distribute_dataset(strategy, dataset):
         for key, value in step(batch).items():
@@ -422,15 +443,18 @@ def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
     """Sums `metric_fn(outputs, features) -> {name: (sum, count)}` over a dataset of
     global batches (at most `max_steps` of them) on every replica; returns sum / count
     for each name."""
-    @tf.function(reduce_retracing=True, autograph=False)  # plain ops: no conversion
-    def step(batch):
-        def replica_fn(batch):
-            return metric_fn(infer(model, batch), batch)
-        per_replica = strategy.run(replica_fn, args=(batch,))
-        return {k: (strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None),
-                    strategy.reduce(tf.distribute.ReduceOp.SUM, c, axis=None))
-                for k, (s, c) in per_replica.items()}
+    def build(model_ref):
+        @tf.function(reduce_retracing=True, autograph=False)  # plain ops: no conversion
+        def step(batch):
+            def replica_fn(batch):
+                return metric_fn(infer(model_ref(), batch), batch)
+            per_replica = strategy.run(replica_fn, args=(batch,))
+            return {k: (strategy.reduce(tf.distribute.ReduceOp.SUM, s, axis=None),
+                        strategy.reduce(tf.distribute.ReduceOp.SUM, c, axis=None))
+                    for k, (s, c) in per_replica.items()}
+        return step
 
+    step = _step_function(model, ("evaluate", strategy, metric_fn), build)
     totals: dict[str, list[float]] = {}
     if max_steps is not None:
         dataset = dataset.take(max_steps)

@@ -5,7 +5,6 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -15,13 +14,12 @@ from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
 from albert_tf.export import read_export_info
 from albert_tf.modeling import real_tokens
 from albert_tf.names import MODEL_TO_RECORD
-from tests.helpers.forked import run_python
+from tests.helpers.forked import run_installed, run_python
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SPM = str(REPO / "tests" / "fixtures" / "spm" / "albert_en_30k_reconstructed.model")
 MAX_SEQ = 32
 MAX_QUERY = 8
-BIN = pathlib.Path(sys.executable).parent
 
 TEXTS_A = ["Hello world, this is a test.", "", " ".join(["a long sentence"] * 40),
            "Who wrote Pride and Prejudice in 1813?"]
@@ -507,8 +505,8 @@ def test_extras_and_saved_model_cli(exported):
     assert "max_qa_length" not in info and info["num_labels"] == 2
     assert [p.name for p in (pathlib.Path(path) / "assets").iterdir()] == \
         ["albert_en_30k_reconstructed.model"]
-    shown = subprocess.run([str(BIN / "saved_model_cli"), "show", "--dir", path, "--all"],
-                           capture_output=True, text=True, check=True).stdout
+    shown = run_installed("saved_model_cli", ["show", "--dir", path, "--all"],
+                          check=True).stdout
     for name in ("serving_default", "serve_examples", "serve_text", "probabilities",
                  "input_word_ids", "examples", "text_a"):
         assert name in shown

@@ -4,8 +4,8 @@ programs."""
 import importlib.metadata
 import pathlib
 import re
-import subprocess
-import sys
+
+from tests.helpers.forked import run_installed
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ("run_classifier", "run_ner", "run_squad", "run_pretraining",
@@ -29,11 +29,9 @@ def test_every_script_is_an_installed_command():
 
 
 def test_an_installed_command_runs_the_program():
-    command = pathlib.Path(sys.executable).parent / "albert-run-ner"
-    shown = subprocess.run([str(command), "--help"], capture_output=True,
-                           text=True).stdout  # (absl's --help exits with status 1)
+    shown = run_installed("albert-run-ner", ["--help"]).stdout  # (absl's: exit status 1)
     assert "Fine-tunes ALBERT for token classification" in shown  # the script's usage
     for flag in ("--train_file", "--labels", "--albert_config_file", "--export_dir"):
         assert flag in shown
-    missing = subprocess.run([str(command), "--do_train"], capture_output=True, text=True)
+    missing = run_installed("albert-run-ner", ["--do_train"])
     assert missing.returncode != 0 and "--output_dir" in missing.stderr

@@ -3,10 +3,7 @@
 evaluated, predicted and exported through the installed `albert-run-classifier`."""
 
 import json
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -14,6 +11,7 @@ import tensorflow as tf
 
 from albert_tf import CheckpointError, convert, tasks
 from albert_tf.apps import classifier, common
+from tests.helpers.forked import run_installed, run_python
 from tests.helpers.scripts import ROOT, SPM, serve_text
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
@@ -31,15 +29,14 @@ def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path
                  lambda text, label: {"review": text, "label": label})
     config = write_tiny_config(folder)
     out = folder / "out"
-    command = [pathlib.Path(sys.executable).parent / "albert-run-classifier",
-               "--task_module=my_task.py", "--text_key=review",
+    command = ["--task_module=my_task.py", "--text_key=review",
                *(f"--{s}_file={s}.jsonl" for s in ("train", "dev", "test")),
                "--do_train", "--do_eval", "--do_predict", f"--albert_config_file={config}",
                f"--spm_model_file={SPM}", f"--output_dir={out}", "--max_seq_length=16",
                "--train_batch_size=16", "--train_step=150", "--warmup_step=10",
                "--save_checkpoints_steps=150", "--iterations_per_loop=150",
                "--learning_rate=3e-3", f"--export_dir={out / 'export'}"]
-    result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
+    result = run_installed("albert-run-classifier", command, cwd=folder)
     assert result.returncode == 0, result.stderr[-3000:]
     assert results(out / "best_trial.txt")["eval_accuracy"] >= 0.9  # chance is 0.5
     assert (out / "labels.txt").read_text() == "neg\npos\n"
@@ -54,11 +51,10 @@ def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path
     served = serve_text(out / "export" / "1", text_a=texts)
     assert [["neg", "pos"][i] for i in served["predictions"]] == [p["label"] for p in predicted]
     # `convert` knows the model by its registered head, and writes Google's layout.
-    result = subprocess.run(
-        [sys.executable, "-m", "albert_tf.convert", "--task_module=my_task.py",
+    result = run_python(
+        ["-m", "albert_tf.convert", "--task_module=my_task.py",
          f"--input={out / 'model.ckpt-best'}", f"--albert_config_file={config}",
-         "--output=google", "--to=google"], cwd=folder, capture_output=True, text=True,
-        timeout=300)
+         "--output=google", "--to=google"], cwd=folder)
     assert result.returncode == 0, result.stderr[-3000:]
     tasks.load_task_module(EXAMPLE)  # its model, in this process
     model, _ = convert.load(folder / "google")

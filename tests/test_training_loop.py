@@ -4,8 +4,6 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
-import sys
 import time
 
 import keras
@@ -104,9 +102,10 @@ def test_accumulation_and_two_devices_equal_the_whole_batch_on_one(tmp_path):
 
 
 def test_sigterm_saves_and_stops_cleanly(tmp_path):
-    process = subprocess.Popen([sys.executable, SCRIPT, str(tmp_path), "1000", "500",
-                                "--sleep=0.3"], cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT),
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    from tests.helpers.forked import start_python
+
+    process = start_python([SCRIPT, str(tmp_path), "1000", "500", "--sleep=0.3"], cwd=ROOT,
+                           env=dict(os.environ, PYTHONPATH=ROOT))
     deadline = time.time() + 120
     while not list((tmp_path / "train").glob("events.out.tfevents.*")) if (
             tmp_path / "train").exists() else True:
@@ -114,9 +113,9 @@ def test_sigterm_saves_and_stops_cleanly(tmp_path):
         time.sleep(0.05)
     time.sleep(0.5)
     process.send_signal(signal.SIGTERM)
-    out, _ = process.communicate(timeout=60)
-    assert process.returncode == 0
-    result = json.loads(out.strip().splitlines()[-1])
+    done = process.wait(timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["stopped"] and 0 < result["step"] < 1000
     assert (tmp_path / f"ckpt-{result['step']}.index").exists()
 

@@ -23,8 +23,9 @@ fork are the environment variables read at import or at a process's start
 (TF_ENABLE_ONEDNN_OPTS, KERAS_BACKEND, MALLOC_*): a command that sets them otherwise has
 its forked process start a new interpreter in its place (`IMPORT_TIME`; the server's
 TF_CPP_MIN_LOG_LEVEL, which only sets how much is logged, stands). `fresh=True` starts one
-from here, for commands whose process the test signals itself (they need a
-`subprocess.Popen`) and installed console scripts.
+from here. A command that a test signals itself is left running (`start_python`: a
+`Forked`, as much of `subprocess.Popen` as the tests use); an installed console script
+is its Python file run as its first line says (`run_installed`).
 
 The server listens on a Unix socket that it names to its commands (`SERVER_VARIABLE`):
 a command's own `python` commands go through the same server, as the benchmarks' child
@@ -60,6 +61,33 @@ def run_python(args, *, cwd=None, env=None, timeout: float = 300, fresh: bool = 
     """`python *args` (args[0] a script, "-m", or "-c"), output captured as text;
     `fresh` starts a new interpreter instead of forking the preloaded one."""
     args = [str(a) for a in args]
+    env = _command_environment(env)
+    cwd = str(cwd or os.getcwd())
+    if fresh:
+        result = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                                timeout=timeout, cwd=cwd, env=env)
+    else:
+        result = start_python(args, cwd=cwd, env=env).wait(timeout)
+    if check and result.returncode != 0:
+        sys.stderr.write(result.stderr[-3000:])  # shown with the test's failure
+        raise subprocess.CalledProcessError(result.returncode, result.args,
+                                            result.stdout, result.stderr)
+    return result
+
+
+def run_installed(name: str, args, **kwargs) -> subprocess.CompletedProcess:
+    """An installed console script of this environment (`<venv>/bin/<name>`: a Python
+    file whose first line names this environment's python), run as that line says
+    (`run_python` on the file: forked)."""
+    path = os.path.join(os.path.dirname(sys.executable), name)
+    with open(path, encoding="utf-8") as f:
+        first = f.readline().strip()
+    assert first.startswith("#!") and os.path.samefile(first[2:], sys.executable), \
+        (path, first)
+    return run_python([path, *args], **kwargs)
+
+
+def _command_environment(env) -> dict:
     env = dict(os.environ if env is None else env)
     # Plain TensorFlow ops for GELU, LayerNorm and the optimizer updates (the same math,
     # `albert_tf.fused`): a command here runs a few steps on a tiny model, where
@@ -67,17 +95,62 @@ def run_python(args, *, cwd=None, env=None, timeout: float = 300, fresh: bool = 
     # kernels themselves are tested in this process (test_fused, test_training_loop,
     # test_optimizers); a command that wants them sets the variable to 1.
     env.setdefault("ALBERT_TF_XLA_KERNELS", "0")
-    cwd = str(cwd or os.getcwd())
-    if fresh:
-        result = subprocess.run([sys.executable, *args], capture_output=True, text=True,
-                                timeout=timeout, cwd=cwd, env=env)
-    else:
-        result = _forked(args, cwd, env, timeout)
-    if check and result.returncode != 0:
-        sys.stderr.write(result.stderr[-3000:])  # shown with the test's failure
-        raise subprocess.CalledProcessError(result.returncode, result.args,
-                                            result.stdout, result.stderr)
-    return result
+    return env
+
+
+class Forked:
+    """A command forked by the server, as far as the tests use `subprocess.Popen`: its
+    pid (the command's own process: signals go to it), `poll`, `send_signal`, and
+    `wait`, which returns its `subprocess.CompletedProcess` (output as text)."""
+
+    def __init__(self, args, cwd, env):
+        import socket
+
+        self.args = [sys.executable, *args]
+        self._work = tempfile.mkdtemp(prefix="forked-")
+        self._files = {name: os.path.join(self._work, name)
+                       for name in ("stdout", "stderr", "status")}
+        path = _start_server()
+        request = dict(args=args, cwd=cwd, env={SERVER_VARIABLE: path, **env},
+                       **self._files)
+        with socket.socket(socket.AF_UNIX) as connection:
+            connection.connect(path)
+            connection.sendall((json.dumps(request) + "\n").encode())
+            with connection.makefile() as replies:
+                self.pid = int(replies.readline())
+
+    def poll(self) -> int | None:
+        """The exit status, or None while the command runs."""
+        if not os.path.exists(self._files["status"]):
+            return None
+        with open(self._files["status"]) as f:
+            return int(f.read())
+
+    def send_signal(self, number: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, number)
+
+    def wait(self, timeout: float = 300) -> subprocess.CompletedProcess:
+        """Waits for the end (SIGKILL and TimeoutExpired after `timeout` seconds)."""
+        deadline = time.monotonic() + timeout
+        while (returncode := self.poll()) is None:
+            if time.monotonic() > deadline:
+                self.send_signal(signal.SIGKILL)
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.02)
+        outputs = []
+        for name in ("stdout", "stderr"):
+            with open(self._files[name], encoding="utf-8", errors="replace") as f:
+                outputs.append(f.read())
+        for path in self._files.values():
+            os.remove(path)
+        os.rmdir(self._work)
+        return subprocess.CompletedProcess(self.args, returncode, *outputs)
+
+
+def start_python(args, *, cwd=None, env=None) -> Forked:
+    """`python *args` forked and left running (`Forked`); `run_python` waits for it."""
+    return Forked([str(a) for a in args], str(cwd or os.getcwd()), _command_environment(env))
 
 
 # The variable that names the server's socket to the processes it runs (a benchmark
@@ -131,37 +204,6 @@ def _server_environment() -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", SERVER_VARIABLE)}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     return env
-
-
-def _forked(args, cwd, env, timeout) -> subprocess.CompletedProcess:
-    import socket
-
-    work = tempfile.mkdtemp(prefix="forked-")
-    files = {name: os.path.join(work, name) for name in ("stdout", "stderr", "status")}
-    path = _start_server()
-    request = dict(args=args, cwd=cwd, env={SERVER_VARIABLE: path, **env}, **files)
-    with socket.socket(socket.AF_UNIX) as connection:
-        connection.connect(path)
-        connection.sendall((json.dumps(request) + "\n").encode())
-        with connection.makefile() as replies:
-            pid = int(replies.readline())
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(files["status"]):
-        if time.monotonic() > deadline:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            raise subprocess.TimeoutExpired([sys.executable, *args], timeout)
-        time.sleep(0.02)
-    with open(files["status"]) as f:
-        returncode = int(f.read())
-    outputs = []
-    for name in ("stdout", "stderr"):
-        with open(files[name], encoding="utf-8", errors="replace") as f:
-            outputs.append(f.read())
-        os.remove(files[name])
-    os.remove(files["status"])
-    os.rmdir(work)
-    return subprocess.CompletedProcess([sys.executable, *args], returncode, *outputs)
 
 
 # ------------------------------------------------------------------ the server

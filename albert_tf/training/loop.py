@@ -234,8 +234,8 @@ class Trainer:
         return grads, terms
 
     def _build_train_loop(self):
-        self._gradients = tf.function(self._compute_gradients, jit_compile=True) \
-            if self.use_xla else self._compute_gradients
+        self._gradients = tf.function(self._compute_gradients, jit_compile=self.use_xla,
+                                      autograph=False)
         accumulation = self.gradient_accumulation_steps
 
         names = self.objective.term_names

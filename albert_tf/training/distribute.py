@@ -107,17 +107,6 @@ def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Datase
         replica_batches, _NO_DEVICE_BUFFER if host_devices else None)
 
 
-# Deleting the iterator of a strategy over several devices of one host (TF 2.21's
-# MultiDeviceIterator) waits for tf.data's autotuning threads, of the host pipeline and
-# of each device's prefetch buffer, until their next wake-up: seconds once the iterator
-# has been idle, with the CPU idle. A mirrored pretraining run over 2 logical CPUs ended
-# with such a hang of 2 to 22 s in about half the runs; with both settings below, 1 run
-# in 21 (3 s). (A one-device iterator does not wait.) So, where the strategy has several
-# devices on a host, outside TPUs (whose infeed wants the buffers), its iterator gets no
-# per-device buffer (the replicas' parts are a few int32 arrays that the host pipeline,
-# still prefetching, hands over in microseconds), and the host pipeline no autotuning
-# model: its AUTOTUNE maps then run as many calls at once as there are cores (at most
-# 16, tf.data's starting value).
 def _several_host_devices(strategy: tf.distribute.Strategy) -> bool:
     """Whether the strategy's replicas on this host are on several devices, not a
     TPU's."""
@@ -129,6 +118,17 @@ def _several_host_devices(strategy: tf.distribute.Strategy) -> bool:
         return False
 
 
+# Deleting the iterator of a strategy over several devices of one host (TF 2.21's
+# MultiDeviceIterator) waits for tf.data's autotuning threads, of the host pipeline and
+# of each device's prefetch buffer, until their next wake-up: seconds once the iterator
+# has been idle, with the CPU idle. A mirrored pretraining run over 2 logical CPUs ended
+# with such a hang of 2 to 22 s in about half the runs; with both settings below, 1 run
+# in 21 (3 s). (A one-device iterator does not wait.) So, where the strategy has several
+# devices on a host, outside TPUs (whose infeed wants the buffers), its iterator gets no
+# per-device buffer (the replicas' parts are a few int32 arrays that the host pipeline,
+# still prefetching, hands over in microseconds), and the host pipeline no autotuning
+# model: its AUTOTUNE maps then run as many calls at once as there are cores (at most
+# 16, tf.data's starting value).
 _NO_DEVICE_BUFFER = tf.distribute.InputOptions(experimental_per_replica_buffer_size=0)
 _NO_AUTOTUNING = tf.data.Options()
 _NO_AUTOTUNING.autotune.enabled = False

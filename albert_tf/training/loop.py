@@ -387,11 +387,12 @@ def _duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-# Each model's inference step functions, by what they compute: evaluating every kept
-# checkpoint traces the step once, not once per checkpoint (0.5 s each for the tiny
-# classifier of the script tests). Variables are read when a step runs: a loaded
-# checkpoint's weights. The functions hold the model weakly (`build(model_ref)`), so
-# that it is freed with them.
+# Each model's inference step functions, by what they compute (the strategy and the
+# outputs and features, or the metric function): evaluating every kept checkpoint
+# traces the step once, not once per checkpoint (0.5 s each for the tiny classifier of
+# the script tests). Variables are read when a step runs: a loaded checkpoint's
+# weights. The functions hold the model weakly (`build(model_ref)`), so that it is freed
+# with them (a metric function must not hold it either).
 _STEP_FUNCTIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

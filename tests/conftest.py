@@ -10,6 +10,15 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+# GELU, LayerNorm and the optimizer updates as plain TensorFlow ops (the same math,
+# `albert_tf.fused`; read when albert_tf is imported), as the commands run them
+# (`tests/helpers/forked.py`): the tests call tiny models at ever new shapes, and each
+# new shape compiled the XLA kernels again (0.2 s a call instead of 0.05 for the tiny
+# classifier). The modules that test the kernels (KERNEL_MODULES) have the product's
+# default, XLA kernels, in every thread (`xla_kernels_where_tested`).
+os.environ.setdefault("ALBERT_TF_XLA_KERNELS", "0")
+KERNEL_MODULES = ("test_fused.py", "test_optimizers.py", "test_training_loop.py",
+                  "test_recompute.py")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -38,6 +47,22 @@ LONGEST_MODULES = (
 def pytest_collection_modifyitems(items):
     rank = {name: index for index, name in enumerate(LONGEST_MODULES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable
+
+
+@pytest.fixture(autouse=True, scope="module")
+def xla_kernels_where_tested(request):
+    """XLA kernels by default while a module of KERNEL_MODULES runs (the default of the
+    switch, not a thread's setting: MirroredStrategy's replica threads read it too)."""
+    if request.path.name not in KERNEL_MODULES:
+        yield
+        return
+    from albert_tf import fused
+
+    previous, fused._XLA.default = fused._XLA.default, True
+    try:
+        yield
+    finally:
+        fused._XLA.default = previous
 
 
 FIXTURE_DIR = pathlib.Path(__file__).parent / "fixtures" / "albert_tf1_tiny_grouped"

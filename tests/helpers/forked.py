@@ -92,8 +92,8 @@ def _command_environment(env) -> dict:
     # Plain TensorFlow ops for GELU, LayerNorm and the optimizer updates (the same math,
     # `albert_tf.fused`): a command here runs a few steps on a tiny model, where
     # compiling the XLA kernels for each batch shape is a quarter of its time. The
-    # kernels themselves are tested in this process (test_fused, test_training_loop,
-    # test_optimizers); a command that wants them sets the variable to 1.
+    # kernels themselves are tested in the pytest process (conftest's KERNEL_MODULES);
+    # a command that wants them sets the variable to 1.
     env.setdefault("ALBERT_TF_XLA_KERNELS", "0")
     return env
 

@@ -7,15 +7,17 @@ import re
 import pytest
 
 from albert_tf import demo, demo_data
-from tests.helpers.forked import run_python
+from tests.helpers.forked import RELAY_VARIABLE, run_python
 from tests.helpers.scripts import ROOT
 
 NUMBER = r"([0-9]+\.[0-9]+)"
 
 
 def run_demo(work_dir, *args):
+    # The demo's scripts and client (`python` children) forked as the demo is.
     result = run_python([ROOT / "demo.py", f"--work_dir={work_dir}", "--quick", *args],
-                        timeout=600, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                        timeout=600, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                                        **{RELAY_VARIABLE: "1"}))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 

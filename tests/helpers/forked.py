@@ -162,6 +162,11 @@ SERVER_VARIABLE = "ALBERT_TF_FORK_SERVER"
 # logged: the server's value stands).
 IMPORT_TIME = ("TF_ENABLE_ONEDNN_OPTS", "KERAS_BACKEND")
 IMPORT_TIME_PREFIXES = ("MALLOC_",)
+# A command whose environment sets this to 1 has `sys.executable` name the server's relay
+# (`_relay`): a program that starts `python` children as `[sys.executable, ...]` (the
+# demo its scripts) then has them forked too, their output streamed back through the
+# relay, a new interpreter that imports nothing but this file.
+RELAY_VARIABLE = "ALBERT_TF_FORK_PYTHON_CHILDREN"
 
 
 def _start_server() -> str:
@@ -214,6 +219,11 @@ def _serve(path: str) -> None:
 
     for name in PRELOAD:
         importlib.import_module(name)
+    relay = _relay_program(path)
+    with open(relay, "w") as f:
+        f.write(f'#!/bin/sh\nexec "{sys.executable}" "{os.path.abspath(__file__)}" '
+                '--relay "$@"\n')
+    os.chmod(relay, 0o755)
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
     listener.listen(64)
@@ -238,6 +248,7 @@ def _serve(path: str) -> None:
         _reap()
     listener.close()
     os.remove(path)
+    os.remove(_relay_program(path))
     os.rmdir(os.path.dirname(path))
     _reap(block=True)
 
@@ -301,6 +312,8 @@ def _run(request) -> None:
         sys.stdin = open(0, closefd=False)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         args = request["args"]
+        if os.environ.get(RELAY_VARIABLE) == "1":
+            sys.executable = _relay_program(os.environ[SERVER_VARIABLE])
         if fresh:
             os.execv(sys.executable, [sys.executable, *args])
         # sys.path as python builds it: the script's folder ("" for -c, the working
@@ -342,6 +355,42 @@ def _run(request) -> None:
         os._exit(code)
 
 
+def _relay_program(server_path: str) -> str:
+    return os.path.join(os.path.dirname(server_path), "relay")
+
+
+def _relay(args) -> None:
+    """`python *args` as a child of this process would run, forked by the server: its
+    stdout and stderr streamed here as they come, SIGTERM and SIGINT passed on, and its
+    exit status (a signal's too) made this process's."""
+    process = start_python(args, env=os.environ)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda received, _: process.send_signal(received))
+    streams = {}
+    while True:
+        ended = process.poll() is not None
+        for name, out in (("stdout", sys.stdout.buffer), ("stderr", sys.stderr.buffer)):
+            if name not in streams and os.path.exists(process._files[name]):
+                streams[name] = open(process._files[name], "rb")
+            chunk = streams[name].read() if name in streams else b""
+            if chunk:
+                out.write(chunk)
+                out.flush()
+        if ended:
+            break
+        time.sleep(0.05)
+    for stream in streams.values():
+        stream.close()
+    code = process.wait().returncode
+    if code < 0:
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
     sys.path[0] = ""  # this folder: each command puts its own first
-    _serve(sys.argv[1])
+    if sys.argv[1] == "--relay":
+        _relay(sys.argv[2:])
+    else:
+        _serve(sys.argv[1])

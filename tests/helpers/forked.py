@@ -29,7 +29,9 @@ is its Python file run as its first line says (`run_installed`).
 
 The server listens on a Unix socket that it names to its commands (`SERVER_VARIABLE`):
 a command's own `python` commands go through the same server, as the benchmarks' child
-processes do when a harness test runs a benchmark (`benchmarks/children.py`).
+processes do when a harness test runs a benchmark (`benchmarks/children.py`), and, where
+the command's environment asks (`RELAY_VARIABLE`: the demo's test), every
+`[sys.executable, ...]` child it starts.
 
     run_python(["script.py", "--flag=1"], cwd=..., env=..., timeout=300)
     -> subprocess.CompletedProcess (returncode, stdout, stderr as text)

@@ -55,12 +55,18 @@ class TracingSwitch:
 
     @contextlib.contextmanager
     def set(self, value: bool):
-        previous = self.now()
+        previous = self._local.__dict__.get("value", _UNSET)
         self._local.value = value
         try:
             yield
         finally:
-            self._local.value = previous
+            if previous is _UNSET:  # back to the default, whatever it is then
+                del self._local.value
+            else:
+                self._local.value = previous
+
+
+_UNSET = object()
 
 
 KERNELS_VARIABLE = "ALBERT_TF_XLA_KERNELS"

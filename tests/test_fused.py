@@ -130,6 +130,23 @@ def _xla_functions(graph_def) -> list[str]:
             if f.attr["_XlaMustCompile"].b]
 
 
+def test_a_switch_block_leaves_no_setting_behind():
+    """After a block, a thread reads the switch's default again, as it is then (the test
+    process changes the XLA switch's default per module: conftest.KERNEL_MODULES)."""
+    switch = fused.TracingSwitch(default=False)
+    with switch.set(True):
+        assert switch.now() is True
+        with switch.set(False):
+            assert switch.now() is False
+        assert switch.now() is True
+    switch.default = True
+    assert switch.now() is True
+    with switch.set(False):
+        assert switch.now() is False
+    switch.default = False
+    assert switch.now() is False
+
+
 def test_xla_disabled_traces_plain_ops(tiny_config):
     from albert_tf import AlbertEncoder
 

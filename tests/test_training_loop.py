@@ -12,7 +12,7 @@ import pytest
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.training import distribute
 from tests.helpers import tiny_training
-from tests.helpers.forked import run_python
+from tests.helpers.forked import run_python, start_python
 
 SCRIPT = str(pathlib.Path(tiny_training.__file__))
 ROOT = str(pathlib.Path(__file__).parent.parent)
@@ -102,8 +102,6 @@ def test_accumulation_and_two_devices_equal_the_whole_batch_on_one(tmp_path):
 
 
 def test_sigterm_saves_and_stops_cleanly(tmp_path):
-    from tests.helpers.forked import start_python
-
     process = start_python([SCRIPT, str(tmp_path), "1000", "500", "--sleep=0.3"], cwd=ROOT,
                            env=dict(os.environ, PYTHONPATH=ROOT))
     deadline = time.time() + 120
@@ -289,8 +287,6 @@ print(json.dumps(out))
 def test_each_replica_takes_its_rows_of_every_global_batch():
     """distribute.distribute_dataset: replica i reads the i-th part of each global batch,
     in order (the last batch's parts shorter, or empty), as one process reads it."""
-    from tests.helpers.forked import run_python
-
     result = run_python(["-c", DISTRIBUTED_ROWS], cwd=ROOT,
                         env=dict(os.environ, PYTHONPATH=ROOT), check=True)
     out = json.loads(result.stdout.strip().splitlines()[-1])

@@ -69,7 +69,7 @@ def run_python(args, *, cwd=None, env=None, timeout: float = 300, fresh: bool = 
         result = subprocess.run([sys.executable, *args], capture_output=True, text=True,
                                 timeout=timeout, cwd=cwd, env=env)
     else:
-        result = start_python(args, cwd=cwd, env=env).wait(timeout)
+        result = Forked(args, cwd, env).wait(timeout)
     if check and result.returncode != 0:
         sys.stderr.write(result.stderr[-3000:])  # shown with the test's failure
         raise subprocess.CalledProcessError(result.returncode, result.args,

@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, names
+from albert_tf.data.graph import graph_function
 
 # The original feature names -> the model's input names (the table is albert_tf.names).
 MODEL_INPUT_NAMES = names.RECORD_TO_MODEL
@@ -165,8 +166,8 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
         dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat if repeat is not None else training:
         dataset = dataset.repeat()
-    dataset = dataset.map(lambda record: trim_to_length(_to_int32(
-        tf.io.parse_single_example(record, spec)), sequence_features),
+    dataset = dataset.map(graph_function(lambda record: trim_to_length(_to_int32(
+        tf.io.parse_single_example(record, spec)), sequence_features)),
         num_parallel_calls=tf.data.AUTOTUNE)
     padding = None
     if padding_values:

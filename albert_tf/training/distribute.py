@@ -14,6 +14,8 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from albert_tf.data.graph import graph_function
+
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
@@ -100,8 +102,8 @@ def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Datase
         local = replicas // context.num_input_pipelines
         first = context.input_pipeline_id * local
         source = dataset.with_options(_NO_AUTOTUNING) if host_devices else dataset
-        return source.flat_map(lambda batch: tf.data.Dataset.range(
-            first, first + local).map(lambda replica: part(batch, replica)))
+        return source.flat_map(graph_function(lambda batch: tf.data.Dataset.range(
+            first, first + local).map(graph_function(lambda replica: part(batch, replica)))))
 
     return strategy.distribute_datasets_from_function(
         replica_batches, _NO_DEVICE_BUFFER if host_devices else None)

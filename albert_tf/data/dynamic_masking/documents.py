@@ -10,8 +10,8 @@ import tensorflow as tf
 
 from albert_tf import fileio
 from albert_tf.data import records
-from albert_tf.data.dynamic_masking.graph import graph_function
 from albert_tf.data.dynamic_masking.masker import tokenizer_pair
+from albert_tf.data.graph import graph_function
 from albert_tf.data.pretraining import PretrainingDataError, expand_input_patterns
 from albert_tf.text import AlbertTextTokenizer, preprocess_text
 

@@ -1,14 +1,10 @@
-"""What every stage of dynamic masking shares: stateless seeds, uniform integers, and
-graph functions for tf.data."""
+"""What every stage of dynamic masking shares: stateless seeds and uniform integers
+(the stages' tf.data functions are `albert_tf.data.graph.graph_function`s)."""
 
 from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-
-# The functions given to tf.data here are plain TensorFlow ops: tracing them without
-# AutoGraph's conversion is faster and changes nothing.
-graph_function = tf.autograph.experimental.do_not_convert
 
 
 def as_seed(seed) -> tf.Tensor:

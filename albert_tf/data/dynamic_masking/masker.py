@@ -75,7 +75,8 @@ class DynamicMasker:
         self._is_start = tf.constant(np.asarray(is_start_piece, bool))
         self._replacement_ids = tf.constant(np.asarray(replacement_ids, np.int32))
         self._ngram_logits = tf.constant(np.log(self.ngram_probabilities)[None], tf.float32)
-        self._compiled_core = tf.function(self._core, reduce_retracing=True)
+        self._compiled_core = tf.function(self._core, reduce_retracing=True,
+                                          autograph=False)
 
     @classmethod
     def from_tokenizer(cls, tokenizer, **kwargs) -> "DynamicMasker":

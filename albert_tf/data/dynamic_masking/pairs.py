@@ -98,7 +98,8 @@ def _sop_instances(documents, random_documents, seed, *, max_seq_length, cls_id,
     return _assemble(pool, drawer.draw_all(), cls_id=cls_id, sep_id=sep_id)
 
 
-_sop_instances_compiled = tf.function(_sop_instances, reduce_retracing=True)
+_sop_instances_compiled = tf.function(_sop_instances, reduce_retracing=True,
+                                      autograph=False)
 
 
 def _with_other_documents(documents, random_documents):

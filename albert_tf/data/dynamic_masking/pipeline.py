@@ -13,9 +13,10 @@ from albert_tf.data.dynamic_masking.documents import (
     text_documents,
     tokenized_documents,
 )
-from albert_tf.data.dynamic_masking.graph import graph_function, sub_seed
+from albert_tf.data.dynamic_masking.graph import sub_seed
 from albert_tf.data.dynamic_masking.masker import DynamicMasker, tokenizer_pair
 from albert_tf.data.dynamic_masking.pairs import sop_instances_from_documents
+from albert_tf.data.graph import graph_function
 from albert_tf.data.pretraining import (
     FEATURE_NAMES,
     PretrainingDataConfig,

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from albert_tf import names
 from albert_tf.data import records
+from albert_tf.data.graph import graph_function
 from albert_tf.data.pretraining.config import PretrainingDataError
 from albert_tf.data.pretraining.features import pretraining_feature_spec
 from albert_tf.data.pretraining.files import expand_input_patterns
@@ -81,5 +82,5 @@ def pretraining_dataset(files: str | Sequence[str], batch_size: int, *,
                     for k, v in features.items()}
         return _trim_batch(features) if trim_padding else features
 
-    dataset = dataset.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    dataset = dataset.map(graph_function(parse), num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE)

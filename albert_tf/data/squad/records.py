@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import names
+from albert_tf.data.graph import graph_function
 from albert_tf.data.records import fine_tuning_dataset, int64_feature, make_example, write_records
 from albert_tf.data.squad.examples import SquadError
 from albert_tf.data.squad.features import SquadFeature
@@ -95,7 +96,7 @@ def read_feature_records(path, max_seq_length: int, is_training: bool,
     """Every record of a file as numpy arrays ([N] or [N, max_seq_length]), in order."""
     spec = record_spec(max_seq_length, is_training)
     dataset = tf.data.TFRecordDataset(os.fspath(path)).batch(batch_size).map(
-        lambda batch: tf.io.parse_example(batch, spec))
+        graph_function(lambda batch: tf.io.parse_example(batch, spec)))
     parts = collections.defaultdict(list)
     for batch in dataset.as_numpy_iterator():
         for name, value in batch.items():

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 .PHONY: test install clean demo
 
 # uv (from PyPI, into the environment) installs the packages: it fetches and unpacks
-# TensorFlow's wheel and the rest in parallel, 40 s against pip's 58 s on a fresh 2-core
+# TensorFlow's wheel and the rest in parallel: 31-40 s against pip's 58 s on a fresh 2-core
 # machine (2026-11-27, both compiling the bytecode; `pip install -e '.[test]'` does the same).
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)

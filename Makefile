@@ -8,11 +8,13 @@ PY := $(VENV)/bin/python
 
 # uv (from PyPI, into the environment) installs the packages: it fetches and unpacks
 # TensorFlow's wheel and the rest in parallel: 31-40 s against pip's 58 s on a fresh 2-core
-# machine (2026-11-27, both compiling the bytecode; `pip install -e '.[test]'` does the same).
+# machine (2026-11-27, both compiling the bytecode). pip does it where uv cannot be
+# installed or cannot reach the index (`pip install -e '.[test]'` is the same install).
 $(VENV)/.installed: setup.py pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet 'uv>=0.5'
-	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[test]'
+	( $(PY) -m pip install --quiet 'uv>=0.5' && \
+	  $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -e '.[test]' ) || \
+	  $(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
 install: $(VENV)/.installed

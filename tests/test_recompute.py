@@ -95,6 +95,78 @@ def test_recompute_keeps_a_fraction_of_the_activations():
     assert peaks["layer"] < peaks[None] / 3, peaks
 
 
+def test_a_training_pass_keeps_no_attention_probabilities():
+    """Without recompute too, training keeps each layer's query, key and value, not its
+    attention probabilities (nor the logits before them): the backward pass computes
+    them again. With 8 heads of 4 over 128 tokens the probabilities are most of what a
+    layer would keep, 12 layers 12 MB at batch 2; the step's peak above the weights is
+    below that."""
+    config = AlbertConfig(vocab_size=100, embedding_size=16, hidden_size=32,
+                          num_hidden_layers=12, num_attention_heads=8,
+                          intermediate_size=64, max_position_embeddings=128)
+    step = gradient_step(None, config=config, batch=2, length=128)
+    step()  # traced
+    tf.config.experimental.reset_memory_stats("CPU:0")
+    before = tf.config.experimental.get_memory_info("CPU:0")["current"]
+    step()
+    peak = tf.config.experimental.get_memory_info("CPU:0")["peak"] - before
+    probabilities = 12 * 2 * 8 * 128 * 128 * 4  # layers x [B, N, S, S] float32
+    assert peak < probabilities, (peak, probabilities)
+
+
+def test_recomputed_attention_probabilities_replay_their_dropout_mask():
+    """The attention's output and gradients in training (its probabilities computed
+    again in the backward pass) are those of the plain computation that keeps them,
+    written out here from the layer's weights with the same dropout mask (the first one
+    drawn in the frame): a backward pass with another mask would differ at rate 0.5."""
+    import math
+
+    from albert_tf.modeling import common
+    from albert_tf.modeling.attention import AlbertAttention, attention_bias
+
+    config = tiny_config(attention_probs_dropout_prob=0.5)
+    batch, length, hidden = 2, 7, config.hidden_size
+    heads, size = config.num_attention_heads, config.attention_head_size
+    attention = AlbertAttention(config, common.SeedStream(3))
+    attention.build()
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=(batch, length, hidden)), tf.float32)
+    mask = tf.constant([[1] * length, [1] * 4 + [0] * 3], tf.int32)
+    weights = tf.constant(rng.normal(size=(batch, length, hidden)), tf.float32)
+    seed = tf.constant([7, 8], tf.int64)
+    variables = [x, *attention.trainable_variables]
+
+    def plain():
+        def split(layer):
+            projected = tf.matmul(x, layer.kernel) + layer.bias
+            return tf.transpose(tf.reshape(projected, [batch, length, heads, size]),
+                                [0, 2, 1, 3])
+
+        q, k, v = split(attention.query), split(attention.key), split(attention.value)
+        logits = tf.matmul(q, k, transpose_b=True) / math.sqrt(size)
+        probs = tf.nn.softmax(logits + attention_bias(mask))
+        probs = attention.probs_dropout.with_seed(
+            probs, common.draw_seed(attention.probs_dropout, True))
+        context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]),
+                             [batch, length, hidden])
+        return tf.matmul(context, attention.output_dense.kernel) + attention.output_dense.bias
+
+    def gradients(forward):
+        with tf.GradientTape() as tape, common.random_draws(seed):
+            tape.watch(x)
+            output = forward()
+            loss = tf.reduce_sum(output * weights)
+        return output, tape.gradient(loss, variables)
+
+    output, grads = tf.function(lambda: gradients(
+        lambda: attention(x, mask, training=True)))()
+    expected_output, expected = tf.function(lambda: gradients(plain))()
+    np.testing.assert_allclose(output, expected_output, rtol=1e-5, atol=1e-5)
+    assert len(grads) == len(expected) == 9  # x, 4 kernels and 4 biases
+    for a, b in zip(grads, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
 def test_what_cannot_recompute_is_refused_before_training(tmp_path):
     import keras
 

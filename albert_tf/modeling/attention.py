@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling import common, real_tokens
+from albert_tf.modeling import common, real_tokens, recompute
 
 # The original adds (1 - mask) * -10000 to the attention logits of padded keys.
 MASK_ADDER = -10000.0
@@ -113,12 +113,28 @@ class AlbertAttention(keras.layers.Layer):
             query_length = seq_length
         # Batched matmuls over [B, N] (oneDNN runs them faster than the equivalent
         # einsums on CPU; XLA sees the same dots).
-        logits = tf.matmul(q, k, transpose_b=True)  # [B, N, F, S]
-        # Softmax in float32 so that half-precision compute keeps the -10000 mask exact.
-        logits = tf.cast(logits, tf.float32) * (1.0 / math.sqrt(size))
-        probs = tf.nn.softmax(logits + attention_bias(input_mask))  # [B, N, F, S]
-        probs = tf.cast(probs, x.dtype)
-        probs = common.apply_dropout(self.probs_dropout, probs, training)
-        context = tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3])  # [B, F, N, D]
+        bias = attention_bias(input_mask)
+        dropout = self.probs_dropout
+        seed = common.draw_seed(dropout, training)
+
+        def heads_context(q, k, v):
+            logits = tf.matmul(q, k, transpose_b=True)  # [B, N, F, S]
+            # Softmax in float32 so that half-precision compute keeps the -10000 mask
+            # exact.
+            logits = tf.cast(logits, tf.float32) * (1.0 / math.sqrt(size))
+            probs = tf.cast(tf.nn.softmax(logits + bias), x.dtype)  # [B, N, F, S]
+            if seed is not None:
+                probs = dropout.with_seed(probs, seed)
+            elif dropout is not None:
+                probs = dropout(probs, training=training)
+            return tf.matmul(probs, v)  # [B, N, F, D]
+
+        if common.training_now(training) and (dropout is None or seed is not None):
+            # Training: the probabilities are computed again in the backward pass
+            # instead of kept, from q and k, with the same dropout mask.
+            heads = recompute.recomputed(heads_context, q, [k, v])
+        else:
+            heads = heads_context(q, k, v)
+        context = tf.transpose(heads, [0, 2, 1, 3])  # [B, F, N, D]
         context = tf.reshape(context, [batch_size, query_length, hidden])  # [B, F, H]
         return context if tokens is None or first_token_only else tokens.gather(context)

@@ -256,7 +256,20 @@ class Dropout(keras.layers.Dropout):
         seed = _next_draw_seed(self.seed) if training and self.rate > 0 else None
         if seed is None:
             return super().call(inputs, training=training)
+        return self.with_seed(inputs, seed)
+
+    def with_seed(self, inputs, seed):
+        """The mask of `seed` (a `draw_seed`) applied to `inputs`."""
         return tf.nn.experimental.stateless_dropout(inputs, rate=self.rate, seed=seed)
+
+
+def draw_seed(layer: Dropout | None, training):
+    """The seed of `layer`'s next mask inside `random_draws`, drawn now as calling the
+    layer would draw it, for `Dropout.with_seed`; None where no mask would be drawn
+    from a seed (no dropout, not training, or outside `random_draws`)."""
+    if layer is None or not training_now(training):
+        return None
+    return _next_draw_seed(layer.seed)
 
 
 def dropout(rate: float, seeds: SeedStream, dtype, name: str = "dropout"):

@@ -14,6 +14,13 @@ own, whose seed is drawn (`common.next_frame_seed`) before the unit runs and han
 it, so the unit run again draws what it drew the first time. Units draw so with and
 without recomputation, which therefore give the same gradients.
 
+Whatever the unit, every training pass recomputes each layer's attention probabilities
+(`recomputed`, around the heads' softmax and context in `modeling.attention`): a layer
+keeps its query, key and value, not its [B, N, S, S] logits and probabilities, which at
+512 tokens are most of what it would keep (ALBERT-xxlarge: 2 x 64 MB a sequence, for one
+more query-key product and softmax per layer in the backward pass, about 1% of its
+work). The probabilities' dropout mask replays as a unit's do: its seed is drawn before.
+
 The recomputation is a `tf.custom_gradient` like `tf.recompute_grad`, with two
 differences that matter for ALBERT: the weights reach a unit as tensors (cast, and
 transposed, once per forward pass for the layers that share them: `common.SharedDense`)
@@ -93,12 +100,13 @@ def run_unit(fn, x, weights, *, recompute: bool):
     tensors = [flat[i] for i in present]
     if not recompute:
         return unit(x, *tensors)
-    return _recomputed(unit, x, tensors)
+    return recomputed(unit, x, tensors)
 
 
-def _recomputed(unit, x, tensors):
+def recomputed(unit, x, tensors):
     """unit(x, *tensors), whose backward pass runs it again from x instead of keeping
-    what it computed."""
+    what it computed (x and `tensors` are kept). Random draws inside `unit` must replay:
+    seeds drawn before, not by the unit."""
 
     @tf.custom_gradient
     def forward(x, *tensors):

@@ -129,9 +129,11 @@ class AlbertAttention(keras.layers.Layer):
                 probs = dropout(probs, training=training)
             return tf.matmul(probs, v)  # [B, N, F, D]
 
-        if common.training_now(training) and (dropout is None or seed is not None):
+        if (common.training_now(training) and not recompute.inside_recomputed()
+                and (dropout is None or seed is not None)):
             # Training: the probabilities are computed again in the backward pass
-            # instead of kept, from q and k, with the same dropout mask.
+            # instead of kept, from q and k, with the same dropout mask
+            # (`modeling.recompute`).
             heads = recompute.recomputed(heads_context, q, [k, v])
         else:
             heads = heads_context(q, k, v)

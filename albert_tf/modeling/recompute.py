@@ -14,12 +14,14 @@ own, whose seed is drawn (`common.next_frame_seed`) before the unit runs and han
 it, so the unit run again draws what it drew the first time. Units draw so with and
 without recomputation, which therefore give the same gradients.
 
-Whatever the unit, every training pass recomputes each layer's attention probabilities
+Without a unit too, a training pass recomputes each layer's attention probabilities
 (`recomputed`, around the heads' softmax and context in `modeling.attention`): a layer
-keeps its query, key and value, not its [B, N, S, S] logits and probabilities, which at
-512 tokens are most of what it would keep (ALBERT-xxlarge: 2 x 64 MB a sequence, for one
-more query-key product and softmax per layer in the backward pass, about 1% of its
-work). The probabilities' dropout mask replays as a unit's do: its seed is drawn before.
+keeps its query, key and value, not its [B, N, S, S] softmax tensors, which at 512
+tokens are much of what it would keep (ALBERT-xxlarge: 64 MB a sequence for the
+probabilities), for one more query-key product and softmax per layer in the backward
+pass. The probabilities' dropout mask replays as a unit's do: its seed is drawn before.
+A layer inside a recomputed unit does not do it again (`inside_recomputed`): the unit's
+replay keeps them for the one layer being differentiated.
 
 The recomputation is a `tf.custom_gradient` like `tf.recompute_grad`, with two
 differences that matter for ALBERT: the weights reach a unit as tensors (cast, and
@@ -44,6 +46,8 @@ UNITS = ("layer", "group")
 # The unit of the models being traced (`AlbertModel.__call__` sets it from the model's
 # `recompute`); None: nothing recomputed.
 _UNIT = TracingSwitch(default=None)
+# Whether what is being traced runs inside `recomputed` (its forward pass or its replay).
+_INSIDE = TracingSwitch(default=False)
 
 
 def check_unit(value, name: str = "recompute") -> str | None:
@@ -53,6 +57,12 @@ def check_unit(value, name: str = "recompute") -> str | None:
     if value not in UNITS:
         raise ValueError(f"{name} must be one of {', '.join(UNITS)} or none, got {value!r}")
     return value
+
+
+def inside_recomputed() -> bool:
+    """Whether the ops being traced belong to a `recomputed` computation, which keeps
+    nothing of its inside for the backward pass anyway."""
+    return _INSIDE.now()
 
 
 def unit_now() -> str | None:
@@ -110,7 +120,8 @@ def recomputed(unit, x, tensors):
 
     @tf.custom_gradient
     def forward(x, *tensors):
-        with record.stop_recording():  # nothing inside is kept for the outer tape
+        # (nothing inside is kept for the outer tape)
+        with record.stop_recording(), _INSIDE.set(True):
             outputs = unit(x, *tensors)
         # (shapes now, so that a zero gradient of an unread output keeps no output alive)
         shapes = [(tf.shape(o), o.dtype) for o in tf.nest.flatten(outputs)]
@@ -125,7 +136,7 @@ def recomputed(unit, x, tensors):
             zero = tf.where(tf.equal(first, first), 0.0, float("nan"))
             replayed_x = x + tf.cast(zero, x.dtype)
             sources = [replayed_x, *tensors, *(variables or [])]
-            with tf.GradientTape() as tape:
+            with tf.GradientTape() as tape, _INSIDE.set(True):
                 tape.watch(sources)
                 replayed = unit(replayed_x, *tensors)
             grads = tape.gradient(replayed, sources, output_gradients=output_grads)

@@ -123,10 +123,8 @@ class AlbertAttention(keras.layers.Layer):
             # exact.
             logits = tf.cast(logits, tf.float32) * (1.0 / math.sqrt(size))
             probs = tf.cast(tf.nn.softmax(logits + bias), x.dtype)  # [B, N, F, S]
-            if seed is not None:
-                probs = dropout.with_seed(probs, seed)
-            elif dropout is not None:
-                probs = dropout(probs, training=training)
+            probs = (common.apply_dropout(dropout, probs, training) if seed is None
+                     else dropout.with_seed(probs, seed))
             return tf.matmul(probs, v)  # [B, N, F, D]
 
         if (common.training_now(training) and not recompute.inside_recomputed()

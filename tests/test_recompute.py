@@ -3,6 +3,8 @@ gradients with dropout on, a fraction of the activation memory, and the refusals
 (Under MirroredStrategy with gradient accumulation: tests/test_training_loop.py; in a
 script: the README's run, tests/test_readme.py; resumed: tests/test_resume.py.)"""
 
+import contextlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -45,8 +47,11 @@ def test_each_unit_gives_the_gradients_of_no_recomputation(jit_compile, config, 
     """Dropout on: each recomputed unit replays the masks it drew, so the loss and every
     gradient equal those of the model that keeps everything (in a graph, and compiled
     with XLA as --enable_xla compiles the gradient computation)."""
+    matmuls = {}
+
     def gradients(unit):
-        loss, grads = gradient_step(unit, jit_compile, config)()
+        with dense_matmuls_run() as matmuls[unit]:
+            loss, grads = gradient_step(unit, jit_compile, config)()
         return float(loss), [tf.convert_to_tensor(g).numpy() for g in grads]
 
     loss, expected = gradients(None)
@@ -56,6 +61,34 @@ def test_each_unit_gives_the_gradients_of_no_recomputation(jit_compile, config, 
         assert other_loss == loss
         for a, b in zip(grads, expected):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+    if jit_compile:
+        return
+    # The replays in the graph TensorFlow runs: each recomputed block's matmuls but its
+    # FFN output dense (`recompute.Deferred`): 3 blocks x 2 layers recomputed, the last
+    # block alone not. As layers: 5 blocks, 3 matmuls each; as groups: 2 runs of 2
+    # blocks, the first replayed whole (4), the second to its output dense (3).
+    blocks = config.num_hidden_layers * config.inner_group_num
+    assert matmuls["layer"][0] - matmuls[None][0] == 3 * (blocks - 1)
+    assert matmuls["group"][0] - matmuls[None][0] == 7 * (config.num_hidden_layers - 1)
+
+
+@contextlib.contextmanager
+def dense_matmuls_run():
+    """Yields a list that holds, after the block, the number of dense matmuls (not batch
+    matmuls) in the graphs that the functions first run in the block ran, as TensorFlow
+    optimized them (Grappler's rewrites and pruning done)."""
+    from tensorflow.python.eager import context
+
+    found = []
+    context.enable_run_metadata()
+    try:
+        yield found
+        metadata = context.export_run_metadata()
+    finally:
+        context.disable_run_metadata()
+    found.append(sum("MatMul" in node.op and "BatchMatMul" not in node.op
+                     for function in metadata.function_graphs
+                     for graph in function.partition_graphs for node in graph.node))
 
 
 def test_mixed_bfloat16_gives_the_gradients_of_no_recomputation():

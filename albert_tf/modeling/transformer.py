@@ -79,19 +79,24 @@ class AlbertBlock(keras.layers.Layer):
                 "ffn": self.ffn.shared_weights(training)}
 
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
-             tokens=None):
-        # x: [B, S, H]; with first_token_only the output is position 0's alone, [B, 1, H]
-        # (its attention still reads every position). weights: `shared_weights()`.
-        # tokens: x is the real tokens' [T, H] (`real_tokens.RealTokens`), and so is
-        # the output unless first_token_only.
+             tokens=None, input_norm=None, defer_norm=False):
+        # x: [B, S, H] (input_norm(x) if given: see `recompute.Deferred`); with
+        # first_token_only the output is position 0's alone, [B, 1, H] (its attention
+        # still reads every position). weights: `shared_weights()`. tokens: x is the
+        # real tokens' [T, H] (`real_tokens.RealTokens`), and so is the output unless
+        # first_token_only. defer_norm: the output is a `recompute.Deferred` (training).
+        if input_norm is not None:
+            x = input_norm(x)
         weights = weights or self.shared_weights(training)
         residual = real_tokens.first_positions(x, tokens) if first_token_only else x
         attention_output = self.attention_layer_norm(self.attention(
             x, input_mask, training=training, first_token_only=first_token_only,
             weights=weights["attention"], residual=residual, tokens=tokens))
-        return self.ffn_layer_norm(self.ffn(
-            attention_output, training=training, weights=weights["ffn"],
-            residual=attention_output))
+        output = self.ffn(attention_output, training=training, weights=weights["ffn"],
+                          residual=attention_output)
+        if defer_norm:
+            return recompute.Deferred(output, self.ffn_layer_norm)
+        return self.ffn_layer_norm(output)
 
 
 class AlbertLayerGroup(keras.layers.Layer):
@@ -119,23 +124,31 @@ class AlbertLayerGroup(keras.layers.Layer):
         return [block.shared_weights(training) for block in self.blocks]
 
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
-             tokens=None, last_layer=False):
+             tokens=None, last_layer=False, input_norm=None, defer_norm=False):
         """Returns the output of each inner block, in order; with `first_token_only`
         the last block computes position 0 alone. weights: `shared_weights()`.
-        tokens: `real_tokens.RealTokens`, x being the real tokens' [T, H]."""
+        tokens: `real_tokens.RealTokens`, x being the real tokens' [T, H]. In training
+        (see `recompute.Deferred`): the input is input_norm(x) if given, and outputs
+        may be `Deferred` (a recomputed block's; with `defer_norm`, the last one)."""
         outputs = []
         blocks = self.blocks
         weights = weights or self.shared_weights(training)
         recomputed = recompute.unit_now() == "layer"
+        if input_norm is not None:
+            x = recompute.Deferred(x, input_norm)
         for index, (block, block_weights) in enumerate(zip(blocks, weights)):
             # (the encoder's last block is not recomputed: see AlbertTransformer)
             last_block = last_layer and index == len(blocks) - 1
             last = first_token_only and index == len(blocks) - 1
             if common.training_now(training):  # a unit of its own (dropout, recompute)
+                recomputed_block = recomputed and not last_block
+                defer = recompute.deferring(recomputed_block) or (
+                    defer_norm and index == len(blocks) - 1)
                 x = recompute.run_unit(
-                    lambda x, w, block=block, last=last: block(
-                        x, input_mask, training=True, first_token_only=last, weights=w),
-                    x, block_weights, recompute=recomputed and not last_block)
+                    lambda x, w, norm, block=block, last=last, defer=defer: block(
+                        x, input_mask, training=True, first_token_only=last, weights=w,
+                        input_norm=norm, defer_norm=defer),
+                    x, block_weights, recompute=recomputed_block)
             else:
                 x = block(x, input_mask, training=training, first_token_only=last,
                           weights=block_weights, tokens=tokens)
@@ -202,17 +215,21 @@ class AlbertTransformer(keras.layers.Layer):
                 final = layer_index == num_layers - 1
                 last = first_token_only and final
                 if common.training_now(training):  # a unit (dropout, recompute)
+                    # (the last layer is not: its backward pass comes first and would
+                    # recompute at once what it has)
+                    recomputed_layer = recomputed and not final
+                    defer = recompute.deferring(recomputed_layer)
                     outputs = recompute.run_unit(
-                        lambda x, w, group=group, last=last, final=final: group(
-                            x, input_mask, training=True, first_token_only=last,
-                            weights=w, last_layer=final),
-                        # (the last layer is not: its backward pass comes first and
-                        # would recompute at once what it has)
-                        x, weights[g], recompute=recomputed and not final)
+                        lambda x, w, norm, group=group, last=last, final=final,
+                        defer=defer: group(
+                            x, input_mask, training=True, first_token_only=last, weights=w,
+                            last_layer=final, input_norm=norm, defer_norm=defer),
+                        x, weights[g], recompute=recomputed_layer)
                 else:
                     outputs = group(x, input_mask, training=training, weights=weights[g],
                                     tokens=tokens, first_token_only=last)
-                all_outputs.extend(outputs)
+                # (a deferred LayerNorm whose output nothing reads is pruned)
+                all_outputs.extend(recompute.resolved(o) for o in outputs)
                 x = outputs[-1]
         return all_outputs
 

@@ -61,15 +61,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # Its flags are this script's too: --seed, --json_output, --child.
 import bench_models as bm  # noqa: E402
+import children  # noqa: E402
 
 IMPLEMENTATIONS = ("ours", "ours_recompute", "keras_hub", "keras_hub_remat",
                    "transformers", "transformers_checkpointing")
 SIZES = ("base", "large", "xlarge", "xxlarge")
 CAPACITIES_GB = (16, 24, 40, 80)
-# glibc: a fixed mmap threshold, so that every buffer of 128 KiB or more is returned to
-# the system when freed (and no dynamic threshold keeps freed buffers in the heap).
-CHILD_ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024),
-                     "TF_CPP_MIN_LOG_LEVEL": "2", "KERAS_BACKEND": "tensorflow"}
+# For the rows measured by the RSS (torch's), glibc's mmap threshold fixed, so that every
+# buffer of 128 KiB or more is returned to the system when freed (and no dynamic
+# threshold keeps freed buffers in the heap).
+RSS_ENVIRONMENT = {"MALLOC_MMAP_THRESHOLD_": str(128 * 1024)}
 
 flags.DEFINE_list("sizes", list(SIZES), "ALBERT sizes (albert_<size>_v2.json), or "
                   "config files (the tests' tiny model).")
@@ -84,6 +85,11 @@ flags.DEFINE_bool("timed", True, "Warm up with one step and measure the next (me
 flags.DEFINE_integer("time_steps", 3, "With --timed, the step time is the best of this "
                      "many steps after the warm-up (the first of them measures the "
                      "memory): one step's time on 2 shared cores varies by up to ~10%.")
+flags.DEFINE_integer("paired_rounds", 0, "With ours and ours_recompute among "
+                     "--implementations, also time the two in one process at each "
+                     "(size, seq)'s largest batch, this many pairs of steps in "
+                     "alternating order: the step-time ratio of --recompute that the "
+                     "machine's load drifting between fresh processes cannot skew.")
 flags.DEFINE_list("tables_from", [], "Measure nothing: print the tables of the rows of "
                   "these --json_output files (runs of several invocations together).")
 FLAGS = flags.FLAGS
@@ -152,7 +158,12 @@ def _batch(config, spec: dict):
     return bm.random_batch(config, spec["batch"], spec["seq"], spec["seed"])
 
 
-def run_ours(spec: dict) -> dict:
+def _ours_trainers(spec: dict, recomputes) -> tuple[list, object, int]:
+    """([the train loop of each of `recomputes` (None or a unit)], the iterator they
+    read, the model's parameter count): one classifier and optimizer, as
+    run_classifier.py builds them, trained by a Trainer per recompute setting."""
+    import atexit
+    import shutil
     import tempfile
 
     import tensorflow as tf
@@ -173,21 +184,57 @@ def run_ours(spec: dict) -> dict:
                                    num_warmup_steps=100, optimizer="adamw")
     objective = MeanObjective(lambda o, f: losses.classification_loss(
         o["logits"], f["label_ids"], per_example=True))
-    recompute = "layer" if spec["implementation"] == "ours_recompute" else None
-    with tempfile.TemporaryDirectory(prefix="bench_memory_") as output_dir:
+    features = {"input_ids": ids, "input_mask": mask, "segment_ids": types,
+                "label_ids": labels}
+    dataset = tf.data.Dataset.from_tensors(features).repeat()
+    iterator = iter(strategy.experimental_distribute_dataset(dataset))
+    output_dir = tempfile.mkdtemp(prefix="bench_memory_")  # (nothing is saved there)
+    atexit.register(shutil.rmtree, output_dir, ignore_errors=True)
+    loops = []
+    for recompute in recomputes:
         trainer = Trainer(strategy=strategy, model=model, optimizer=optimizer,
-                          objective=objective, output_dir=output_dir, train_steps=10 ** 6,
-                          steps_per_loop=1, recompute=recompute)
-        features = {"input_ids": ids, "input_mask": mask, "segment_ids": types,
-                    "label_ids": labels}
-        dataset = tf.data.Dataset.from_tensors(features).repeat()
-        iterator = iter(strategy.experimental_distribute_dataset(dataset))
-        loop = trainer._build_train_loop()  # what Trainer.train runs, minus checkpoints
-        one = tf.constant(1)
-        row = measure(lambda: float(loop(iterator, one)["loss"]), tensorflow=True,
-                      warm_up=spec.get("timed", True), time_steps=spec.get("time_steps", 1))
-    row["parameters"] = int(sum(v.shape.num_elements() for v in model.trainable_variables))
+                          objective=objective, output_dir=output_dir,
+                          train_steps=10 ** 6, steps_per_loop=1, recompute=recompute)
+        loops.append(trainer._build_train_loop())  # what Trainer.train runs
+    parameters = int(sum(v.shape.num_elements() for v in model.trainable_variables))
+    return loops, iterator, parameters
+
+
+def _one_step(loop, iterator):
+    import tensorflow as tf
+
+    return lambda: float(loop(iterator, tf.constant(1))["loss"])
+
+
+def run_ours(spec: dict) -> dict:
+    recompute = "layer" if spec["implementation"] == "ours_recompute" else None
+    [loop], iterator, parameters = _ours_trainers(spec, [recompute])
+    row = measure(_one_step(loop, iterator), tensorflow=True,
+                  warm_up=spec.get("timed", True), time_steps=spec.get("time_steps", 1))
+    row["parameters"] = parameters
     return row
+
+
+def run_ours_paired(spec: dict) -> dict:
+    """The step time of ours without and with recompute in one process: after a warm-up
+    step each, `rounds` pairs of steps, alternating which goes first (ABBA), so that a
+    change of the machine's load during the run weighs on both alike. The ratio is the
+    median of the pairs' ratios."""
+    import statistics
+
+    loops, iterator, _ = _ours_trainers(spec, [None, "layer"])
+    steps = [_one_step(loop, iterator) for loop in loops]
+    for step in steps:
+        step()
+    seconds = [[], []]
+    for pair in range(spec["rounds"]):
+        for which in ((0, 1) if pair % 2 == 0 else (1, 0)):
+            start = time.perf_counter()
+            steps[which]()
+            seconds[which].append(time.perf_counter() - start)
+    return {"kept_s": statistics.median(seconds[0]),
+            "recompute_s": statistics.median(seconds[1]),
+            "ratio": statistics.median(r / k for k, r in zip(*seconds))}
 
 
 def run_keras_hub(spec: dict) -> dict:
@@ -286,10 +333,12 @@ def _checkpointed(forward, *args, **kwargs):
     return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
 
-CHILDREN = {"ours": run_ours, "ours_recompute": run_ours, "keras_hub": run_keras_hub,
+CHILDREN = {"ours": run_ours, "ours_recompute": run_ours, "ours_paired": run_ours_paired,
+            "keras_hub": run_keras_hub,
             "keras_hub_remat": run_keras_hub, "transformers": run_transformers,
             "transformers_checkpointing": run_transformers}
-IMPORTS = {"ours": "albert_tf", "ours_recompute": "albert_tf", "keras_hub": "keras_hub",
+IMPORTS = {"ours": "albert_tf", "ours_recompute": "albert_tf", "ours_paired": "albert_tf",
+           "keras_hub": "keras_hub",
            "keras_hub_remat": "keras_hub", "transformers": "transformers",
            "transformers_checkpointing": "transformers"}
 
@@ -372,6 +421,8 @@ def largest_batch(capacity_gb: float, parameters: int, fixed_mb: float,
 
 
 def format_tables(rows: list[dict], notes: list[str]) -> list[str]:
+    paired = [r for r in rows if r["implementation"] == "ours_paired"]
+    rows = [r for r in rows if r["implementation"] != "ours_paired"]
     lines = ["| model | seq | batch | implementation | step memory MB | measured by | "
              "step s |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -390,6 +441,14 @@ def format_tables(rows: list[dict], notes: list[str]) -> list[str]:
         ratio = time_ratios(rows, (name, seq, implementation), (name, seq, "ours"))
         lines.append(f"| {name} | {seq} | {implementation} | {s['per_sequence_mb']:,.1f} | "
                      f"{s['fixed_mb']:,.0f} | {ratio} |")
+    if paired:
+        lines += ["", "| model | seq | batch | step s | step s with --recompute | "
+                  "ratio (median of the pairs in one process) |", "|---|---|---|---|---|---|"]
+        for r in paired:
+            lines.append(
+                f"| {r['name']} | {r['seq']} | {r['batch']} | " + (
+                    f"{r['kept_s']:.2f} | {r['recompute_s']:.2f} | {r['ratio']:.2f}x "
+                    f"({r['rounds']} pairs) |" if "ratio" in r else f"{r['error']} | | |"))
     header = " | ".join(f"{gb} GB" for gb in CAPACITIES_GB)
     lines += ["", f"| model | seq | implementation | weights + AdamW/LAMB slots MB | {header} |",
               "|---|---|---|---|" + "---|" * len(CAPACITIES_GB)]
@@ -411,20 +470,31 @@ def format_tables(rows: list[dict], notes: list[str]) -> list[str]:
 def _rows_to_run() -> list[dict]:
     configs = [(size, f"albert_{size}_v2") if size in SIZES else
                (os.path.basename(size), size) for size in FLAGS.sizes]
-    return [{"name": name, "config": config, "seq": int(seq), "batch": int(batch),
+    rows = [{"name": name, "config": config, "seq": int(seq), "batch": int(batch),
              "implementation": implementation, "seed": FLAGS.seed, "timed": FLAGS.timed,
              "time_steps": FLAGS.time_steps}
             for name, config in configs for seq in FLAGS.seq_lengths
             for implementation in FLAGS.implementations for batch in FLAGS.batch_sizes]
+    if FLAGS.paired_rounds and {"ours", "ours_recompute"} <= set(FLAGS.implementations):
+        batch = max(int(b) for b in FLAGS.batch_sizes)
+        rows += [{"name": name, "config": config, "seq": int(seq), "batch": batch,
+                  "implementation": "ours_paired", "seed": FLAGS.seed,
+                  "rounds": FLAGS.paired_rounds}
+                 for name, config in configs for seq in FLAGS.seq_lengths]
+    return rows
 
 
 def run_row(spec: dict) -> tuple[dict | None, str | None]:
     """(row, None), or (None, a note) when the peer is skipped."""
     command = [sys.executable, os.path.abspath(__file__), "--child=" + json.dumps(spec)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    if env.get("KERAS_BACKEND", "tensorflow") != "tensorflow":  # (keras-hub's rows)
+        env["KERAS_BACKEND"] = "tensorflow"
+    if spec["implementation"].startswith("transformers"):
+        env.update(RSS_ENVIRONMENT)
     try:
-        result = subprocess.run(command, capture_output=True, text=True,
-                                timeout=FLAGS.timeout, cwd=REPOSITORY,
-                                env=dict(os.environ, **CHILD_ENVIRONMENT))
+        result = children.run(command, capture_output=True, text=True,
+                               timeout=FLAGS.timeout, cwd=REPOSITORY, env=env)
     except subprocess.TimeoutExpired:
         return {**spec, "error": f"no result in {FLAGS.timeout} s"}, None
     for line in result.stdout.splitlines():
@@ -467,7 +537,7 @@ def main(argv):
     print(f"Machine: {bm._cpu_model()}, {os.cpu_count()} CPUs; CPU flags: {cpu_flags()}; "
           "step memory: TensorFlow's allocator statistics (TensorFlow rows), the peak "
           "RSS above the RSS before the step (torch rows, MALLOC_MMAP_THRESHOLD_="
-          f"{CHILD_ENVIRONMENT['MALLOC_MMAP_THRESHOLD_']})")
+          f"{RSS_ENVIRONMENT['MALLOC_MMAP_THRESHOLD_']})")
     rows, notes, skipped = [], [], set()
     for spec in _rows_to_run():
         if spec["implementation"] in skipped:
@@ -478,8 +548,8 @@ def main(argv):
             notes.append(f"{spec['implementation']} skipped: {note}")
             continue
         rows.append(row)
-        figure = f"{row['step_mb']:,.0f} MB, {_seconds(row['step_s'])} s" if "step_mb" in row \
-            else row["error"]
+        figure = (f"{row['step_mb']:,.0f} MB, {_seconds(row['step_s'])} s" if "step_mb" in row
+                  else f"{row['ratio']:.2f}x" if "ratio" in row else row["error"])
         print(f"  {spec['name']} seq {spec['seq']} batch {spec['batch']} "
               f"{spec['implementation']}: {figure}", file=sys.stderr, flush=True)
     for key in ("attention", "note"):

@@ -177,21 +177,27 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     """The harness of benchmarks/bench_memory.py on a tiny model (its figures mean
     nothing here): one process per row, TensorFlow's allocator statistics for ours,
     the step time the best of --time_steps steps after the warm-up, the memory per
-    sequence from the two batches and the largest batch per capacity from it; a peer
-    that does not import is skipped with a note."""
+    sequence from the two batches and the largest batch per capacity from it; ours with
+    and without recompute timed in one process; a peer that does not import is skipped
+    with a note."""
     # (wide enough that the activations, not the weights' gradients, make the peak)
     config = write_tiny_config(tmp_path, hidden_size=64, num_attention_heads=4,
                                intermediate_size=256, max_position_embeddings=128)
     output = tmp_path / "memory.json"
     stdout = run_benchmark(
         "bench_memory.py", f"--sizes={config}", "--seq_lengths=128", "--batch_sizes=2,6",
-        "--implementations=ours_recompute,transformers", "--time_steps=2",
-        f"--json_output={output}")
+        "--implementations=ours,ours_recompute,transformers", "--time_steps=2",
+        "--paired_rounds=2", f"--json_output={output}")
     assert "CPU flags:" in stdout
     results = json.loads(output.read_text())
     rows = {(r["implementation"], r["batch"]): r for r in results["rows"]}
+    paired = rows.pop(("ours_paired", 6))
+    assert paired["kept_s"] > 0 and paired["recompute_s"] > 0 and paired["rounds"] == 2
+    assert f"| albert_config.json | 128 | 6 | {paired['kept_s']:.2f} | " \
+        f"{paired['recompute_s']:.2f} | {paired['ratio']:.2f}x (2 pairs) |" in stdout
     peers = {"transformers"} if any(k[0] == "transformers" for k in rows) else set()
-    assert set(rows) == {(i, b) for i in ("ours_recompute", *peers) for b in (2, 6)}
+    assert set(rows) == {(i, b) for i in ("ours", "ours_recompute", *peers)
+                         for b in (2, 6)}
     if not peers:
         assert "- transformers skipped: transformers is not importable here" in stdout
     for (implementation, batch), row in rows.items():

@@ -23,6 +23,39 @@ KERNEL_MODULES = ("test_fused.py", "test_optimizers.py", "test_training_loop.py"
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# XLA's persistent compilation cache, one directory per test run (the pytest-xdist
+# workers and every process they start share it through the environment): a kernel
+# compiled once (the XLA kernels of the modules that test them, the optimizer updates,
+# --enable_xla steps) is read back by the next process that compiles the same HLO
+# instead of compiled again (TensorFlow checks the whole HLO before it uses an entry,
+# and writes an entry to a temporary file renamed into place). The same executables:
+# only the compile time is saved. test_training_loop.py's two tests of the original's
+# two steps: 37 s with an empty cache, 20 s with the entries they had written.
+XLA_CACHE_VARIABLE = "ALBERT_TF_TEST_XLA_CACHE"
+XLA_CACHE_FLAG = "--tf_xla_persistent_cache_directory"
+
+
+def pytest_configure(config):
+    """Makes the run's XLA cache directory (in the process that starts the run; the
+    workers inherit it) and names it in TF_XLA_FLAGS, before TensorFlow is imported."""
+    import tempfile
+
+    if os.environ.get(XLA_CACHE_VARIABLE):
+        return
+    directory = tempfile.mkdtemp(prefix="albert_tf_xla_cache_")
+    config._albert_tf_xla_cache = directory
+    os.environ[XLA_CACHE_VARIABLE] = directory
+    os.environ["TF_XLA_FLAGS"] = " ".join(
+        [os.environ.get("TF_XLA_FLAGS", ""), f"{XLA_CACHE_FLAG}={directory}"]).strip()
+
+
+def pytest_unconfigure(config):
+    import shutil
+
+    directory = getattr(config, "_albert_tf_xla_cache", None)
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
+
 # The modules that take longest (most run scripts end to end in subprocesses), longest
 # first. They are collected first, so that with `make test`'s two workers
 # (--dist=loadscope --no-loadscope-reorder: a module at a time, in collection order; by

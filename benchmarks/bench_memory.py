@@ -19,7 +19,10 @@ slots), then measures the next one:
     glibc's `MALLOC_MMAP_THRESHOLD_` fixed at 128 KiB so that a freed tensor leaves the
     RSS at once whatever its size (by default glibc raises the threshold as buffers are
     freed and keeps them, which would hide the peak);
-- step time: the wall time of that step.
+- step time: the wall time of that step (the best of `--time_steps`). With
+  `--paired_rounds`, also ours with and without recompute in one process, steps
+  alternating, at each (size, seq)'s largest batch: the ratio of --recompute's step
+  that a change of the machine's load between fresh processes cannot skew.
 
 From the two largest batches of a (size, seq): memory per sequence = the difference of
 their step memory over the difference of their batches, and what stays (gradients,
@@ -85,7 +88,7 @@ flags.DEFINE_bool("timed", True, "Warm up with one step and measure the next (me
 flags.DEFINE_integer("time_steps", 3, "With --timed, the step time is the best of this "
                      "many steps after the warm-up (the first of them measures the "
                      "memory): one step's time on 2 shared cores varies by up to ~10%.")
-flags.DEFINE_integer("paired_rounds", 0, "With ours and ours_recompute among "
+flags.DEFINE_integer("paired_rounds", 0, "With ours or ours_recompute among "
                      "--implementations, also time the two in one process at each "
                      "(size, seq)'s largest batch, this many pairs of steps in "
                      "alternating order: the step-time ratio of --recompute that the "
@@ -475,7 +478,7 @@ def _rows_to_run() -> list[dict]:
              "time_steps": FLAGS.time_steps}
             for name, config in configs for seq in FLAGS.seq_lengths
             for implementation in FLAGS.implementations for batch in FLAGS.batch_sizes]
-    if FLAGS.paired_rounds and {"ours", "ours_recompute"} <= set(FLAGS.implementations):
+    if FLAGS.paired_rounds and {"ours", "ours_recompute"} & set(FLAGS.implementations):
         batch = max(int(b) for b in FLAGS.batch_sizes)
         rows += [{"name": name, "config": config, "seq": int(seq), "batch": batch,
                   "implementation": "ours_paired", "seed": FLAGS.seed,

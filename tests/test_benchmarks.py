@@ -186,7 +186,7 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     output = tmp_path / "memory.json"
     stdout = run_benchmark(
         "bench_memory.py", f"--sizes={config}", "--seq_lengths=128", "--batch_sizes=2,6",
-        "--implementations=ours,ours_recompute,transformers", "--time_steps=2",
+        "--implementations=ours_recompute,transformers", "--time_steps=2",
         "--paired_rounds=2", f"--json_output={output}")
     assert "CPU flags:" in stdout
     results = json.loads(output.read_text())
@@ -196,8 +196,7 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     assert f"| albert_config.json | 128 | 6 | {paired['kept_s']:.2f} | " \
         f"{paired['recompute_s']:.2f} | {paired['ratio']:.2f}x (2 pairs) |" in stdout
     peers = {"transformers"} if any(k[0] == "transformers" for k in rows) else set()
-    assert set(rows) == {(i, b) for i in ("ours", "ours_recompute", *peers)
-                         for b in (2, 6)}
+    assert set(rows) == {(i, b) for i in ("ours_recompute", *peers) for b in (2, 6)}
     if not peers:
         assert "- transformers skipped: transformers is not importable here" in stdout
     for (implementation, batch), row in rows.items():

@@ -64,9 +64,10 @@ def test_each_unit_gives_the_gradients_of_no_recomputation(jit_compile, config, 
     if jit_compile:
         return
     # The replays in the graph TensorFlow runs: each recomputed block's matmuls but its
-    # FFN output dense (`recompute.Deferred`): 3 blocks x 2 layers recomputed, the last
-    # block alone not. As layers: 5 blocks, 3 matmuls each; as groups: 2 runs of 2
-    # blocks, the first replayed whole (4), the second to its output dense (3).
+    # FFN output dense (`recompute.Deferred`). 3 layers of 2 blocks: as layers, every
+    # block but the last recomputed, 5 blocks, 3 matmuls each; as groups, every layer
+    # but the last, 2 runs of 2 blocks, the first replayed whole (4), the second up to
+    # its output dense (3).
     blocks = config.num_hidden_layers * config.inner_group_num
     assert matmuls["layer"][0] - matmuls[None][0] == 3 * (blocks - 1)
     assert matmuls["group"][0] - matmuls[None][0] == 7 * (config.num_hidden_layers - 1)

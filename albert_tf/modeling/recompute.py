@@ -140,7 +140,9 @@ def run_unit(fn, x, weights, *, recompute: bool):
     flat = tf.nest.flatten(weights)
     present = [i for i, t in enumerate(flat) if t is not None]
     norm = x.norm if isinstance(x, Deferred) else None
-    norms = []  # the `norm` of each output (None: not deferred), once `fn` has run
+    # Once `fn` has run: whether it returned a list, and the `norm` of each output
+    # (None: not deferred); `unit` returns the outputs' tensors as a list.
+    returned = {}
 
     def unit(value, *tensors):
         leaves = list(flat)
@@ -148,17 +150,17 @@ def run_unit(fn, x, weights, *, recompute: bool):
             leaves[i] = tensor
         with common.random_draws(seed) if seed is not None else contextlib.nullcontext():
             outputs = fn(value, tf.nest.pack_sequence_as(weights, leaves), norm)
-        items = outputs if isinstance(outputs, list) else [outputs]
-        norms[:] = [o.norm if isinstance(o, Deferred) else None for o in items]
-        values = [o.value if isinstance(o, Deferred) else o for o in items]
-        return values if isinstance(outputs, list) else values[0]
+        returned["list"] = isinstance(outputs, list)
+        items = outputs if returned["list"] else [outputs]
+        returned["norms"] = [o.norm if isinstance(o, Deferred) else None for o in items]
+        return [o.value if isinstance(o, Deferred) else o for o in items]
 
     tensors = [flat[i] for i in present]
     value = x if norm is None else x.value
     outputs = recomputed(unit, value, tensors) if recompute else unit(value, *tensors)
     items = [Deferred(o, n) if n is not None else o
-             for o, n in zip(outputs if isinstance(outputs, list) else [outputs], norms)]
-    return items if isinstance(outputs, list) else items[0]
+             for o, n in zip(outputs, returned["norms"])]
+    return items if returned["list"] else items[0]
 
 
 def recomputed(unit, x, tensors):

@@ -679,17 +679,25 @@ def test_checkpoint_mismatch_fails_before_writing(tmp_path):
 
 
 def test_script_exports_a_checkpoint(tmp_path):
+    """--max_seq_length left at its default (512) is cut to the model's
+    max_position_embeddings (64 in the fixture's config) for the SavedModel and for the
+    preprocessor beside it alike (a value given beyond them is refused:
+    test_reusable_export.py, test_tflite.py)."""
     export_dir = tmp_path / "serving"
     result = run_python(
         [REPO / "export_savedmodel.py", "--kind=encoder",
          f"--albert_config_file={FIXTURE_DIR / 'albert_config.json'}",
-         f"--checkpoint={FIXTURE_CHECKPOINT}", "--max_seq_length=16",
-         f"--export_dir={export_dir}"],
+         f"--checkpoint={FIXTURE_CHECKPOINT}", f"--spm_model_file={SPM}",
+         f"--export_dir={export_dir}", f"--export_preprocessor={tmp_path / 'preprocess'}"],
         cwd=tmp_path, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(os.listdir(export_dir)) == ["1"]
+    longest = json.loads((FIXTURE_DIR / "albert_config.json").read_text())[
+        "max_position_embeddings"]
     info = read_export_info(export_dir / "1")
-    assert info["kind"] == "encoder" and info["max_seq_length"] == 16
+    assert info["kind"] == "encoder" and info["max_seq_length"] == longest
+    info = read_export_info(tmp_path / "preprocess" / "1")
+    assert info["seq_length"] == info["max_seq_length"] == longest
 
 
 def test_wordpiece_export_serves_text(tmp_path):
@@ -886,3 +894,102 @@ def test_token_classifier_serves_entities_of_raw_chinese_text(tmp_path):
         assert serving_entities(text, got, i) == want
         found += len(want)
     assert found > 0  # a random head tags something: the comparison is not empty
+
+
+def assert_refused(result: subprocess.CompletedProcess, message: str) -> None:
+    """A script's refusal of bad arguments: exit status 1 and one line, `error: <message>`,
+    as the last of its stderr, no traceback."""
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == f"error: {message}"
+
+
+def run_classifier_refusing(tmp_path, *flags) -> subprocess.CompletedProcess:
+    """run_classifier.py asked to train MRPC (the fixture's rows) with `flags`, which it
+    must refuse before any work: asserts that it made no --output_dir (it would hold
+    the checkpoints)."""
+    from tests.helpers.paths import FIXTURES
+    from tests.helpers.scripts import run_script
+
+    out = tmp_path / "run_out"
+    result = run_script("run_classifier.py", "--task_name=MRPC", "--do_train",
+                        f"--data_dir={FIXTURES / 'glue'}", f"--output_dir={out}",
+                        f"--albert_config_file={FIXTURE_DIR / 'albert_config.json'}",
+                        f"--spm_model_file={SPM}", "--max_seq_length=32",
+                        "--train_batch_size=2", "--train_step=1", *flags, check=False)
+    assert not out.exists()
+    return result
+
+
+def test_an_export_dir_that_is_a_file_is_refused_before_any_work(tmp_path):
+    """An --export_dir (--export_preprocessor, --export_hf_dir) that is a file, or lies
+    under one: one line naming the flag and the file before any model is loaded or any
+    training starts; nothing is written and the file is unchanged. From Python,
+    export_savedmodel and export_preprocessor raise ExportError before writing."""
+    import re
+
+    from albert_tf.apps.common import UsageError
+    from albert_tf.apps.session import check_exports
+    from albert_tf.export import (
+        ExportError,
+        build_model,
+        check_export_dir,
+        export_preprocessor,
+        export_savedmodel,
+    )
+    from tests.helpers.scripts import run_script
+    from tests.helpers.tiny import tiny_config
+
+    in_the_way = tmp_path / "serving"
+    in_the_way.write_text("a file\n")
+    under = in_the_way / "sub"
+    is_a_file = f"{in_the_way} is a file, not a directory: an export's version " \
+        "directories go in a directory"
+    under_a_file = f"{in_the_way} is a file, so {under} cannot be a directory for an " \
+        "export's versions"
+    model = build_model("encoder", tiny_config(), seed=1)
+    with pytest.raises(ExportError, match=re.escape(is_a_file)):
+        export_savedmodel(model, in_the_way, kind="encoder", max_seq_length=MAX_SEQ)
+    with pytest.raises(ExportError, match=re.escape(under_a_file)):
+        export_preprocessor(under, spm_model_file=SPM)
+    with pytest.raises(ExportError, match=re.escape(is_a_file)):
+        check_export_dir(f"{in_the_way}/", version=3)
+
+    checkpoint = [f"--albert_config_file={FIXTURE_DIR / 'albert_config.json'}",
+                  f"--checkpoint={FIXTURE_CHECKPOINT}", f"--spm_model_file={SPM}"]
+    assert_refused(run_script("export_savedmodel.py", "--kind=encoder", *checkpoint,
+                              f"--export_dir={in_the_way}", check=False),
+                   f"--export_dir: {is_a_file}")
+    assert_refused(run_script("export_savedmodel.py", "--kind=encoder", *checkpoint,
+                              f"--export_dir={tmp_path / 'new'}",
+                              f"--export_preprocessor={under}", check=False),
+                   f"--export_preprocessor: {under_a_file}")
+    assert_refused(run_script("export_savedmodel.py", "--kind=preprocessor",
+                              f"--spm_model_file={SPM}", f"--export_dir={in_the_way}",
+                              check=False),
+                   f"--export_dir: {is_a_file}")
+    assert_refused(run_classifier_refusing(tmp_path, f"--export_dir={in_the_way}"),
+                   f"--export_dir: {is_a_file}")
+
+    # --export_hf_dir (run_* scripts): a file, or a directory that holds something
+    # already (save_hf_checkpoint's rule), is refused with the others before training.
+    assert_refused(run_classifier_refusing(tmp_path, f"--export_hf_dir={in_the_way}"),
+                   f"--export_hf_dir: {in_the_way} is a file; the Hugging Face export "
+                   "is a directory")
+    full = tmp_path / "hf"
+    full.mkdir()
+    (full / "config.json").write_text("{}\n")
+    settings = {"spm_model_file": SPM, "vocab_file": None}
+    with pytest.raises(UsageError, match=re.escape(
+            f"--export_hf_dir: {full} exists and is not empty; an export is never "
+            "written over")):
+        check_exports({**settings, "export_hf_dir": str(full)}, "classifier")
+    with pytest.raises(UsageError,
+                       match=re.escape(f"--export_hf_dir: {in_the_way} is a file")):
+        check_exports({**settings, "export_hf_dir": str(under)}, "classifier")
+    (tmp_path / "empty").mkdir()  # an empty directory is taken (and replaced)
+    check_exports({**settings, "export_hf_dir": str(tmp_path / "empty")}, "classifier")
+
+    assert in_the_way.read_text() == "a file\n"
+    assert (full / "config.json").read_text() == "{}\n"
+    assert sorted(os.listdir(tmp_path)) == ["empty", "hf", "serving"]

@@ -20,6 +20,7 @@ from albert_tf.tokenization import FullTokenizer
 from tests.helpers.paths import FIXTURES, SHARED_DATA, SPM_MODEL
 from tests.helpers.scripts import run_script
 from tests.helpers.tiny import random_inputs, tiny_config, write_tiny_config
+from tests.test_export import assert_refused
 
 VOCAB_ZH = FIXTURES / "ner" / "vocab_chinese.txt"
 SEQ_LENGTH = 24
@@ -267,3 +268,40 @@ def test_script_writes_a_chinese_preprocessor_that_packs_cluener_texts(tmp_path)
                         f"--export_dir={tmp_path / 'refused'}", check=False)
     assert result.returncode != 0 and "no --checkpoint" in result.stderr
     assert not (tmp_path / "refused").exists()
+
+
+def test_script_refuses_a_preprocessor_length_beyond_the_model(tmp_path):
+    """--max_seq_length given beyond the config's max_position_embeddings stops the
+    preprocessor's export (--kind=preprocessor, or --export_preprocessor beside a model)
+    with one line naming the flag, the value, the limit and its config file, before any
+    work, as the model's exports stop; without a config the limit is 512. (Left at its
+    default, it is cut to the model: test_export.py's test_script_exports_a_checkpoint.)"""
+    from conftest import FIXTURE_CHECKPOINT, FIXTURE_DIR
+
+    config_file = write_tiny_config(tmp_path)
+    longest = tiny_config().max_position_embeddings
+    too_long = f"--max_seq_length={longest + 1}"
+    beyond = f"{too_long} is longer than the model's max_position_embeddings ({longest})"
+    assert_refused(run_script("export_savedmodel.py", "--kind=preprocessor", too_long,
+                              f"--spm_model_file={SPM_MODEL}",
+                              f"--albert_config_file={config_file}",
+                              f"--export_dir={tmp_path / 'preprocess'}", check=False),
+                   f"{beyond} in {config_file}")
+    assert_refused(run_script("export_savedmodel.py", "--kind=preprocessor",
+                              "--max_seq_length=513", f"--vocab_file={VOCAB_ZH}",
+                              f"--export_dir={tmp_path / 'preprocess'}", check=False),
+                   "--max_seq_length=513 is longer than 512, the longest the preprocessor "
+                   "packs without --albert_config_file (give the model's config: its "
+                   "max_position_embeddings)")
+    fixture_config = FIXTURE_DIR / "albert_config.json"
+    fixture_longest = json.loads(fixture_config.read_text())["max_position_embeddings"]
+    assert_refused(run_script("export_savedmodel.py", "--kind=encoder",
+                              f"--max_seq_length={fixture_longest + 1}",
+                              f"--albert_config_file={fixture_config}",
+                              f"--checkpoint={FIXTURE_CHECKPOINT}",
+                              f"--spm_model_file={SPM_MODEL}",
+                              f"--export_preprocessor={tmp_path / 'preprocess'}",
+                              check=False),
+                   f"--max_seq_length={fixture_longest + 1} is longer than the model's "
+                   f"max_position_embeddings ({fixture_longest}) in {fixture_config}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["albert_config.json"]

@@ -20,7 +20,14 @@ from albert_tf.export import (
     tflite_interpreter,
 )
 from tests.helpers.scripts import run_script
-from tests.test_export import CASES, _kind, _random_inputs, real_positions
+from tests.test_export import (
+    CASES,
+    _kind,
+    _random_inputs,
+    assert_refused,
+    real_positions,
+    run_classifier_refusing,
+)
 
 # The issue's bar for a float32 file against the SavedModel (measured: ~1e-7).
 TOLERANCE = 1e-4
@@ -217,8 +224,9 @@ def test_script_writes_the_original_checkpoints_numbers(tmp_path, fixture_output
                          f"--checkpoint={FIXTURE_CHECKPOINT}",
                          f"--max_seq_length={longest + 1}",
                          f"--export_tflite={tmp_path / 'long.tflite'}", check=False)
-    assert refused.returncode != 0
-    assert f"max_position_embeddings {longest}, got {longest + 1}" in refused.stderr
+    assert_refused(refused, f"--max_seq_length={longest + 1} is longer than the model's "
+                   f"max_position_embeddings ({longest}) in "
+                   f"{FIXTURE_DIR / 'albert_config.json'}")
     assert not (tmp_path / "long.tflite").exists()
 
 
@@ -262,3 +270,65 @@ def test_scripts_refuse_a_directory_before_training(tmp_path):
     assert result.returncode != 0
     assert f"--export_tflite: {tmp_path} is a directory" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_an_existing_file_is_never_overwritten(models, tmp_path, monkeypatch):
+    """A LiteRT file (or its .json) already at the path stops the export before any work,
+    as an existing SavedModel version does: from Python, from export_savedmodel.py and
+    from the run_* scripts (before training); one that appears during the export is
+    not replaced either. The old file is unchanged and nothing else is written."""
+    import re
+
+    from albert_tf.export import tflite
+
+    model = models["classifier"]
+    old = tmp_path / "model.tflite"
+    old.write_bytes(b"an older export")
+    lone_json = tmp_path / "other.tflite.json"
+    lone_json.write_text("{}\n")
+    never = "a written LiteRT file is never overwritten: give a new path, or remove " \
+        "the old file and its .json first"
+    with pytest.raises(ExportError, match=re.escape(f"{old} exists; {never}")):
+        export_tflite(model, old, kind="classifier")
+    with pytest.raises(ExportError, match=re.escape(f"{lone_json} exists; {never}")):
+        export_tflite(model, tmp_path / "other.tflite", kind="classifier")
+
+    assert_refused(run_script("export_savedmodel.py", "--kind=encoder",
+                              f"--albert_config_file={FIXTURE_DIR / 'albert_config.json'}",
+                              f"--checkpoint={FIXTURE_CHECKPOINT}", f"--export_tflite={old}",
+                              f"--export_dir={tmp_path / 'serving'}", check=False),
+                   f"--export_tflite: {old} exists; {never}")
+    assert_refused(run_classifier_refusing(tmp_path, f"--export_tflite={old}"),
+                   f"--export_tflite: {old} exists; {never}")
+    # A path under a file
+    assert_refused(run_classifier_refusing(tmp_path, f"--export_tflite={old}/x.tflite"),
+                   f"--export_tflite: {old} is a file, not a directory to write "
+                   f"{old}/x.tflite in")
+
+    # One that appears while a run_* script trains: its export at the end says so in
+    # one line too (session.export_if_asked).
+    from albert_tf.apps.common import UsageError
+    from albert_tf.apps.session import export_if_asked
+
+    settings = {"export_hf_dir": None, "export_dir": None, "export_tflite": str(old),
+                "tflite_precision": "float32", "max_seq_length": 32,
+                "do_lower_case": True, "spm_model_file": None, "vocab_file": None}
+    with pytest.raises(UsageError, match=re.escape(f"--export_tflite: {old} exists; {never}")):
+        export_if_asked(settings, tf.distribute.get_strategy(), model, "classifier")
+
+    # Another writer's file that appears while the model is converted stays.
+    convert = tflite._convert
+
+    def convert_while_another_writes(*args, **kwargs):
+        flatbuffer = convert(*args, **kwargs)
+        (tmp_path / "late.tflite").write_bytes(b"another writer's")
+        return flatbuffer
+
+    monkeypatch.setattr(tflite, "_convert", convert_while_another_writes)
+    with pytest.raises(ExportError, match=re.escape(
+            f"{tmp_path / 'late.tflite'} appeared during the export; {never}")):
+        export_tflite(model, tmp_path / "late.tflite", kind="classifier")
+    assert (tmp_path / "late.tflite").read_bytes() == b"another writer's"
+    assert old.read_bytes() == b"an older export"
+    assert lone_json.read_text() == "{}\n"
+    assert sorted(os.listdir(tmp_path)) == ["late.tflite", "model.tflite", "other.tflite.json"]

@@ -9,6 +9,7 @@ with the best kept as `model.ckpt-best`; results files; the exports a run asks f
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 
@@ -170,8 +171,31 @@ def check_recompute(settings: dict) -> None:
 
 
 def check_exports(settings: dict, kind: str) -> None:
-    """The exports asked for, checked before any work: `--tflite_text` needs
-    `--export_tflite`, a kind whose text LiteRT can pack and the tokenizer's files."""
+    """The exports asked for, checked before any work (one-line `UsageError`s naming
+    the flag): `--export_dir` (and export_savedmodel.py's `--export_preprocessor`, at
+    `--version`) can hold a new version directory (`albert_tf.export.check_export_dir`:
+    not a file); `--export_tflite` names a new file (`checked_tflite_path`: an existing
+    one is never overwritten); `--export_hf_dir` is not a file and holds nothing yet;
+    `--tflite_text` needs `--export_tflite`, a kind whose text LiteRT can pack and the
+    tokenizer's files."""
+    from albert_tf.export.savedmodel import check_export_dir, file_in_the_way
+
+    for flag in ("export_dir", "export_preprocessor"):
+        if settings.get(flag):
+            try:
+                check_export_dir(settings[flag], settings.get("version"))
+            except ValueError as e:
+                raise UsageError(f"--{flag}: {e}") from None
+    checked_tflite_path(settings.get("export_tflite"))
+    hf_dir = settings.get("export_hf_dir")
+    if hf_dir:
+        in_the_way = file_in_the_way(hf_dir)
+        if in_the_way is not None:
+            raise UsageError(f"--export_hf_dir: {in_the_way} is a file; the Hugging Face "
+                             "export is a directory")
+        if tf.io.gfile.isdir(hf_dir) and tf.io.gfile.listdir(hf_dir):
+            raise UsageError(f"--export_hf_dir: {hf_dir} exists and is not empty; an "
+                             "export is never written over: give a new directory")
     if not settings.get("tflite_text"):
         return
     if not settings.get("export_tflite"):
@@ -190,29 +214,33 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
     a classifier's outputs); with `--export_dir`, exports it as `kind` (see
     `albert_tf.export`) with the run's tokenizer and `max_seq_length`; with
     `--export_tflite`, writes it as one LiteRT file (`tflite_precision`). The chief
-    alone writes. Returns the SavedModel version directory written."""
+    alone writes. Returns the SavedModel version directory written. What
+    `check_exports` checked may have changed during the run (a file appeared where an
+    export goes): that is a one-line `UsageError` naming the flag too."""
     if not distribute.is_chief(strategy):
         return None
     if settings.get("export_hf_dir"):
         from albert_tf.checkpoints.huggingface import save_hf_checkpoint
 
-        save_hf_checkpoint(model, settings["export_hf_dir"],
-                           spm_model_file=settings["spm_model_file"],
-                           vocab_file=settings["vocab_file"],
-                           do_lower_case=settings["do_lower_case"], labels=labels)
+        with _export_errors("export_hf_dir"):
+            save_hf_checkpoint(model, settings["export_hf_dir"],
+                               spm_model_file=settings["spm_model_file"],
+                               vocab_file=settings["vocab_file"],
+                               do_lower_case=settings["do_lower_case"], labels=labels)
         logging.info("wrote the Hugging Face directory %s", settings["export_hf_dir"])
     if settings.get("export_tflite"):
         from albert_tf.export import export_tflite
 
-        export_tflite(model, settings["export_tflite"], kind=kind,
-                      precision=settings["tflite_precision"], labels=labels,
-                      task_name=options.get("task_name"),
-                      max_seq_length=settings["max_seq_length"],
-                      do_lower_case=settings["do_lower_case"],
-                      with_text=settings.get("tflite_text", False),
-                      spm_model_file=settings["spm_model_file"],
-                      vocab_file=settings["vocab_file"],
-                      is_pair=options.get("is_pair"))
+        with _export_errors("export_tflite"):
+            export_tflite(model, settings["export_tflite"], kind=kind,
+                          precision=settings["tflite_precision"], labels=labels,
+                          task_name=options.get("task_name"),
+                          max_seq_length=settings["max_seq_length"],
+                          do_lower_case=settings["do_lower_case"],
+                          with_text=settings.get("tflite_text", False),
+                          spm_model_file=settings["spm_model_file"],
+                          vocab_file=settings["vocab_file"],
+                          is_pair=options.get("is_pair"))
         logging.info("wrote the LiteRT file %s", settings["export_tflite"])
     if not settings.get("export_dir"):
         return None
@@ -220,13 +248,27 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
         options["labels"] = labels
     from albert_tf.export import export_savedmodel
 
-    path = export_savedmodel(
-        model, settings["export_dir"], kind=kind, spm_model_file=settings["spm_model_file"],
-        vocab_file=settings["vocab_file"], do_lower_case=settings["do_lower_case"],
-        max_seq_length=settings["max_seq_length"],
-        serving_precision=settings["serving_precision"], **options)
+    with _export_errors("export_dir"):
+        path = export_savedmodel(
+            model, settings["export_dir"], kind=kind,
+            spm_model_file=settings["spm_model_file"], vocab_file=settings["vocab_file"],
+            do_lower_case=settings["do_lower_case"],
+            max_seq_length=settings["max_seq_length"],
+            serving_precision=settings["serving_precision"], **options)
     logging.info("exported the SavedModel to %s", path)
     return path
+
+
+@contextlib.contextmanager
+def _export_errors(flag: str):
+    """An export's refusal (`ExportError`, a directory that appeared meanwhile) as the
+    one-line `UsageError` of `--<flag>`."""
+    from albert_tf.export.savedmodel import ExportError
+
+    try:
+        yield
+    except (ExportError, FileExistsError) as e:
+        raise UsageError(f"--{flag}: {e}") from None
 
 
 def load_best_or_latest(trainer, output_dir) -> None:

@@ -48,7 +48,8 @@ Named outputs: classifier `logits`, `probabilities`, `predictions` (regression:
 `mlm_logits`, `sop_logits`.
 
 The version directory is written under a temporary name beside it and renamed when
-complete; an existing version is never overwritten. `assets.extra/` holds
+complete; an existing version is never overwritten (`check_export_dir` checks an
+export directory before any work). `assets.extra/` holds
 `albert_config.json`, `labels.txt` (classifier / multiple choice) and
 `export_info.json` (kind, max_seq_length, do_lower_case, signatures,
 serving_precision, the serving_environment its server process should have, ...). The
@@ -76,6 +77,7 @@ from albert_tf.export.savedmodel import (
     SIGNATURES,
     ExportError,
     build_model,
+    check_export_dir,
     export_savedmodel,
     load_model_from_checkpoint,
     next_version,
@@ -105,6 +107,7 @@ __all__ = [
     "ServingKind",
     "ServingModule",
     "build_model",
+    "check_export_dir",
     "export_preprocessor",
     "export_savedmodel",
     "export_tflite",

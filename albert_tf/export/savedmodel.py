@@ -172,9 +172,39 @@ def next_version(export_dir) -> int:
     return max(fileio.integer_subdirectories(export_dir), default=0) + 1
 
 
+def file_in_the_way(path) -> str | None:
+    """The first of `path` and the folders above it that exists and is not a directory
+    (where a directory `path` cannot be made), else None."""
+    path = os.fspath(path)
+    path = path.rstrip("/") or path
+    while path:
+        if tf.io.gfile.exists(path):
+            return None if tf.io.gfile.isdir(path) else path
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return None
+
+
+def check_export_dir(export_dir, version: int | None = None) -> str:
+    """`export_dir` checked before any work, as an export checks it: it can hold
+    version directories (it is a directory, or can be made one: neither it nor a folder
+    above it is a file) and `version` (default: the next one) does not exist yet;
+    `ExportError` otherwise. Returns the version directory it would be now."""
+    return _version_dir(export_dir, version)
+
+
 def _version_dir(export_dir, version: int | None) -> str:
-    """`<export_dir>/<version>`, which must not exist yet."""
+    """`<export_dir>/<version>`, which must not exist yet (`check_export_dir`)."""
     export_dir = os.fspath(export_dir)
+    in_the_way = file_in_the_way(export_dir)
+    if in_the_way is not None:
+        raise ExportError(
+            f"{in_the_way} is a file, not a directory: an export's version directories "
+            "go in a directory" if in_the_way == (export_dir.rstrip("/") or export_dir)
+            else f"{in_the_way} is a file, so {export_dir} cannot be a directory for an "
+            "export's versions")
     if version is None:
         version = next_version(export_dir)
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:

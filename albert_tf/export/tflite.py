@@ -27,8 +27,9 @@ Beside `<path>` goes `<path>.json` (`TFLITE_INFO_SUFFIX`): kind, precision, labe
 inputs and outputs with their dtypes and shapes (`signatures`: every signature's), what
 the client packs with (longest sequence, lower-casing), the custom ops and their TF Text
 registrars. Both are written under temporary names and renamed together
-when complete; bad arguments, and a model with an op LiteRT has no built-in kernel for,
-raise `ExportError` before anything is written.
+when complete; an existing file is never overwritten (as a SavedModel's versions are
+not): `<path>` or `<path>.json` already there, bad arguments, and a model with an op
+LiteRT has no built-in kernel for, raise `ExportError` before anything is written.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from albert_tf.export.savedmodel import (
     _check_model,
     _labels_and_pairing,
     _signature_info,
+    file_in_the_way,
     serving_kind,
     with_dtype_policy,
 )
@@ -70,14 +72,28 @@ def read_tflite_info(path) -> dict:
 
 
 def check_tflite_path(path) -> str:
-    """`path` as a str; `ExportError` where it cannot name the file to write."""
+    """`path` as a str; `ExportError` where it cannot name a new file to write: a
+    directory, a path under a file, or a file that exists (with its `.json` beside it:
+    a written LiteRT file is never replaced, as a SavedModel's versions are not)."""
     if not isinstance(path, (str, os.PathLike)) or not os.fspath(path):
         raise ExportError(f"the LiteRT file's path must be a file name, got {path!r}")
     path = os.fspath(path)
     if path.endswith("/") or tf.io.gfile.isdir(path):
         raise ExportError(f"{path} is a directory; the LiteRT export is one file "
                           "(e.g. model.tflite)")
+    in_the_way = file_in_the_way(os.path.dirname(path))
+    if in_the_way is not None:
+        raise ExportError(f"{in_the_way} is a file, not a directory to write {path} in")
+    _refuse_existing(path)
     return path
+
+
+def _refuse_existing(path: str, when: str = "exists") -> None:
+    for existing in (path, tflite_info_path(path)):
+        if tf.io.gfile.exists(existing):
+            raise ExportError(f"{existing} {when}; a written LiteRT file is never "
+                              "overwritten: give a new path, or remove the old file and "
+                              "its .json first")
 
 
 def _freeze(function, input_signature):
@@ -180,7 +196,8 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
                   do_lower_case: bool | None = None, with_text: bool = False,
                   spm_model_file=None, vocab_file=None, is_pair: bool | None = None) -> str:
     """Writes `model` (of `kind`, any `albert_tf.export.KINDS`) as the LiteRT file `path`
-    and `<path>.json`; returns `path`. See the module docstring for the file.
+    and `<path>.json`, neither of which may exist yet (`ExportError`: never
+    overwritten); returns `path`. See the module docstring for the file.
 
     `precision`: "float32", "float16" or "int8" (`TFLITE_PRECISIONS`). `labels` /
     `task_name` name the outputs as `export_savedmodel`'s do (recorded in the JSON).
@@ -244,6 +261,7 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
             f.write(flatbuffer)
         with tf.io.gfile.GFile(tmp + TFLITE_INFO_SUFFIX, "w") as f:
             f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
+        _refuse_existing(path, "appeared during the export")
     return path
 
 

@@ -26,6 +26,11 @@ the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such a
 albert_zh checkpoint, a Hugging Face directory or a release directory of any layout,
 whose config and tokenizer files are used where those flags are not given. The work is
 `albert_tf.export`.
+
+Nothing written is ever replaced: an existing version (--version), an existing
+--export_tflite file, an --export_dir or --export_preprocessor that is a file, and a
+--max_seq_length given beyond the config's max_position_embeddings (left at its
+default, it is cut to them) stop with a one-line error before any work.
 """
 
 from absl import app, flags
@@ -39,6 +44,7 @@ FLAGS = flags.FLAGS
 
 tasks.import_builtin()  # their serving kinds (multi_label)
 PREPROCESSOR = "preprocessor"
+PREPROCESSOR_LONGEST = 512  # --kind=preprocessor without a config: BERT's positions
 flags.DEFINE_enum("kind", None, [*SERVING_KINDS, PREPROCESSOR],
                   "The model to export, or the text preprocessor alone.")
 common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
@@ -46,7 +52,11 @@ flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
                     "brightmart's albert_model.ckpt), a Hugging Face directory, or a "
                     "release directory.")
-flags.DEFINE_integer("max_seq_length", 512, "Longest packed input of serve_text.")
+flags.DEFINE_integer("max_seq_length", 512,
+                     "Longest packed input of serve_text (the LiteRT file's and the "
+                     "preprocessor's default length too). Left at its default, it is cut "
+                     "to the model's max_position_embeddings; a value given beyond them "
+                     "is refused.")
 flags.DEFINE_integer("max_query_length", 64, "Longest SQuAD question (serve_text).")
 flags.DEFINE_integer("max_qa_length", DEFAULT_MAX_QA_LENGTH,
                      "Multiple choice (serve_text): the last pieces of question + option "
@@ -90,16 +100,15 @@ def main(argv):
     if not FLAGS.checkpoint:
         raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
     try:
-        common.checked_tflite_path(FLAGS.export_tflite)
         # A release directory brings its config and tokenizer files.
         files = _model_files(FLAGS.checkpoint)
         if FLAGS.export_preprocessor:
             _check_tokenizer_files(files)
-        from albert_tf.apps.session import check_exports
-
-        check_exports({**files, "tflite_text": FLAGS.tflite_text,
-                       "export_tflite": FLAGS.export_tflite}, FLAGS.kind)
+        _check_exports(files)
         config = common.load_config(files["albert_config_file"])
+        max_seq_length = export_max_seq_length(
+            config.max_position_embeddings,
+            _positions_of(config.max_position_embeddings, files["albert_config_file"]))
         num_labels = FLAGS.num_labels
         if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
             from albert_tf.data.glue import get_task
@@ -123,7 +132,7 @@ def main(argv):
             written.append(export_savedmodel(
                 model, FLAGS.export_dir, kind=FLAGS.kind,
                 spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
-                do_lower_case=files["do_lower_case"], max_seq_length=FLAGS.max_seq_length,
+                do_lower_case=files["do_lower_case"], max_seq_length=max_seq_length,
                 labels=labels, version=FLAGS.version, task_name=FLAGS.task_name,
                 max_query_length=FLAGS.max_query_length, max_qa_length=FLAGS.max_qa_length,
                 word_split=FLAGS.word_split, serving_precision=FLAGS.serving_precision))
@@ -131,14 +140,12 @@ def main(argv):
             written.append(export_tflite(
                 model, FLAGS.export_tflite, kind=FLAGS.kind,
                 precision=FLAGS.tflite_precision, labels=labels, task_name=FLAGS.task_name,
-                # (the flag's default, 512, is cut to the model; a value given must
-                # fit, as for the SavedModel)
-                max_seq_length=FLAGS.max_seq_length if FLAGS["max_seq_length"].present
-                else min(FLAGS.max_seq_length, config.max_position_embeddings),
-                do_lower_case=files["do_lower_case"], with_text=FLAGS.tflite_text,
+                max_seq_length=max_seq_length, do_lower_case=files["do_lower_case"],
+                with_text=FLAGS.tflite_text,
                 spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"]))
         if FLAGS.export_preprocessor:
             written.append(_export_preprocessor(files, FLAGS.export_preprocessor,
+                                                max_seq_length,
                                                 config.max_position_embeddings))
     except (ValueError, OSError, KeyError) as e:  # CheckpointError, ConfigError, ExportError
         raise SystemExit(f"error: {e}") from None
@@ -161,14 +168,42 @@ def _check_tokenizer_files(files) -> None:
                              "(or a release directory that has one)")
 
 
-def _export_preprocessor(files, export_dir, max_seq_length: int) -> str:
+def export_max_seq_length(longest: int, limit: str) -> int:
+    """The one rule of --max_seq_length for every export of a run (the SavedModel, the
+    LiteRT file, the preprocessor's default length): left at its default, it is cut to
+    `longest`, the model's max_position_embeddings; a value given beyond it is refused
+    before any work, `limit` saying what that limit is and where it comes from."""
+    if not FLAGS["max_seq_length"].present:
+        return min(FLAGS.max_seq_length, longest)
+    if FLAGS.max_seq_length > longest:
+        raise common.UsageError(f"--max_seq_length={FLAGS.max_seq_length} is longer than "
+                                f"{limit}")
+    return FLAGS.max_seq_length
+
+
+def _positions_of(longest: int, config_file) -> str:
+    return f"the model's max_position_embeddings ({longest}) in {config_file}"
+
+
+def _check_exports(files) -> None:
+    """Where the exports go (a new version directory, a new LiteRT file) and what they
+    need, checked before any work (`session.check_exports`)."""
+    from albert_tf.apps.session import check_exports
+
+    check_exports({**files, "tflite_text": FLAGS.tflite_text,
+                   "export_tflite": FLAGS.export_tflite, "export_dir": FLAGS.export_dir,
+                   "export_preprocessor": FLAGS.export_preprocessor,
+                   "version": FLAGS.version},
+                  FLAGS.kind)
+
+
+def _export_preprocessor(files, export_dir, seq_length: int, longest: int) -> str:
     from albert_tf.export import export_preprocessor
 
     return export_preprocessor(
         export_dir, spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
-        do_lower_case=files["do_lower_case"],
-        seq_length=min(FLAGS.max_seq_length, max_seq_length), max_seq_length=max_seq_length,
-        version=FLAGS.version)
+        do_lower_case=files["do_lower_case"], seq_length=seq_length,
+        max_seq_length=longest, version=FLAGS.version)
 
 
 def export_preprocessor_only() -> None:
@@ -182,9 +217,17 @@ def export_preprocessor_only() -> None:
     try:
         files = _model_files(None)
         _check_tokenizer_files(files)
-        longest = common.load_config(files["albert_config_file"]).max_position_embeddings \
-            if files["albert_config_file"] else 512
-        path = _export_preprocessor(files, FLAGS.export_dir, longest)
+        _check_exports(files)
+        if files["albert_config_file"]:
+            longest = common.load_config(files["albert_config_file"]).max_position_embeddings
+            limit = _positions_of(longest, files["albert_config_file"])
+        else:
+            longest = PREPROCESSOR_LONGEST
+            limit = (f"{longest}, the longest the preprocessor packs without "
+                     "--albert_config_file (give the model's config: its "
+                     "max_position_embeddings)")
+        seq_length = export_max_seq_length(longest, limit)
+        path = _export_preprocessor(files, FLAGS.export_dir, seq_length, longest)
     except (ValueError, OSError) as e:  # ConfigError, ExportError, TokenizerError
         raise SystemExit(f"error: {e}") from None
     print(f"exported {path}")

@@ -31,9 +31,11 @@ setup(
     ],
     # ai-edge-litert: LiteRT's interpreter, which runs the --export_tflite files in tests;
     # tensorflow-hub and tf-keras (hub.KerasLayer is a tf-keras layer): the TF Hub way of
-    # using an encoder export (tests/test_reusable_export.py, the README).
+    # using an encoder export (tests/test_reusable_export.py, the README); hypothesis:
+    # the readers fuzzed with mutations of real files (tests/test_messy_files.py).
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3.8", "ai-edge-litert>=2.0",
-                             "tensorflow-hub>=0.16", "tf-keras>=2.21,<2.22"]},
+                             "tensorflow-hub>=0.16", "tf-keras>=2.21,<2.22",
+                             "hypothesis>=6.100"]},
     entry_points={
         # Each the same absl program as the script of the same name in the repository.
         "console_scripts": [

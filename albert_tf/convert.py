@@ -163,8 +163,8 @@ def define_flags() -> None:
 
 
 def main(argv) -> None:
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+    if len(argv) > 1:  # (one line: absl's app.UsageError adds the usage and every flag)
+        raise SystemExit(f"error: unexpected arguments: {' '.join(argv[1:])}")
     try:
         path = convert(FLAGS.input, FLAGS.output, to=FLAGS.to, model=FLAGS.model,
                        albert_config_file=FLAGS.albert_config_file,
@@ -174,19 +174,10 @@ def main(argv) -> None:
     print(f"wrote {path}")
 
 
-def load_task_module_of(argv) -> None:
-    """Imports the --task_module among `argv` before the flags are defined, so that its
-    model is one of --model's choices."""
-    given = tasks.task_module_in(argv)
-    if given:
-        try:
-            tasks.load_task_module(given)
-        except tasks.TaskModuleError as e:
-            raise SystemExit(f"error: {e}") from None
-
-
 if __name__ == "__main__":
-    load_task_module_of(sys.argv[1:])
+    # The --task_module first, so that its model is one of --model's choices (one that
+    # cannot be loaded stops the program with one line, `error: ...`).
+    tasks.load_task_module_in(sys.argv[1:])
     define_flags()
     flags.mark_flags_as_required(["input", "output"])
     app.run(main)

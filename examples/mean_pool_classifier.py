@@ -20,6 +20,8 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import names, task_heads, tasks
+from albert_tf.data import tabular
+from albert_tf.data.report import SkipLog
 from albert_tf.export import LabelRule, ServingKind, register_serving_kind, serving_text
 from albert_tf.modeling import AlbertTaskModel, register_model, tf1_scope
 from albert_tf.training.objectives import MeanObjective
@@ -84,12 +86,20 @@ class MeanPoolTask(tasks.Task):
     def read(self, split, paths):
         rows = []
         for path in paths:
-            with open(path, encoding="utf-8") as f:
-                for number, line in enumerate(f, 1):
-                    if line.strip():
-                        row = json.loads(line)
-                        rows.append((f"{split}-{len(rows)}", row[self.options["text_key"]],
-                                     row.get("label")))
+            # Each line read whole or skipped, named by file and line and counted (the
+            # run's data_report.json, --max_skipped_rows), as the built-in tasks do.
+            skips = SkipLog(f"{split} row", path)
+            for where, row, _ in tabular.rows(path, skips):
+                text, label = row.get(self.options["text_key"]), row.get("label")
+                if not isinstance(text, str):
+                    skips.skip(where, "missing field", f"no {self.options['text_key']!r} text")
+                elif split != "test" and not (isinstance(label, str) and label):
+                    skips.skip(where, "no label", f"label {label!r}")
+                elif split != "test" and self.labels and label not in self.labels:
+                    skips.skip(where, "unknown label", f"label {label!r}")
+                else:
+                    rows.append((f"{split}-{len(rows)}", text, label))
+                    skips.keep(*([label] if label is not None else []))
         return rows
 
     def discover_labels(self, examples):

@@ -12,9 +12,9 @@ MODEL_FLAGS = {
     "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
     "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
-    "distribution_strategy", "tpu", "precision", "enable_xla", "gradient_accumulation_steps",
-    "seed", "recompute", "recompute_unit", "export_dir", "serving_precision", "export_tflite",
-    "tflite_precision", "tflite_text",
+    "distribution_strategy", "tpu", "heartbeat_timeout", "precision", "enable_xla",
+    "gradient_accumulation_steps", "seed", "recompute", "recompute_unit", "export_dir",
+    "serving_precision", "export_tflite", "tflite_precision", "tflite_text",
     "export_hf_dir"}
 # The flags each script passed to its `run` when the lists were written by hand.
 APP_FLAGS = {
@@ -26,23 +26,24 @@ APP_FLAGS = {
         "train_file", "dev_file", "test_file", "text_a_field", "text_b_field",
         "label_field", "labels", "header",
         # Your own task in a file, and the built-in task modules' flags (multi_label).
-        "task_module", "label_separator", "threshold", "tune_threshold"},
+        "task_module", "label_separator", "threshold", "tune_threshold",
+        "max_skipped_rows"},
     "ner": {
         "do_predict", "data_dir", "task_name", "train_file", "dev_file", "test_file",
         "labels", "cached_dir", "max_seq_length", "train_batch_size", "eval_batch_size",
         "predict_batch_size", "train_step", "num_train_epochs", "warmup_step",
-        "warmup_proportion", "dropout_prob"},
+        "warmup_proportion", "dropout_prob", "max_skipped_rows"},
     "squad": {
         "do_predict", "train_file", "predict_file", "train_feature_file",
         "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
         "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
         "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
-        "null_score_diff_threshold"},
+        "null_score_diff_threshold", "max_skipped_rows"},
     "pretraining": {
         "input_file", "input_text", "max_seq_length", "max_predictions_per_seq",
         "train_batch_size", "eval_batch_size", "num_train_steps", "num_warmup_steps",
         "start_warmup_step", "poly_power", "max_eval_steps", "masked_lm_prob", "ngram",
-        "short_seq_prob"},
+        "short_seq_prob", "max_skipped_rows"},
 }
 
 
@@ -150,8 +151,10 @@ def test_labels_are_saved_once_and_other_labels_refused(tmp_path):
     looking at the data), a training run with other labels refused."""
     from albert_tf.apps import common
 
-    first = common.resolve_labels({"labels": None, "do_train": True}, str(tmp_path),
-                                  lambda: ["O", "B-X", "I-X"])
+    settings = {"labels": None, "do_train": True}
+    first = common.resolve_labels(settings, str(tmp_path), lambda: ["O", "B-X", "I-X"])
+    assert not (tmp_path / "labels.txt").exists()  # kept once the data is checked
+    common.save_labels(settings, str(tmp_path), first)
     assert (tmp_path / "labels.txt").read_text() == "O\nB-X\nI-X\n"
     later = common.resolve_labels({"labels": None, "do_train": False}, str(tmp_path),
                                   lambda: pytest.fail("the saved labels are used"))

@@ -64,3 +64,33 @@ def test_text_documents_split_as_the_original(tokenizer, text_tokenizer, tmp_pat
         found = [d.to_list() for d in dm.text_documents(str(path), text_tokenizer,
                                                         block_lines=block_lines)]
         assert found == expected
+
+
+def test_unreadable_lines_are_skipped_counted_and_bounded(text_tokenizer, tmp_path):
+    """A line that is not UTF-8 or holds a NUL byte is skipped in the graph as the
+    Python readers skip it (no sentence, no document's end), counted by `check_text`
+    with its file and line, and past --max_skipped_rows the corpus is refused."""
+    import pytest
+
+    from albert_tf.data.report import TooManySkipped
+
+    good = [b"First document, one.", b"Its second line.", b"", b"Second document.",
+            b"Its end."]
+    bad = [good[0], b"caf\xe9 in Latin-1", good[1], b"", good[3], b"a NUL \x00 byte",
+           b"\xff", good[4]]
+    clean, messy = tmp_path / "clean.txt", tmp_path / "messy.txt"
+    clean.write_bytes(b"\n".join(good) + b"\n")
+    messy.write_bytes(b"\n".join(bad) + b"\n")
+    documents = [[d.to_list() for d in dm.text_documents(str(path), text_tokenizer,
+                                                         block_lines=block)]
+                 for path in (clean, messy) for block in (2, 1024)]
+    assert len(documents[0]) == 2 and all(d == documents[0] for d in documents)
+    report = dm.check_text([str(messy)], max_skipped_rows="3")
+    totals = report.totals("input")
+    assert (totals["read"], totals["kept"], totals["skipped"]) == (7, 4, 3)
+    assert report.to_json()["splits"]["input"]["skipped"] == {
+        "invalid UTF-8": {"count": 2, "first": [f"{messy}:2", f"{messy}:7"]},
+        "NUL byte": {"count": 1, "first": [f"{messy}:6"]}}
+    with pytest.raises(TooManySkipped, match=r"the input text has too many bad rows: "
+                                             r"skipped 3 of 7 input line"):
+        dm.check_text([str(messy)])  # 1% of the lines

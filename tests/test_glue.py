@@ -162,9 +162,9 @@ def test_bad_rows_are_skipped_counted_and_named(tmp_path, caplog):
     assert [e.guid for e in examples] == ["0", "4"]
     assert processor.last_skipped == 3
     text = caplog.text
-    assert f"{path}:3" in text and "unknown label 'maybe'" in text
-    assert f"{path}:4" in text and "2 columns, expected at least 4" in text
-    assert f"{path}:5" in text and "not valid UTF-8" in text
+    assert f"1 unknown label ({path}:3: label 'maybe'" in text
+    assert f"1 wrong number of fields ({path}:4: 2 fields, expected 4 as the header" in text
+    assert f"1 invalid UTF-8 ({path}:5: byte 0xe9 at column 8" in text
     assert "skipped 3 of 5" in text
 
 
@@ -176,14 +176,14 @@ def test_regression_label_must_be_a_number(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         examples = glue.GlueProcessor("sts-b").get_dev_examples(tmp_path)
     assert [e.label for e in examples] == [1.5]
-    assert "label 'high' is not a number" in caplog.text
+    assert "1 label not a number (" in caplog.text and "dev.tsv:2: label 'high')" in caplog.text
 
 
 def test_nothing_usable_is_an_error_naming_the_file(tmp_path):
     path = tmp_path / "SST-2" / "dev.tsv"
     write_tsv(path, [["sentence", "label"], ["good film", "positive"], ["bad", "2"]])
     with pytest.raises(glue.GlueDataError, match=r"no usable sst-2 dev example in .*"
-                       r"SST-2/dev\.tsv \(2 bad row\(s\) skipped"):
+                       r"SST-2/dev\.tsv: skipped 2 of 2 sst-2 dev row\(s\): 2 unknown label"):
         glue.GlueProcessor("sst-2").get_dev_examples(tmp_path)
 
 

@@ -67,8 +67,8 @@ def test_conll_sentences_tags_and_write_back(tmp_path):
 
 
 @pytest.mark.parametrize("text, words", [
-    ("EU B-ORG\nrejects FOO\n", ["line 2", "'FOO'", "B-/I-/E-/S-"]),
-    ("EU B-ORG\nrejects\n", ["line 2", "1 column(s)", "a tag"]),
+    ("EU B-ORG\nrejects FOO\n", ["bad.conll:2", "'FOO'", "B-/I-/E-/S-"]),
+    ("EU B-ORG\nrejects\n", ["bad.conll:2", "1 column(s)", "a tag"]),
 ])
 def test_bad_conll_sentences_are_skipped_and_named(tmp_path, text, words, caplog):
     """A bad line skips its sentence with a warning naming file and line; the other
@@ -108,20 +108,25 @@ def test_cluener_tags_and_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("label, words", [
-    ({"name": {"彭小": [[0, 2]]}}, ["line 1", "name '彭小' at [0, 2]", "inclusive"]),
-    ({"name": {"彭小军": [[0, 2]]}, "x": {"小军": [[1, 2]]}}, ["line 1", "overlaps"]),
+    ({"name": {"彭小": [[0, 2]]}}, ["bad.json:1", "name '彭小' at [0, 2]", "inclusive"]),
+    ({"name": {"彭小军": [[0, 2]]}, "x": {"小军": [[1, 2]]}}, ["bad.json:1", "overlaps"]),
+    ({"name": [0, 2]}, ["bad.json:1", "malformed label"]),
 ])
-def test_bad_cluener_entities_are_skipped_and_named(tmp_path, label, words, caplog):
+def test_bad_cluener_lines_are_skipped_whole_and_named(tmp_path, label, words, caplog):
     """A span that is not its entity's text, or overlaps another (CLUENER's train file
-    has a few): that entity is skipped, with a warning naming file, line and entity."""
-    path = write(tmp_path, "bad.json", json.dumps({"text": "彭小军认为", "label": label}))
+    has one such line): the line is skipped whole (none of its entities learned, none
+    left out of it), with a warning naming file, line and entity."""
+    good = {"text": "他说", "label": {"name": {"他": [[0, 0]]}}}
+    path = write(tmp_path, "bad.json", json.dumps({"text": "彭小军认为", "label": label},
+                                                  ensure_ascii=False) + "\n"
+                 + json.dumps(good, ensure_ascii=False) + "\n")
     with caplog.at_level("WARNING"):
         data = ner.read_cluener(path)
     for word in [path, *words]:
         assert word in caplog.text
-    assert "skipped 1 of" in caplog.text
-    kept = [t for t in data.sentences[0].tags if t != "O"]
-    assert kept == ([] if len(label) == 1 else ["B-name", "I-name", "I-name"])
+    assert "skipped 1 of 2" in caplog.text
+    assert [s.words for s in data.sentences] == [["他", "说"]]
+    assert data.sentences[0].line == 2 and data.objects == [good]
 
 
 def test_first_piece_carries_the_tag_and_windows_split_at_words(tmp_path, wordpiece):

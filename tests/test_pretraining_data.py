@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf.data import masking, records
+from albert_tf.data import masking
 from albert_tf.data import pretraining as pt
+from albert_tf.data.report import SkipLog, TooManySkipped
 from tests.helpers.forked import run_python
 from tests.helpers.masking_checks import SIGMAS, words_of
 from tests.helpers.paths import ALICE, SHARED_DATA, SPM_MODEL
@@ -54,7 +55,7 @@ def temp_files(directory):
 def test_read_chunks_keeps_documents_whole_and_counts_lines(tmp_path):
     path = tmp_path / "c.txt"
     path.write_bytes(b"a b\r\nc d\r\n\r\n\r\ne f\r\n\r\n" + b"g\n" * 30)
-    skips = records.SkipLog("input")
+    skips = SkipLog("input line")
     chunks = list(pt.read_chunks([str(path)], chunk_bytes=8, max_line_bytes=100,
                                  skips=skips))
     documents = [d for c in chunks for d in c.documents]
@@ -207,19 +208,26 @@ def test_bad_lines_and_empty_documents_are_skipped_with_warnings(tmp_path, spm_s
     good = ALICE.read_bytes().replace(b"\r\n", b"\n")
     path.write_bytes(b"first line\n\xff\xfe broken line\nthird line\n\n"
                      + b"x" * 500 + b"\n\n\xe2\x80\x8b\n\xe2\x80\x8b\n\n" + good)
+    alice_lines = [line for line in good.decode().splitlines() if line.strip()]
+    alice_documents = len([p for p in re.split(r"\n\s*\n", good.decode()) if p.strip()])
+    # Lines read: 2 good + 2 bad + 2 zero-width + the excerpt's; past the limit (1 bad
+    # line), nothing is written.
+    with pytest.raises(TooManySkipped, match=(
+            rf"the input text has too many bad rows: skipped 2 of {6 + len(alice_lines)} "
+            r"input line\(s\): 1 invalid UTF-8 \(.*bad.txt:2: byte 0xff at column 1\), 1 "
+            r"line too long \(.*bad.txt:5: longer than 400 bytes\)\. "
+            r"--max_skipped_rows=1 allows 1 row\(s\)")):
+        pt.create_pretraining_data(str(path), str(tmp_path / "ok.tfrecord"), spm_spec,
+                                   config(max_line_bytes=400), num_workers=0,
+                                   max_skipped_rows="1")
+    assert list(tmp_path.iterdir()) == [path]
     with caplog.at_level(logging.WARNING):
         stats = pt.create_pretraining_data(
             str(path), str(tmp_path / "ok.tfrecord"), spm_spec,
-            config(max_line_bytes=400), num_workers=0)
-    messages = caplog.text
-    assert f"{path}:2: not UTF-8" in messages
-    assert f"{path}:5: line longer than 400 bytes" in messages
-    assert f"{path}:7: document without tokens" in messages  # two zero-width spaces
-    alice_lines = [line for line in good.decode().splitlines() if line.strip()]
-    alice_documents = len([p for p in re.split(r"\n\s*\n", good.decode()) if p.strip()])
-    # Lines read: 2 good + 2 bad + 2 zero-width + the excerpt's.
-    assert f"skipped 2 of {6 + len(alice_lines)} input lines" in messages
-    assert f"skipped 1 of {2 + alice_documents} documents" in messages
+            config(max_line_bytes=400), num_workers=0, max_skipped_rows="2")
+    # two zero-width spaces
+    assert f"1 no tokens ({path}:7: document without tokens)" in caplog.text
+    assert f"skipped 1 of {2 + alice_documents} document(s)" in caplog.text
     assert stats.num_skipped == 3 and stats.num_documents == 1 + alice_documents
 
 

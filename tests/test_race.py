@@ -149,10 +149,12 @@ def test_bad_input_is_skipped_and_named(tmp_path, caplog):
     assert [(e.example_id, e.label) for e in examples] == [("x.txt", 0), ("high2.txt", 3)]
     assert processor.last_skipped == 4
     text = caplog.text
+    assert "1 unknown label (" in text
     assert "1.txt question 1: answer 'E' is not one of A, B, C, D" in text
-    assert "1.txt question 2: expected 4 options, found 3" in text
-    assert f"{broken}:1: not JSON" in text
-    assert f"{latin1}: not valid UTF-8" in text
+    assert "1 malformed question (" in text
+    assert "1.txt question 2: expected a question and 4 option texts" in text
+    assert f"1 not JSON ({broken}:1: Expecting ',' delimiter)" in text
+    assert f"1 invalid UTF-8 ({latin1}: byte 0xe9 at offset 16)" in text
 
 
 def test_json_lines_files_are_read_too(tmp_path):

@@ -156,6 +156,12 @@ def test_examples_run_in_order(release_dir, capsys):
     check_squad_v1_run(out / "squad_out", out / "dev-v1.1.json")
     assert (out / "pretrain_out" / "eval_results.txt").exists()
     assert "(1, 2)" in printed
+    # "When your data is messy": the summary and the refusal, as the README shows them.
+    shown = re.search(r"```text\n(the data read:\n.*?)```", README, re.S).group(1)
+    summary, refusal = shown.splitlines()[:2], shown.splitlines()[2]
+    assert "\n".join(summary) in printed
+    head, tail = refusal.split(" ... ")
+    assert re.search(re.escape(head) + ".*" + re.escape(tail), printed)
     answer = namespace["answers"].predictions["0"]
     assert answer and answer in namespace["contexts"][0] and answer in printed
     # Each REST body of the README, sent to the exported model's signature.

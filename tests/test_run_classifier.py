@@ -248,8 +248,10 @@ def test_swag_csv_and_a_test_file_without_labels(tmp_path, config_file):
 
 
 def test_multiple_choice_jsonl_with_five_choices(tmp_path, config_file):
-    """The generic JSONL: up to five choices, labels by index or by text, a bad line
-    skipped with a warning naming it."""
+    """The generic JSONL: up to five choices, labels by index or by text. A bad line is
+    skipped, named and counted: past --max_skipped_rows (1% by default) the run stops
+    before anything is written (not even the output directory); within it, the run
+    trains and data_report.json says what was read."""
     lines = [{"id": "a", "context": "The cat sat on the mat.", "question": "Where is the cat?",
               "choices": ["on the mat", "in the sky", "at sea", "in a car", "nowhere"],
               "label": 0},
@@ -261,15 +263,42 @@ def test_multiple_choice_jsonl_with_five_choices(tmp_path, config_file):
     for split in ("train", "dev"):
         (data / f"{split}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     out = tmp_path / "out"
-    result = run("--task_name=multiple_choice", f"--data_dir={data}", "--do_train",
-                 "--do_eval", *common_flags(config_file, out, max_seq_length=32,
-                                            max_qa_length=16, train_batch_size=2,
-                                            eval_batch_size=2, train_step=2,
-                                            save_checkpoints_steps=2,
-                                            iterations_per_loop=2))
-    assert f"{data / 'train.jsonl'}:3" in result.stderr and "answer 7" in result.stderr
-    assert "skipped 1 of 3 multiple-choice line" in result.stderr
+    flags = ["--task_name=multiple_choice", f"--data_dir={data}", "--do_train", "--do_eval",
+             *common_flags(config_file, out, max_seq_length=32, max_qa_length=16,
+                           train_batch_size=2, eval_batch_size=2, train_step=2,
+                           save_checkpoints_steps=2, iterations_per_loop=2)]
+    refused = run(*flags, check=False)
+    assert refused.returncode != 0
+    error = [line for line in refused.stderr.splitlines() if line.startswith("error: ")]
+    assert error == [
+        f"error: the train split has too many bad rows: skipped 1 of 3 train line(s): 1 "
+        f"unknown label ({data / 'train.jsonl'}:3: answer 7 is neither a choice nor a "
+        f"choice's index). --max_skipped_rows=0.01 allows 0.01 of the rows (1%); fix the "
+        f"rows named (or raise --max_skipped_rows to leave them out)"]
+    assert "Traceback" not in refused.stderr and not out.exists()
+    kept = tmp_path / "kept"  # a directory it did not create is left as it was
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    refused = run(*[f if not f.startswith("--output_dir=") else f"--output_dir={kept}"
+                    for f in flags], check=False)
+    assert refused.returncode != 0 and "too many bad rows" in refused.stderr
+    assert [p.name for p in kept.iterdir()] == ["notes.txt"]
+
+    run(*flags, "--max_skipped_rows=1")
     assert results(out / "eval_results.txt")["eval_accuracy"] in (0.0, 0.5, 1.0)
+    report = json.loads((out / "data_report.json").read_text())
+    assert report["max_skipped_rows"] == "1"
+    for split in ("train", "dev"):
+        path = str(data / f"{split}.jsonl")
+        assert report["splits"][split] == {
+            "rows_read": 3, "rows_kept": 2, "rows_skipped": 1, "examples": 2,
+            "skipped": {"unknown label": {"count": 1, "first": [
+                f"{path}:3: answer 7 is neither a choice nor a choice's index"]}},
+            "labels": {"0": 2},
+            "files": [{"path": path, "unit": "line", "rows_read": 3, "rows_kept": 2,
+                       "rows_skipped": 1, "skipped": {"unknown label": {"count": 1, "first": [
+                           f"{path}:3: answer 7 is neither a choice nor a choice's index"]}},
+                       "labels": {"0": 2}}]}
 
 
 # ------------------------------------------- classification from your own files
@@ -323,11 +352,12 @@ def test_regression_from_jsonl_and_a_tsv_by_column_index(tmp_path, config_file):
     result = run("--task_name=regression", f"--train_file={tmp_path / 'train.jsonl'}",
                  f"--dev_file={tmp_path / 'dev.tsv'}", "--text_a_field=a",
                  "--text_b_field=b", "--label_field=score", "--do_train",
+                 "--max_skipped_rows=20%",
                  *common_flags(config_file, out, max_seq_length=16, train_batch_size=2,
                                train_step=2, save_checkpoints_steps=2,
                                iterations_per_loop=2))
-    assert f"{tmp_path / 'train.jsonl'}:5" in result.stderr
-    assert "missing 'b' (--text_b_field), 'score' (--label_field)" in result.stderr
+    assert (f"1 missing field ({tmp_path / 'train.jsonl'}:5: no 'b' (--text_b_field), "
+            f"'score' (--label_field))") in result.stderr
     # Evaluation alone, the TSV without header read by column index.
     run("--task_name=regression", f"--dev_file={tmp_path / 'dev.tsv'}", "--text_a_field=0",
         "--text_b_field=1", "--label_field=2", "--noheader", "--do_eval",

@@ -100,15 +100,26 @@ def test_conll_windows_predictions_written_back(tmp_path):
     predicted tag, everything else is kept; a rerun predicts from the saved labels."""
     config = write_tiny_config(tmp_path)
     out = tmp_path / "out"
+    # The test file's three sentences with I-product, which no training sentence has,
+    # are skipped (counted against --max_skipped_rows) and written back as they are.
     run(f"--train_file={NER / 'wnut17_train.conll'}", f"--test_file={NER / 'wnut17_dev.conll'}",
-        f"--spm_model_file={SPM}", "--do_train", "--do_predict",
+        f"--spm_model_file={SPM}", "--do_train", "--do_predict", "--max_skipped_rows=3",
         *flags(config, out, max_seq_length=16, train_step=2))
     source = (NER / "wnut17_dev.conll").read_text(encoding="utf-8").splitlines()
     written = (out / "test_predictions.conll").read_text(encoding="utf-8").splitlines()
     assert len(written) == len(source)
     labels = set((out / "labels.txt").read_text().split())
-    for line, row in zip(source, written):
-        if not line.strip():
+    skipped = json.loads((out / "data_report.json").read_text())["splits"]["test"]["skipped"]
+    starts = [int(place.split(":")[1]) for place in skipped["unknown label"]["first"]]
+    assert len(starts) == 3
+    unchanged, sentence_start = set(), None
+    for number, line in enumerate(source, 1):
+        sentence_start = None if not line.strip() else (sentence_start or number)
+        if sentence_start in starts:
+            unchanged.add(number)
+    assert len(unchanged) > 3 and any("I-product" in source[n - 1] for n in unchanged)
+    for number, (line, row) in enumerate(zip(source, written), 1):
+        if not line.strip() or number in unchanged:
             assert row == line
         else:
             assert row.startswith(line.rstrip() + "\t")
@@ -119,7 +130,7 @@ def test_conll_windows_predictions_written_back(tmp_path):
     first = written
     (out / "test_predictions.conll").unlink()
     run(f"--test_file={NER / 'wnut17_dev.conll'}", f"--spm_model_file={SPM}", "--do_predict",
-        *flags(config, out, max_seq_length=16))
+        "--max_skipped_rows=3", *flags(config, out, max_seq_length=16))
     assert (out / "test_predictions.conll").read_text(encoding="utf-8").splitlines() == first
 
 
@@ -143,6 +154,6 @@ def test_a_file_with_nothing_usable_names_its_bad_line(tmp_path):
     result = run(f"--train_file={bad}", f"--spm_model_file={SPM}", "--do_train",
                  *flags(config, tmp_path / "out"), check=False)
     assert result.returncode != 0
-    assert f"{bad}, line 2: 1 column(s) where the file's first token line has a tag" \
-        in result.stderr  # the warning that skips the sentence
-    assert f"error: {bad} holds no usable sentence (1 skipped" in result.stderr
+    assert f"error: {bad} holds no usable sentence: skipped 1 of 1 CoNLL sentence(s): 1 " \
+        f"wrong number of fields ({bad}:2: 1 column(s) where the file's first token line " \
+        f"has a tag)" in result.stderr.splitlines()

@@ -110,7 +110,7 @@ def test_nothing_usable_or_no_file_is_a_clear_error(tmp_path):
         squad.read_squad_examples(missing, is_training=False)
     broken = tmp_path / "broken.json"
     broken.write_text('{"data": [')
-    with pytest.raises(squad.SquadError, match=f"{broken} is not valid JSON"):
+    with pytest.raises(squad.SquadError, match=f"{broken}:1: not valid JSON .Expecting value"):
         squad.read_squad_examples(broken, is_training=False)
     broken.write_text('{"version": "1.1"}')
     with pytest.raises(squad.SquadError, match="not a SQuAD file"):

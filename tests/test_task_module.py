@@ -3,6 +3,7 @@
 evaluated, predicted and exported through the installed `albert-run-classifier`."""
 
 import json
+import re
 import shutil
 
 import numpy as np
@@ -12,7 +13,7 @@ import tensorflow as tf
 from albert_tf import CheckpointError, convert, tasks
 from albert_tf.apps import classifier, common
 from tests.helpers.forked import run_installed, run_python
-from tests.helpers.scripts import ROOT, SPM, serve_text
+from tests.helpers.scripts import ROOT, SPM, one_line_error, run_script, serve_text
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
 from tests.test_multi_label import write_splits
@@ -69,16 +70,80 @@ def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path
 
 def test_a_task_module_must_name_its_task(tmp_path):
     (tmp_path / "none.py").write_text("X = 1\n")
-    with pytest.raises(tasks.TaskModuleError, match="must name its albert_tf.tasks.Task "
-                                                    "subclass TASK"):
+    with pytest.raises(tasks.TaskModuleError, match="defines no TASK: it must name its "
+                                                    "albert_tf.tasks.Task subclass TASK"):
         tasks.load_task_module(tmp_path / "none.py")
+    (tmp_path / "other.py").write_text("TASK = print\n")
+    with pytest.raises(tasks.TaskModuleError, match="must name its albert_tf.tasks.Task "
+                                                    "subclass TASK .*; its TASK = <built-in "
+                                                    "function print> is not a Task subclass"):
+        tasks.load_task_module(tmp_path / "other.py")
     (tmp_path / "nameless.py").write_text(
         "from albert_tf import tasks\nclass T(tasks.Task):\n    metric = 'f1'\nTASK = T\n")
     with pytest.raises(tasks.TaskModuleError, match="T.name must be a non-empty name"):
         tasks.load_task_module(tmp_path / "nameless.py")
-    with pytest.raises(tasks.TaskModuleError, match="is not a file"):
+    with pytest.raises(tasks.TaskModuleError, match="missing.py does not exist"):
         tasks.load_task_module(tmp_path / "missing.py")
+    (tmp_path / "folder.py").mkdir()
+    with pytest.raises(tasks.TaskModuleError, match="folder.py is not a file"):
+        tasks.load_task_module(tmp_path / "folder.py")
     assert issubclass(tasks.TaskModuleError, common.user_errors())
+
+
+def broken_task_modules(folder) -> dict[str, str]:
+    """--task_module values that cannot be loaded (files written in `folder`), each with
+    a regular expression of the one line that refuses it."""
+    def write(name, text):
+        (folder / name).write_text(text)
+        return str(folder / name)
+
+    syntax = write("syntax.py", '"""A task."""\n\nreturn TASK\n')
+    raises = write("raises.py", 'def check():\n    raise RuntimeError("no rows in data/")\n'
+                                '\n\ncheck()\n')
+    deep = write("deep.py", 'import json\n\nSETTINGS = json.loads("{")\n')
+    no_task = write("no_task.py", "from albert_tf import tasks\n\n\nclass MyTask("
+                                  "tasks.Task):\n    name = 'mine'\n")
+    not_a_task = write("not_a_task.py", "TASK = 'classification'\n")
+    missing = str(folder / "missing.py")
+    must = "must name its albert_tf.tasks.Task subclass TASK (TASK = MyTask)"
+    lines = {
+        syntax: f"failed while imported: SyntaxError: 'return' outside function (at "
+                f"{syntax}:3)",
+        raises: f"failed while imported: RuntimeError: no rows in data/ (at {raises}:2)",
+        no_task: f"defines no TASK: it {must}",
+        not_a_task: f"{must}; its TASK = 'classification' is not a Task subclass",
+        missing: "does not exist",
+        "no_such_task_module": "is not a file, and no module of that name can be imported: "
+                               "No module named 'no_such_task_module'"}
+    expected = {given: re.escape(f"error: --task_module={given} {line}")
+                for given, line in lines.items()}
+    # Raised in a library: the line of the task's file that called it, then where.
+    expected[deep] = re.escape(
+        f"error: --task_module={deep} failed while imported: JSONDecodeError: Expecting "
+        f"property name enclosed in double quotes: line 1 column 2 (char 1) (at {deep}:3, "
+        "raised in ") + r"\S+/json/decoder\.py:\d+\)"
+    return expected
+
+
+def test_a_task_module_that_cannot_be_loaded_is_one_line_at_every_door(tmp_path):
+    """run_classifier.py and `python -m albert_tf.convert` load the --task_module before
+    absl parses the flags (its flags, its model): outside the scripts' own handling of
+    bad input, each failure is still one line, once, exit status 1."""
+    out = tmp_path / "out"
+    for given, expected in broken_task_modules(tmp_path).items():
+        for result in (
+                run_script("run_classifier.py", f"--task_module={given}", "--do_train",
+                           f"--output_dir={out}", check=False),
+                run_python(["-m", "albert_tf.convert", f"--task_module={given}",
+                            f"--input={tmp_path}", f"--output={out}"], cwd=tmp_path)):
+            assert re.fullmatch(expected, one_line_error(result)), (given, result.stderr)
+    # The installed command too (it imports the same script module).
+    installed = run_installed("albert-run-classifier", [
+        f"--task_module={tmp_path / 'raises.py'}", f"--output_dir={out}"])
+    assert one_line_error(installed) == (
+        f"error: --task_module={tmp_path / 'raises.py'} failed while imported: "
+        f"RuntimeError: no rows in data/ (at {tmp_path / 'raises.py'}:2)")
+    assert not out.exists()
 
 
 def test_the_task_module_is_found_before_absl_parses_flags():

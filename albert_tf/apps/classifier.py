@@ -61,9 +61,8 @@ def define_flags():
     MultipleChoiceTask.define_flags()
     for name in tasks.BUILTIN:
         tasks.builtin(name).define_flags()
-    given = tasks.task_module_in(sys.argv[1:])
-    if given:
-        tasks.load_task_module(given)
+    # (a module that cannot be loaded stops the program with one line, `error: ...`)
+    tasks.load_task_module_in(sys.argv[1:])
 
 
 # The flags passed to `run`: the model flags, those `define_flags` adds, those the task

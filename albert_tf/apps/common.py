@@ -53,11 +53,11 @@ def user_errors() -> tuple[type[Exception], ...]:
 
 
 def run_script(run, flag_names) -> None:
-    """The body of every script's `main`: the flags to `run`, bad input to one line."""
+    """The body of every script's `main`: the flags to `run`, bad input to one line,
+    `error: <why>` on stderr, once (exit status 1)."""
     try:
         run(flag_values(flag_names))
     except user_errors() as e:
-        logging.error("%s", e)
         raise SystemExit(f"error: {e}") from None
 
 
@@ -130,6 +130,10 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
                       "How to spread the work: one device, the GPUs of this host, several "
                       "hosts (TF_CONFIG) or a TPU (--tpu).")
     flags.DEFINE_string("tpu", None, "TPU name or address for distribution_strategy=tpu.")
+    flags.DEFINE_float("heartbeat_timeout", None,
+                       "multi_worker_mirrored: the seconds a worker may stay silent before "
+                       "the others stop with an error naming it (default: TensorFlow's, "
+                       "10); give every worker the same.")
     flags.DEFINE_enum("precision", "float32", list(PRECISIONS),
                       "float32, or Keras mixed precision (float16 with loss scaling).")
     flags.DEFINE_bool("enable_xla", False, "Compile the gradient computation with XLA.")
@@ -158,6 +162,18 @@ def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw")
                         "transformers loads; it must not exist yet.")
 
 
+def define_skip_flag() -> None:
+    """`--max_skipped_rows`: how many bad rows a split may lose before a run stops."""
+    from albert_tf.data.report import DEFAULT_MAX_SKIPPED
+
+    flags.DEFINE_string("max_skipped_rows", DEFAULT_MAX_SKIPPED,
+                        "The most rows of a split that may be skipped as unreadable (more "
+                        "or fewer fields than the header, a broken quote, invalid UTF-8, "
+                        "an unknown label, ...) before the run stops, before training: a "
+                        "fraction of the split's rows (0.01 or 1%) or a count (0, 25). "
+                        "What was read and skipped is in <output_dir>/data_report.json.")
+
+
 def define_fine_tuning_flags(*, max_seq_length: int, predict_help: str,
                              length_help: str = "Maximum sequence length.",
                              eval_batch: bool = True, train_step: int | None | bool = None,
@@ -169,6 +185,7 @@ def define_fine_tuning_flags(*, max_seq_length: int, predict_help: str,
     filling in; False: no step flags) and `epochs` (--num_train_epochs and
     --warmup_proportion)."""
     flags.DEFINE_integer("max_seq_length", max_seq_length, length_help)
+    define_skip_flag()
     flags.DEFINE_bool("do_predict", False, predict_help)
     flags.DEFINE_integer("train_batch_size", 32, "Global training batch size.")
     if eval_batch:
@@ -291,9 +308,9 @@ def complete_model_files(settings: dict) -> dict:
 
 def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
     """A model's labels: `--labels`, else the labels.txt of a model in `output_dir`,
-    else `discover()` (the training file's). Saved as labels.txt (atomically) when
-    training; a training run whose labels differ from those already saved is refused
-    (they would not fit its checkpoints)."""
+    else `discover()` (the training file's). A training run whose labels differ from
+    those already saved is refused (they would not fit its checkpoints). Nothing is
+    written: `save_labels` keeps them once the data is checked."""
     path = os.path.join(output_dir, LABELS_FILE)
     saved = fileio.read_bytes(path).decode("utf-8").splitlines() \
         if tf.io.gfile.exists(path) else None
@@ -305,15 +322,19 @@ def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
         labels = list(discover())
     if len(set(labels)) != len(labels) or not labels:
         raise UsageError(f"the labels must be distinct and not empty: {labels}")
-    if settings["do_train"]:
-        if saved is not None and saved != labels:
-            raise UsageError(
-                f"{path} holds other labels ({', '.join(saved)}) than this run's "
-                f"({', '.join(labels)}): use another --output_dir")
-        if saved is None:
-            fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
+    if settings["do_train"] and saved is not None and saved != labels:
+        raise UsageError(
+            f"{path} holds other labels ({', '.join(saved)}) than this run's "
+            f"({', '.join(labels)}): use another --output_dir")
     logging.info("labels: %s", ", ".join(labels))
     return labels
+
+
+def save_labels(settings: dict, output_dir: str, labels: list[str]) -> None:
+    """A training run's labels as labels.txt (atomically), unless it is there."""
+    path = os.path.join(output_dir, LABELS_FILE)
+    if settings["do_train"] and not tf.io.gfile.exists(path):
+        fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
 
 
 def wanted_splits(settings: dict) -> list[str]:
@@ -369,7 +390,8 @@ def program(main, doc: str, required=("output_dir",)) -> None:
     """Runs an absl script's `main` with `required` flags, whether started as
     `python <script>.py` or as its installed command: `--help` shows `doc` and the
     program's flags (absl shows the __main__ module's docstring and the flags it
-    defines; here the modules of albert_tf define them)."""
+    defines; here the modules of albert_tf define them). An `app.UsageError` of `main`
+    is one line, `error: <why>` (exit status 1), as the other bad input."""
     import sys
 
     from absl import app
@@ -381,4 +403,12 @@ def program(main, doc: str, required=("output_dir",)) -> None:
                 flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     for name in required:
         flags.mark_flag_as_required(name)
-    app.run(main)
+
+    def one_line_usage_errors(argv):
+        # absl would print the usage and every flag's help before an app.UsageError
+        try:
+            return main(argv)
+        except app.UsageError as e:
+            raise SystemExit(f"error: {e}") from None
+
+    app.run(one_line_usage_errors)

@@ -3,41 +3,92 @@
     best = driver.run(MultiLabelTask, settings)
 
 The steps, each the same for every task: the model files the `--init_checkpoint`
-brings; the task's checks and every split's files, before any work; the strategy,
-seeds and tokenizer (`session.start`); the labels (`--labels`, a model's labels.txt, or
-the training split's) and every split read; each split's records converted once and
-cached beside their settings; the model and optimizer; training with checkpoints and
-exact resume; every kept checkpoint evaluated on dev, the best kept as
+brings; the task's checks, every split's files and the config, before any work; the
+tokenizer, the labels (`--labels`, a model's labels.txt, or the training split's) and
+every split read, each row whole or skipped, then checked against `--max_skipped_rows`
+and summed up once (`albert_tf.data.report`), before anything is written; the strategy,
+seeds and output directory (`session.setup`); the model, and the task's metric checked
+on the first dev batch; then, the run's data known good, labels.txt and
+data_report.json written, each split's records converted once and cached beside their
+settings; the optimizer; training with checkpoints and exact resume; every kept
+checkpoint evaluated on dev, the best by the task's metric (and `metric_goal`) kept as
 `model.ckpt-best`; the test split predicted with the best; the exports asked for
-(`--export_dir`, `--export_tflite`, `--export_hf_dir`).
+(`--export_dir`, `--export_tflite`, `--export_hf_dir`). A run stopped before training
+removes the output directory it created and leaves one it did not create as it was.
 """
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 from absl import logging
 
 from albert_tf.apps import common, session
+from albert_tf.data.report import DataReport, SkipLimit
 from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
 
-def read_splits(task, settings, files, output_dir) -> dict:
+def skip_limit(settings) -> SkipLimit:
+    """`--max_skipped_rows`, checked before any work."""
+    try:
+        return SkipLimit.parse(settings.get("max_skipped_rows"))
+    except ValueError as e:
+        raise common.UsageError(str(e)) from None
+
+
+def read_splits(task, settings, files, report: DataReport) -> dict:
     """Every split's data, read once the labels are known (`--labels`, else a model's
-    labels.txt, else the task's `discover_labels` of the training split)."""
+    labels.txt, else the task's `discover_labels` of the training split), each inside
+    `report.reading(split)`. Nothing is written."""
     data = {}
 
-    def training_data():
-        if "train" not in data:
-            data["train"] = task.read("train", files["train"])
-        return data["train"]
+    def read(split):
+        if split not in data:
+            with report.reading(split):
+                data[split] = task.read(split, files[split])
+            if isinstance(data[split], list):
+                report.examples[split] = len(data[split])
+        return data[split]
 
     if task.has_labels:
         task.labels = common.resolve_labels(
-            settings, output_dir, lambda: task.discover_labels(training_data()))
+            settings, settings["output_dir"], lambda: task.discover_labels(read("train")))
     for split in files:
-        if split not in data:
-            data[split] = task.read(split, files[split])
+        read(split)
     return data
+
+
+def check_data(task, report: DataReport) -> None:
+    """The summary of what was read, printed once; each split within the skip limit;
+    the labels of the rows kept, the model's (labels.txt)."""
+    logging.info("%s", report.summary())
+    report.check()
+    if task.has_labels:
+        for split in report.splits:
+            report.check_labels(split, task.labels)
+
+
+def check_metric(task, dev, model, strategy, settings) -> None:
+    """The task's `metric` among what its `metrics` returns, on the first dev batch
+    (`task.head`), before training: a task whose promise does not hold stops here,
+    not after training and evaluating."""
+    from albert_tf.tasks import TaskModuleError
+
+    count = settings["eval_batch_size"]
+    head = task.head("dev", dev, count)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "dev_head.tf_record")
+        task.write_records("dev", head, path)
+        outputs = predict(strategy, model, task.dataset(path, count, False),
+                          list(task.eval_outputs), list(task.label_features))
+    results = task.metrics(head, outputs)
+    if task.metric not in results:
+        raise TaskModuleError(
+            f"{type(task).__name__}.metric is {task.metric!r}, which its metrics() does "
+            f"not return (it returns {', '.join(map(repr, sorted(results))) or 'nothing'}"
+            f"; checked on the first {count} dev examples before training)")
 
 
 def run(task_class, settings: dict) -> dict:
@@ -51,24 +102,37 @@ def run(task_class, settings: dict) -> dict:
     files = task.data_files()
     if task.has_labels:
         common.check_labels_known(settings)
-    context, tokenizer = session.start(settings)
+    session.check_setup(**settings)
+    report = DataReport(skip_limit(settings))
+    task.tokenizer = session.tokenizer(settings)
+    data = read_splits(task, settings, files, report)
+    check_data(task, report)
+
+    context = session.setup(**settings)
     strategy, output_dir = context.strategy, context.output_dir
-    task.tokenizer = tokenizer
-    data = read_splits(task, settings, files, output_dir)
+    with session.removed_if_stopped(context):
+        session.check_batch_sizes(settings, strategy)
+        with strategy.scope():
+            model = task.build_model(context.config)
+        session.initialize_from(model, settings["init_checkpoint"], output_dir)
+        if "dev" in data:
+            check_metric(task, data["dev"], model, strategy, settings)
+    # The data and the task are known good: from here on the run writes.
+    if task.has_labels:
+        common.save_labels(settings, output_dir, task.labels)
+    if distribute.is_chief(strategy):
+        logging.info("what was read: %s", report.write(output_dir))
     cache_dir = settings.get("cached_dir") or output_dir
     converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
                  for split in files}
     paths = {split: c.path for split, c in converted.items()}
     steps, warmup = task.train_steps(converted["train"].num_examples
                                      if "train" in converted else None)
-
     with strategy.scope():
-        model = task.build_model(context.config)
         optimizer = session.make_optimizer(
             learning_rate=settings["learning_rate"], num_train_steps=steps,
             num_warmup_steps=warmup, optimizer=settings["optimizer"],
             precision=settings["precision"])
-    session.initialize_from(model, settings["init_checkpoint"], output_dir)
     trainer = session.make_trainer(settings, strategy, model, optimizer, task.objective(),
                                    output_dir, steps)
     if "train" in paths:

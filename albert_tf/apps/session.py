@@ -1,8 +1,10 @@
 """One fine-tuning or pretraining run's machinery, which the driver
 (`albert_tf.apps.driver`) and the pretraining app share: the strategy, precision, seeds
-and output-directory lock (`setup`, `start`); the original optimizer and the `Trainer`;
-initialization, training and the final TF1 checkpoint; every kept checkpoint evaluated
-with the best kept as `model.ckpt-best`; results files; the exports a run asks for.
+and output-directory lock (`check_setup`, `setup`; `removed_if_stopped` undoes a
+directory a run made before it stopped), the tokenizer; the original optimizer and the
+`Trainer`; initialization, training and the final TF1 checkpoint; every kept checkpoint
+evaluated with the best (`metric_goal`) kept as `model.ckpt-best`; results files; the
+exports a run asks for.
 
 (Flags, errors, config loading and the checks before a run are `albert_tf.apps.common`.)
 """
@@ -23,6 +25,7 @@ from albert_tf.apps.common import (
     UsageError,
     checked_tflite_path,
     load_config,
+    user_errors,
 )
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
@@ -39,12 +42,14 @@ class RunContext:
     strategy: tf.distribute.Strategy
     config: AlbertConfig
     output_dir: str
+    created_output_dir: bool = False  # this run made the directory
 
 
-def setup(*, albert_config_file, output_dir, distribution_strategy="one_device", tpu=None,
-          precision="float32", seed=12345, max_seq_length=None,
-          checkpoint_layout="google", export_tflite=None, **_) -> RunContext:
-    """Config, strategy, precision and seeds; errors before any work starts."""
+def check_setup(*, albert_config_file, output_dir, max_seq_length=None,
+                checkpoint_layout="google", export_tflite=None, **_) -> AlbertConfig:
+    """What `setup` checks before it starts anything (`UsageError`s): the output
+    directory given, the LiteRT path, weights that training can change, the config and
+    `max_seq_length` within it. Returns the config."""
     if not output_dir:
         raise UsageError("--output_dir is required")
     checked_tflite_path(export_tflite)
@@ -56,9 +61,20 @@ def setup(*, albert_config_file, output_dir, distribution_strategy="one_device",
             f"--max_seq_length={max_seq_length} is longer than the model's "
             f"max_position_embeddings ({config.max_position_embeddings}) in "
             f"{albert_config_file}")
+    return config
+
+
+def setup(*, output_dir, distribution_strategy="one_device", tpu=None,
+          precision="float32", seed=12345, heartbeat_timeout=None,
+          **settings) -> RunContext:
+    """Config, strategy, precision and seeds; errors before any work starts
+    (`check_setup`). Creates and locks the output directory."""
+    config = check_setup(output_dir=output_dir, **settings)
     keras.utils.set_random_seed(seed)
     keras.mixed_precision.set_dtype_policy(precision)
-    strategy = distribute.get_strategy(distribution_strategy, tpu=tpu)
+    strategy = distribute.get_strategy(distribution_strategy, tpu=tpu,
+                                       heartbeat_timeout=heartbeat_timeout)
+    created = not tf.io.gfile.isdir(output_dir)
     tf.io.gfile.makedirs(output_dir)
     if distribute.is_chief(strategy):  # one run per output directory
         from albert_tf.training import lock
@@ -66,22 +82,42 @@ def setup(*, albert_config_file, output_dir, distribution_strategy="one_device",
         lock.acquire(output_dir)
     logging.info("%s with %d replicas; precision %s", type(strategy).__name__,
                  strategy.num_replicas_in_sync, precision)
-    return RunContext(strategy, config, os.fspath(output_dir))
+    return RunContext(strategy, config, os.fspath(output_dir), created)
 
 
-def start(settings: dict) -> tuple[RunContext, object]:
-    """`setup`, the batch sizes checked against the replicas, and the run's Python
-    tokenizer (`--spm_model_file` or `--vocab_file`, `--do_lower_case`)."""
+@contextlib.contextmanager
+def removed_if_stopped(context: RunContext):
+    """Until training starts: a run stopped by a user error (bad data, a task's broken
+    promise) removes the output directory it created, lock and all, and leaves one it
+    did not create as it was (nothing is written there before this block ends)."""
+    try:
+        yield
+    except user_errors():
+        if context.created_output_dir and distribute.is_chief(context.strategy):
+            from albert_tf.training import lock
+
+            lock.release(os.path.join(context.output_dir, lock.LOCK_NAME))
+            if tf.io.gfile.isdir(context.output_dir):
+                tf.io.gfile.rmtree(context.output_dir)
+            logging.info("removed %s, which this run had created", context.output_dir)
+        raise
+
+
+def tokenizer(settings: dict):
+    """The run's Python tokenizer (`--spm_model_file` or `--vocab_file`,
+    `--do_lower_case`)."""
     from albert_tf.tokenization import FullTokenizer
 
-    context = setup(**settings)
+    return FullTokenizer(vocab_file=settings["vocab_file"],
+                         do_lower_case=settings["do_lower_case"],
+                         spm_model_file=settings["spm_model_file"])
+
+
+def check_batch_sizes(settings: dict, strategy) -> None:
+    """The batch sizes checked against the replicas."""
     for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
         if flag in settings:
-            distribute.per_replica_batch_size(settings[flag], context.strategy, flag)
-    tokenizer = FullTokenizer(vocab_file=settings["vocab_file"],
-                              do_lower_case=settings["do_lower_case"],
-                              spm_model_file=settings["spm_model_file"])
-    return context, tokenizer
+            distribute.per_replica_batch_size(settings[flag], strategy, flag)
 
 
 def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimizer="adamw",
@@ -282,6 +318,12 @@ def load_best_or_latest(trainer, output_dir) -> None:
         trainer.restore()
 
 
+def better(value, best, goal: str = "max") -> bool:
+    """Whether a dev result `value` beats `best` for a metric that is better higher
+    (`goal` "max") or lower ("min"); a NaN never does."""
+    return value < best if goal == "min" else value > best
+
+
 def evaluate_checkpoints(task, dev, trainer, settings, path, output_dir) -> dict:
     """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
     latest; TensorBoard gets each) and keeps the best by the task's metric as
@@ -289,7 +331,8 @@ def evaluate_checkpoints(task, dev, trainer, settings, path, output_dir) -> dict
     `best_trial.txt`. `task` is an `albert_tf.tasks.Task`: `task.dataset` reads the dev
     records at `path` in order, `task.metrics(dev, outputs)` scores them (the model
     outputs `task.eval_outputs` and the features `task.label_features`) and
-    `task.metric` names the result to maximize."""
+    `task.metric` names the result to keep the best of, the highest or, where
+    `task.metric_goal` is "min" (an error, a loss), the lowest; the first of ties."""
     dataset = task.dataset(path, settings["eval_batch_size"], False)
     # every worker evaluates the chief's checkpoints, once they are written
     distribute.barrier(trainer.strategy)
@@ -306,7 +349,8 @@ def evaluate_checkpoints(task, dev, trainer, settings, path, output_dir) -> dict
             write_results(os.path.join(output_dir, "eval_results.txt"), results,
                           summary_step=trainer.step)
         logging.info("dev %s at step %d: %s", task.metric, trainer.step, results[task.metric])
-        if best is None or results[task.metric] > best[task.metric]:
+        if best is None or better(results[task.metric], best[task.metric],
+                                  task.metric_goal):
             best, best_step = results, trainer.step
             if distribute.is_chief(trainer.strategy):
                 checkpoints.save_tf1_checkpoint(trainer.model,

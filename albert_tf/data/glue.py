@@ -12,31 +12,33 @@ without labels), and examples become the original's features
 (`albert_tf.data.sentence_records`: `[CLS] A [SEP] (B [SEP])`, longest-first
 truncation, zero padding to `max_seq_length`, `label_ids` float for STS-B). The
 functions here take a task's name as well as its `GlueTask`.
-Unlike the original, bad rows (unknown label, missing columns, invalid UTF-8) are
-skipped with a warning naming file and line instead of stopping the run.
+Unlike the original, a row is read whole or not at all: bad rows (more or fewer
+columns than the header, or than most rows of a file without one; an unknown label;
+invalid UTF-8; a NUL byte) are skipped, named by file and line and counted by reason
+(`albert_tf.data.rows`, `albert_tf.data.report`), instead of stopping the run or taking
+a value from the wrong column.
 """
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import os
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.data import records, sentence_records
+from albert_tf.data import rows, sentence_records
 from albert_tf.data.cache import (
     CACHE_SUFFIX,
     CachedRecords,
     abspath_or_url,
     cached_conversion,
     file_sha256,
-    open_binary,
     tokenizer_settings,
 )
 from albert_tf.data.records import InputFeatures
+from albert_tf.data.report import SkipLog
 from albert_tf.data.sentence_records import (
     InputExample,
     SentenceDataError,
@@ -169,29 +171,6 @@ def _missing_file_error(task: GlueTask, data_dir, path: str) -> FileNotFoundErro
     return FileNotFoundError(f"GLUE file {path} does not exist ({hint})")
 
 
-def read_tsv_lines(path: str, skips: records.SkipLog) -> Iterator[tuple[int, list[str]]]:
-    """(0-based row index, fields) for each line of a tab-separated file.
-
-    No quote handling, as the original (`csv` with `quotechar=None`): quotes are text.
-    A UTF-8 byte-order mark is dropped; lines that are not UTF-8 are skipped (counted,
-    warned with file and line).
-    """
-    with open_binary(path) as f:
-        for index, raw in enumerate(f):
-            raw = raw.rstrip(b"\n")
-            if raw.endswith(b"\r"):
-                raw = raw[:-1]
-            if index == 0 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                skips.skip(f"{path}:{index + 1}",
-                           f"not valid UTF-8 (byte {raw[e.start]:#04x} at offset {e.start})")
-                continue
-            yield index, line.split("\t")
-
-
 class GlueProcessor:
     """Reads a task's TSV files into `InputExample`s, as the original processors.
 
@@ -236,34 +215,32 @@ class GlueProcessor:
         if not tf.io.gfile.exists(path):
             raise _missing_file_error(task, data_dir, path)
         columns = task.columns[split]
-        skips = records.SkipLog(f"{task.name} {split} row")
+        skips = SkipLog(f"{task.name} {split} row", path)
+        _, found = rows.delimited_rows(path, skips, delimiter="\t", quoting=False,
+                                       header=columns.header, error=GlueDataError)
         examples = []
-        for index, line in read_tsv_lines(path, skips):
-            if index == 0 and columns.header:
+        for row in found:
+            here = rows.where(path, row.line)
+            if len(row.fields) < columns.min_columns:
+                skips.skip(here, rows.FIELD_COUNT, f"{len(row.fields)} columns, expected "
+                                                   f"at least {columns.min_columns}")
                 continue
-            where = f"{path}:{index + 1}"
-            if line == [""]:
-                skips.skip(where, "empty line")
-                continue
-            if len(line) < columns.min_columns:
-                skips.skip(where, f"{len(line)} columns, expected at least "
-                                  f"{columns.min_columns}")
-                continue
-            example, error = self._make_example(index, line, columns, split)
-            if error:
-                skips.skip(where, error)
+            example, problem = self._make_example(row.line - 1, row.fields, columns, split)
+            if problem:
+                skips.skip(here, *problem)
                 continue
             examples.append(example)
-        skips.summary(len(examples) + skips.count)
+            skips.keep(*([] if example.label is None or task.is_regression
+                         else [example.label]))
+        skips.summary()
         self.last_skipped = skips.count
         if not examples:
             raise GlueDataError(
-                f"no usable {task.name} {split} example in {path} "
-                f"({skips.count} bad row(s) skipped, see the warnings)")
+                f"no usable {task.name} {split} example in {path}: {skips.describe()}")
         return examples
 
     def _make_example(self, index: int, line: list[str], columns: Columns, split: str
-                      ) -> tuple[InputExample | None, str | None]:
+                      ) -> tuple[InputExample | None, tuple[str, str] | None]:
         process = self.process_text
         label = None
         if columns.label is not None:
@@ -272,12 +249,12 @@ class GlueProcessor:
                 try:
                     label = float(raw)
                 except ValueError:
-                    return None, f"label {raw!r} is not a number"
+                    return None, ("label not a number", f"label {raw!r}")
             else:
                 label = process(raw)
                 if label not in self.task.labels:
-                    return None, (f"unknown label {raw!r} (expected one of "
-                                  f"{', '.join(self.task.labels)})")
+                    return None, (rows.UNKNOWN_LABEL, f"label {raw!r} is not one of "
+                                                 f"{', '.join(self.task.labels)}")
         guid = f"{split}-{index}" if columns.guid is None else process(line[columns.guid])
         text_b = None if columns.text_b is None else process(line[columns.text_b])
         return InputExample(guid, process(line[columns.text_a]), text_b, label), None
@@ -321,9 +298,11 @@ def cache_path(cache_dir, task: str | GlueTask, split: str) -> str:
 
 
 def cached_glue_records(task: str | GlueTask, split: str, data_dir, cache_dir, tokenizer,
-                        max_seq_length: int) -> CachedRecords:
+                        max_seq_length: int, examples: list[InputExample] | None = None
+                        ) -> CachedRecords:
     """Converts a whole split of a task to a TFRecord file under `cache_dir`, or reuses
-    the file converted before from the same data with the same settings.
+    the file converted before from the same data with the same settings. `examples`:
+    the split's examples already read (`GlueProcessor.for_tokenizer`), else read here.
 
     The settings (task, split, source file and its SHA-256, `max_seq_length`, the
     tokenizer's model path and SHA-256, `do_lower_case`) are kept in
@@ -339,8 +318,8 @@ def cached_glue_records(task: str | GlueTask, split: str, data_dir, cache_dir, t
 
     def convert(path):
         processor = get_processor(task, tokenizer)
-        examples = processor.get_examples(data_dir, split)
-        count = write_examples(examples, task, max_seq_length, tokenizer, path)
+        read = processor.get_examples(data_dir, split) if examples is None else examples
+        count = write_examples(read, task, max_seq_length, tokenizer, path)
         logging.info("wrote %d %s %s examples to %s", count, task.name, split, path)
         return count, processor.last_skipped
 

@@ -16,20 +16,22 @@ Formats:
 - JSON lines `{"id", "context", "question", "choices": [...], "label"}`: `label` the
   right choice's index (or its text); `question` optional (endings are question +
   choice, or the choice in the question's `_` blank, as RACE's).
-A file without answers (a test split) gives label -1 (`NO_LABEL`). Bad items are
-skipped with a warning naming file, line or item; a file with none left is an error.
+A file without answers (a test split) gives label -1 (`NO_LABEL`); in a training or
+dev split (`labelled=True`) a question without one is skipped. A question is read whole
+or not at all: a bad one (a broken CSV row or JSON line, invalid UTF-8, a NUL, an answer
+that is no choice) is skipped, named by file and line or document, and counted by
+reason; a file with none left is an error. C3's files are each one JSON document, read
+whole or not at all.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
 import os
 
-from albert_tf.data import records
+from albert_tf.data import rows
 from albert_tf.data.choice_records import ChoiceDataError, ChoiceExample, make_ending
-from albert_tf.fileio import read_text
+from albert_tf.data.report import SkipLog
+from albert_tf.data.rows import UNKNOWN_LABEL
 
 NO_LABEL = -1
 C3_PARTS = ("d", "m")  # dialogues, then mixed-genre texts
@@ -39,32 +41,34 @@ SWAG_FILES = {"train": "train.csv", "dev": "val.csv", "test": "test.csv"}
 JSONL_FILES = {"train": "train.jsonl", "dev": "dev.jsonl", "test": "test.jsonl"}
 
 
-def _text(path: str) -> str:
-    return read_text(path, ChoiceDataError)
-
-
-def _finish(examples, skips: records.SkipLog, what: str, where: str):
-    skips.summary(len(examples) + skips.count)
+def _finish(examples, logs: list[SkipLog], what: str, where: str):
+    for skips in logs:
+        skips.summary()
     if not examples:
-        raise ChoiceDataError(f"no usable {what} question in {where} ({skips.count} bad "
-                              f"item(s) skipped, see the warnings)")
+        raise ChoiceDataError(f"no usable {what} question in {where}: "
+                              + "; ".join(skips.describe() for skips in logs))
     return examples
 
 
-def _label(answer, choices, where: str, skips: records.SkipLog) -> int | None:
-    """The index of `answer` (an index, or a choice's text); None (skipped) if neither."""
-    if answer is None:
-        return NO_LABEL
+def _label(answer, choices, labelled: bool | None) -> int | tuple[str, str]:
+    """The index of `answer` (an index, or a choice's text), NO_LABEL for none where
+    `labelled` is not True, else (reason, detail) of why not."""
+    if answer is None or answer == "":
+        return ("no label", "no answer") if labelled else NO_LABEL
     if isinstance(answer, int) and not isinstance(answer, bool):
         if 0 <= answer < len(choices):
             return answer
     elif isinstance(answer, str):
         if answer.strip().lstrip("-").isdigit() and answer not in choices:
-            return _label(int(answer), choices, where, skips)
+            return _label(int(answer), choices, labelled)
         if answer in choices:
             return choices.index(answer)
-    skips.skip(where, f"answer {answer!r} is neither a choice nor a choice's index")
-    return None
+    return UNKNOWN_LABEL, f"answer {answer!r} is neither a choice nor a choice's index"
+
+
+def _keep(examples: list, example: ChoiceExample, skips: SkipLog) -> None:
+    examples.append(example)
+    skips.keep(*([] if example.label == NO_LABEL else [str(example.label)]))
 
 
 def c3_files(data_dir, split: str) -> list[str]:
@@ -87,96 +91,113 @@ def c3_part(path) -> str:
     return pieces[1] if len(pieces) == 3 and pieces[0] == "c3" else stem
 
 
-def read_c3(paths, process_text=str, max_choices: int = 4) -> list[ChoiceExample]:
-    """The questions of C3 files (see the module's docstring)."""
-    skips = records.SkipLog("C3 question")
-    examples = []
+def read_c3(paths, process_text=str, max_choices: int = 4,
+            labelled: bool | None = None) -> list[ChoiceExample]:
+    """The questions of C3 files (see the module's docstring). A file is one JSON
+    document, read whole or not at all; a question is skipped whole (named by file,
+    document and question) when it cannot be read. `labelled`: True where every
+    question must have an answer (training and dev)."""
+    examples, logs = [], []
     for path in paths:
+        skips = SkipLog("C3 question", path)
+        logs.append(skips)
         part = c3_part(path)
-        try:
-            documents = json.loads(_text(path))
-        except json.JSONDecodeError as e:
-            raise ChoiceDataError(f"{path}: not JSON ({e.msg}, line {e.lineno})") from None
+        documents = rows.json_document(path, ChoiceDataError)
         if not isinstance(documents, list):
             raise ChoiceDataError(f"{path}: expected a JSON list of documents")
         for number, document in enumerate(documents):
             where = f"{path} document {number}"
             if not (isinstance(document, list) and len(document) == 3
-                    and isinstance(document[0], list) and isinstance(document[1], list)):
-                skips.skip(where, "not [sentences, questions, id]")
+                    and isinstance(document[0], list) and isinstance(document[1], list)
+                    and all(isinstance(x, str) for x in document[0])):
+                skips.skip(where, "malformed document", "not [sentences, questions, id]")
                 continue
             sentences, questions, document_id = document
-            context = process_text(" ".join(str(s) for s in sentences))
+            problem = rows.text_problem(" ".join(sentences))
             for index, item in enumerate(questions):
                 here = f"{where} ({document_id}) question {index}"
                 choices = item.get("choice") if isinstance(item, dict) else None
+                if problem:
+                    skips.skip(here, *problem)
+                    continue
                 if not (isinstance(choices, list) and 1 <= len(choices) <= max_choices
                         and all(isinstance(c, str) for c in choices)):
-                    skips.skip(here, f"'choice' must be a list of 1 to {max_choices} texts")
+                    skips.skip(here, "malformed question",
+                               f"'choice' must be a list of 1 to {max_choices} texts")
                     continue
-                label = _label(item.get("answer"), choices, here, skips)
-                if label is None:
+                question = item.get("question", "")
+                bad = rows.text_problem(" ".join([str(question), *choices]))
+                if bad:
+                    skips.skip(here, *bad)
                     continue
-                question = process_text(str(item.get("question", "")))
-                examples.append(ChoiceExample(
-                    f"{part}-{document_id}-{index}", context,
-                    [make_ending(question, process_text(c)) for c in choices], label))
-    return _finish(examples, skips, "C3", ", ".join(paths))
+                label = _label(item.get("answer"), choices, labelled)
+                if isinstance(label, tuple):
+                    skips.skip(here, *label)
+                    continue
+                question = process_text(str(question))
+                _keep(examples, ChoiceExample(
+                    f"{part}-{document_id}-{index}", process_text(" ".join(sentences)),
+                    [make_ending(question, process_text(c)) for c in choices], label), skips)
+    return _finish(examples, logs, "C3", ", ".join(paths))
 
 
-def read_swag(path: str, process_text=str) -> list[ChoiceExample]:
-    """The rows of a SWAG CSV (see the module's docstring)."""
-    skips = records.SkipLog("SWAG row")
-    reader = csv.DictReader(io.StringIO(_text(path), newline=""))
-    missing = [c for c in ("sent1", "sent2", *SWAG_ENDINGS) if c not in (reader.fieldnames or ())]
+def read_swag(path: str, process_text=str, labelled: bool | None = None
+              ) -> list[ChoiceExample]:
+    """The rows of a SWAG CSV (see the module's docstring); read as every CSV is
+    (`albert_tf.data.rows`: a row whole or not at all)."""
+    skips = SkipLog("SWAG row", path)
+    header, found = rows.delimited_rows(path, skips, delimiter=",", quoting=True,
+                                        header=True, error=ChoiceDataError)
+    missing = [c for c in ("sent1", "sent2", *SWAG_ENDINGS) if c not in header]
     if missing:
         raise ChoiceDataError(f"{path}: no column(s) {', '.join(missing)} in the header "
                               f"(SWAG's CSV has sent1, sent2, ending0..3, label)")
     examples = []
-    for index, row in enumerate(reader):
-        where = f"{path}:{reader.line_num}"
-        if any(row.get(c) is None for c in ("sent1", "sent2", *SWAG_ENDINGS)):
-            skips.skip(where, "missing column(s)")
+    for index, row in enumerate(found):
+        item = dict(zip(header, row.fields))
+        here = rows.where(path, row.line)
+        label = _label(item.get("label"), list(SWAG_ENDINGS), labelled)
+        if isinstance(label, tuple):
+            skips.skip(here, *label)
             continue
-        label = row.get("label")
-        label = _label(label if label not in ("", None) else None, list(SWAG_ENDINGS),
-                       where, skips)
-        if label is None:
-            continue
-        example_id = row.get("fold-ind") or str(index)
-        examples.append(ChoiceExample(
-            example_id, process_text(row["sent1"]),
-            [process_text(f"{row['sent2']} {row[e]}") for e in SWAG_ENDINGS], label))
-    return _finish(examples, skips, "SWAG", path)
+        example_id = item.get("fold-ind") or str(index)
+        _keep(examples, ChoiceExample(
+            example_id, process_text(item["sent1"]),
+            [process_text(f"{item['sent2']} {item[e]}") for e in SWAG_ENDINGS], label), skips)
+    return _finish(examples, [skips], "SWAG", path)
 
 
-def read_choice_jsonl(path: str, process_text=str,
-                      max_choices: int | None = None) -> list[ChoiceExample]:
-    """The lines of a multiple-choice JSONL file (see the module's docstring)."""
-    skips = records.SkipLog("multiple-choice line")
+def read_choice_jsonl(path: str, process_text=str, max_choices: int | None = None,
+                      labelled: bool | None = None) -> list[ChoiceExample]:
+    """The lines of a multiple-choice JSONL file (see the module's docstring); a line is
+    read whole or not at all (`albert_tf.data.rows.json_lines`)."""
+    skips = SkipLog("multiple-choice line", path)
     examples = []
-    for number, line in enumerate(_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as e:
-            skips.skip(where, f"not JSON ({e.msg})")
-            continue
-        choices = item.get("choices") if isinstance(item, dict) else None
+    for number, item, _ in rows.json_lines(path, skips, ChoiceDataError):
+        here = rows.where(path, number)
+        choices = item.get("choices")
         if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices)):
-            skips.skip(where, "'choices' must be a non-empty list of texts")
+            skips.skip(here, "malformed question", "'choices' must be a non-empty list of "
+                                                   "texts")
             continue
         if max_choices is not None and len(choices) > max_choices:
-            skips.skip(where, f"{len(choices)} choices, more than the model's {max_choices}")
+            skips.skip(here, "too many choices",
+                       f"{len(choices)} choices, more than the model's {max_choices}")
             continue
-        label = _label(item.get("label"), choices, where, skips)
-        if label is None:
+        texts = [item.get("question") or "", item.get("context") or ""]
+        if not all(isinstance(t, str) for t in texts):
+            skips.skip(here, "not text", "'question' and 'context' must be texts")
             continue
-        question = process_text(str(item.get("question") or ""))
+        bad = rows.text_problem(" ".join(texts + choices))
+        if bad:
+            skips.skip(here, *bad)
+            continue
+        label = _label(item.get("label"), choices, labelled)
+        if isinstance(label, tuple):
+            skips.skip(here, *label)
+            continue
+        question = process_text(texts[0])
         endings = [make_ending(question, process_text(c)) for c in choices]
-        examples.append(ChoiceExample(str(item.get("id", number - 1)),
-                                      process_text(str(item.get("context") or "")), endings,
-                                      label))
-    return _finish(examples, skips, "multiple-choice", path)
+        _keep(examples, ChoiceExample(str(item.get("id", number - 1)),
+                                      process_text(texts[1]), endings, label), skips)
+    return _finish(examples, [skips], "multiple-choice", path)

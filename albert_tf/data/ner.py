@@ -27,8 +27,9 @@ import numpy as np
 from absl import logging
 
 from albert_tf import fileio, names, packing
+from albert_tf.data import rows
 from albert_tf.data.errors import DataError
-from albert_tf.data.records import SkipLog
+from albert_tf.data.report import SkipLog
 
 # The label id of positions the loss and the metrics skip.
 IGNORE = -1
@@ -64,121 +65,172 @@ class NerFile:
     lines: list[str] = dataclasses.field(default_factory=list)
     rows: list[tuple[int, int] | None] = dataclasses.field(default_factory=list)
     objects: list[dict] = dataclasses.field(default_factory=list)
+    # the windows of its sentences (`file_features`), once made for a model's labels
+    windows: list | None = None
+
+    def head(self, count: int) -> "NerFile":
+        """A file of the first `count` sentences (nothing to write back)."""
+        return NerFile(self.path, self.format, self.sentences[:count])
 
     @property
     def has_tags(self) -> bool:
         return bool(self.sentences) and self.sentences[0].tags is not None
 
 
-def read_conll(path: str) -> NerFile:
-    """A CoNLL column file; see the module's docstring. A sentence with a bad line (a
-    tag that is not O or B-/I-/E-/S-<type>, a line with a tag where the file's first
-    token line has none or the reverse) is skipped with a warning naming the line; its
-    lines are written back unchanged. An error when no sentence is left."""
-    text = fileio.read_text(path, NerDataError)
+def _fields(line: str) -> list[str]:
+    """A CoNLL line's columns, cut at spaces and tabs only (a token may be another
+    kind of space: U+3000 in Chinese text)."""
+    return _COLUMNS.split(line.strip(" \t")) if line.strip(" \t") else []
+
+
+_COLUMNS = re.compile(r"[ \t]+")
+
+
+def _unknown(tags, labels) -> list[str]:
+    return sorted(set(tags) - set(labels)) if labels is not None and tags else []
+
+
+def read_conll(path: str, labels: list[str] | None = None) -> NerFile:
+    """A CoNLL column file; see the module's docstring. A sentence is read whole or not
+    at all: one with a bad line (a tag that is not O or B-/I-/E-/S-<type>, a line with a
+    tag where the file's first token line has none or the reverse, invalid UTF-8, a NUL
+    byte, with `labels` a tag not among them) is skipped, named by file and line, and
+    its lines are written back unchanged. An error when no sentence is left."""
+    lines = rows.read_lines(path, NerDataError)
     result = NerFile(path=path, format="conll", sentences=[])
-    skips = SkipLog("CoNLL sentence")
+    skips = SkipLog("CoNLL sentence", path)
     words, tags, start, columns, first_row, bad = [], [], 0, None, 0, None
+    seen_tags: set[str] = set()
 
     def close():
         nonlocal words, tags, bad
+        if bad is None and words and _unknown(tags, labels):
+            bad = (start, rows.UNKNOWN_LABEL, f"tag(s) {', '.join(_unknown(tags, labels))} "
+                                              f"not among the labels")
         if bad is not None:
-            skips.skip(f"{path}, line {bad[0]}", bad[1])
+            skips.skip(rows.where(path, bad[0]), bad[1], bad[2])
             for i in range(first_row, len(result.rows)):  # written back as they are
                 result.rows[i] = None
         elif words:
             result.sentences.append(NerSentence(words, tags if columns > 1 else None, start))
+            skips.keep(*(tags if columns > 1 else ()))
         words, tags, bad = [], [], None
 
-    for number, line in enumerate(text.splitlines(), 1):
-        result.lines.append(line)
-        fields = line.split()
-        if not fields or fields[0] == DOCSTART:
+    for line in lines:
+        number = line.number
+        result.lines.append(line.text)
+        fields = [] if line.problem else _fields(line.text)
+        if line.problem is None and (not fields or fields[0] == DOCSTART):
             close()
             result.rows.append(None)
             continue
         if not words and bad is None:
             start, first_row = number, len(result.rows)
+        result.rows.append((len(result.sentences), len(words)))
+        if line.problem is not None:
+            bad = bad or (number, *line.problem)
+            words.append("")
+            continue
         if columns is None:
             columns = min(len(fields), 2)
         if bad is None and min(len(fields), 2) != columns:
-            bad = (number, f"{len(fields)} column(s) where the file's first token line "
-                           f"has {'a tag' if columns > 1 else 'no tag'}")
+            bad = (number, rows.FIELD_COUNT,
+                   f"{len(fields)} column(s) where the file's first token line has "
+                   f"{'a tag' if columns > 1 else 'no tag'}")
         elif bad is None and columns > 1 and not _TAG.match(fields[-1]):
-            bad = (number, f"tag {fields[-1]!r} is not O or B-/I-/E-/S-<type>")
-        result.rows.append((len(result.sentences), len(words)))
+            bad = (number, "not a tag", f"tag {fields[-1]!r} is not O or B-/I-/E-/S-<type>")
+        elif bad is None and columns > 1 and line.unended and labels is None \
+                and fields[-1] not in seen_tags:
+            bad = (number, rows.CUT_SHORT, f"tag {fields[-1]!r} is on no other line, and the "
+                                      "file's last line has no line break: it may be cut "
+                                      "short")
         words.append(fields[0])
         if columns > 1:
             tags.append(fields[-1])
+            seen_tags.add(fields[-1])
     close()
-    skips.summary(len(result.sentences) + skips.count)
+    skips.summary()
     if not result.sentences:
-        raise NerDataError(f"{path} holds no usable sentence ({skips.count} skipped, see "
-                           f"the warnings)")
+        raise NerDataError(f"{path} holds no usable sentence: {skips.describe()}")
     return result
 
 
-def _cluener_tags(text: str, label: dict, path: str, number: int, skips) -> list[str]:
-    """Character tags of one line. An entity whose span is not its text (or lies
-    outside it) or overlaps an entity read before it is skipped, with a warning naming
-    file, line and entity (CLUENER2020's train file has a few overlaps)."""
+def _cluener_tags(text: str, label) -> list[str]:
+    """Character tags of one line; raises `_BadLine` for an entity whose span is not its
+    text (or lies outside it) or overlaps another (CLUENER2020's train file has one)."""
     tags = ["O"] * len(text)
     if not isinstance(label, dict):
-        raise NerDataError(f"{path}, line {number}: 'label' must be an object")
+        raise _BadLine("malformed label", "'label' is not an object")
     for entity_type, entities in label.items():
+        if not isinstance(entities, dict):
+            raise _BadLine("malformed label", f"{entity_type!r} is not an object")
         for entity, spans in entities.items():
+            if not (isinstance(spans, list) and all(
+                    isinstance(span, list) and len(span) == 2 and all(
+                        isinstance(x, int) and not isinstance(x, bool) for x in span)
+                    for span in spans)):
+                raise _BadLine("malformed label", f"{entity_type} {entity!r}: spans must "
+                                                  "be [[start, end], ...]")
             for start, end in spans:
-                where = f"{path}, line {number}"
                 if not (0 <= start <= end < len(text)) or text[start:end + 1] != entity:
-                    skips.skip(where, f"{entity_type} {entity!r} at [{start}, {end}] is "
-                                      f"not that text (inclusive offsets into 'text')")
-                    continue
+                    raise _BadLine("entity not at its offsets",
+                                   f"{entity_type} {entity!r} at [{start}, {end}] is not "
+                                   f"that text (inclusive offsets into 'text')")
                 if any(t != "O" for t in tags[start:end + 1]):
-                    skips.skip(where, f"{entity_type} {entity!r} at [{start}, {end}] "
-                                      f"overlaps another entity")
-                    continue
+                    raise _BadLine("overlapping entities",
+                                   f"{entity_type} {entity!r} at [{start}, {end}] overlaps "
+                                   f"another entity")
                 tags[start] = f"B-{entity_type}"
                 for i in range(start + 1, end + 1):
                     tags[i] = f"I-{entity_type}"
     return tags
 
 
-def read_cluener(path: str) -> NerFile:
-    """CLUENER2020 JSON lines; every character is a word. Bad entities are skipped
-    (see `_cluener_tags`), then counted in a warning."""
-    text = fileio.read_text(path, NerDataError)
+class _BadLine(Exception):
+    """(reason, detail) of a CLUENER line that cannot be read whole."""
+
+
+def read_cluener(path: str, labels: list[str] | None = None) -> NerFile:
+    """CLUENER2020 JSON lines; every character is a word. A line is read whole or not
+    at all: one that is not a JSON object with a 'text' string, or with a bad entity
+    (see `_cluener_tags`; with `labels`, a tag not among them), is skipped, named by
+    file and line."""
     result = NerFile(path=path, format="cluener", sentences=[])
-    skips = SkipLog("CLUENER entity")
-    entities = 0
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
+    skips = SkipLog("CLUENER line", path)
+    for number, item, _ in rows.json_lines(path, skips, NerDataError):
+        here = rows.where(path, number)
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise NerDataError(f"{path}, line {number}: not JSON: {e.msg}") from None
-        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
-            raise NerDataError(f"{path}, line {number}: no 'text' string")
-        tags = None
-        if "label" in item:
-            tags = _cluener_tags(item["text"], item["label"], path, number, skips)
-            entities += sum(len(spans) for entity in item["label"].values()
-                            if isinstance(entity, dict) for spans in entity.values())
-        if result.sentences and (tags is None) != (result.sentences[0].tags is None):
-            raise NerDataError(f"{path}, line {number}: some lines have 'label', some not")
+            if not isinstance(item.get("text"), str):
+                raise _BadLine("missing field", "no 'text' string")
+            problem = rows.text_problem(item["text"])
+            if problem:
+                raise _BadLine(*problem)
+            tags = _cluener_tags(item["text"], item["label"]) if "label" in item else None
+            if result.sentences and (tags is None) != (result.sentences[0].tags is None):
+                raise _BadLine("missing field", "no 'label' where the file's first line "
+                                                "has one" if tags is None else
+                               "a 'label' where the file's first line has none")
+            if _unknown(tags, labels):
+                raise _BadLine(rows.UNKNOWN_LABEL, f"tag(s) {', '.join(_unknown(tags, labels))}"
+                                                   f" not among the labels")
+        except _BadLine as bad:
+            skips.skip(here, *bad.args)
+            continue
         result.objects.append(item)
         result.sentences.append(NerSentence(list(item["text"]), tags, number))
-    skips.summary(entities)
+        skips.keep(*(tags or ()))
+    skips.summary()
     if not result.sentences:
-        raise NerDataError(f"{path} holds no sentence")
+        raise NerDataError(f"{path} holds no usable sentence: {skips.describe()}")
     return result
 
 
-def read_ner_file(path: str) -> NerFile:
-    """CLUENER JSON lines if the first non-empty line is a JSON object, else CoNLL."""
+def read_ner_file(path: str, labels: list[str] | None = None) -> NerFile:
+    """CLUENER JSON lines if the first non-empty line is a JSON object, else CoNLL.
+    With `labels`, a sentence with another tag is skipped (a dev or test file)."""
     with fileio.open_binary(path) as f:
-        head = f.read(4096).decode("utf-8", errors="replace").lstrip()
-    return read_cluener(path) if head.startswith("{") else read_conll(path)
+        head = f.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
+    return read_cluener(path, labels) if head.startswith("{") else read_conll(path, labels)
 
 
 def labels_of(files: list[NerFile]) -> list[str]:

@@ -8,9 +8,10 @@ article and each option as `make_ending` puts it in the question), whose records
 [SEP]`, four of them.
 
 Unlike the original, files are read in sorted order (the original follows `os.listdir`,
-so its order depends on the file system) and bad input (invalid JSON or UTF-8, an
-answer outside A-D, a question without four options) is skipped with a warning naming
-the file and question instead of stopping the run.
+so its order depends on the file system) and a question is read whole or not at all:
+bad input (invalid JSON or UTF-8, an answer outside A-D, a question without four
+options) is skipped, named by file and question and counted by reason, instead of
+stopping the run.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
-from albert_tf.data import records
+from albert_tf.data import rows
 from albert_tf.data.cache import (
     CachedRecords,
     abspath_or_url,
@@ -38,6 +39,7 @@ from albert_tf.data.choice_records import (
     make_ending,
     write_examples,
 )
+from albert_tf.data.report import SkipLog
 from albert_tf.tokenization import convert_to_unicode
 
 RACE_LABELS = ("A", "B", "C", "D")
@@ -86,61 +88,72 @@ def race_files(data_dir, split: str, high_only: bool = False,
     return files
 
 
-def _documents(path: str, skips: records.SkipLog):
-    """The JSON documents of a file: one per file in the release; one per line also
-    works (the original reads line by line)."""
+def _documents(path: str, skips: SkipLog):
+    """(where, document) of each JSON document of a file: one per file in the release;
+    one per line also works (the original reads line by line), each line read whole or
+    not at all. A file read whole that is not UTF-8 is skipped as one item."""
     with open_binary(path) as f:
         raw = f.read()
     try:
-        text = raw.decode("utf-8")
+        return [(path, json.loads(raw.decode("utf-8-sig")))]
     except UnicodeDecodeError as e:
-        skips.skip(path, f"not valid UTF-8 (offset {e.start})")
-        return []
-    try:
-        return [json.loads(text)]
+        if b"\n" not in raw.strip():
+            skips.skip(path, rows.INVALID_UTF8, f"byte {raw[e.start]:#04x} at offset {e.start}")
+            return []
     except ValueError:
         pass
-    documents = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                documents.append(json.loads(line))
-            except ValueError as e:
-                skips.skip(f"{path}:{number}", f"not JSON ({e})")
-    return documents
+    return [(rows.where(path, number), item)
+            for number, item, _ in rows.json_lines(path, skips, RaceDataError)]
 
 
 def document_examples(document, where: str, process_text: Callable[[str], str],
-                      skips: records.SkipLog) -> list[ChoiceExample]:
-    """The examples of one RACE JSON document; bad questions are skipped."""
+                      skips: SkipLog) -> list[ChoiceExample]:
+    """The examples of one RACE JSON document; a bad question is skipped whole (a bad
+    document counts as one skipped question: nothing tells how many it held)."""
     if not isinstance(document, dict):
-        skips.skip(where, "not a JSON object")
+        skips.skip(where, rows.NOT_OBJECT)
         return []
     missing = [k for k in ("article", "questions", "options", "answers", "id")
                if k not in document]
     if missing:
-        skips.skip(where, f"missing field(s) {', '.join(missing)}")
+        skips.skip(where, "missing field", f"no {', '.join(missing)}")
         return []
     answers, options, questions = (document["answers"], document["options"],
                                    document["questions"])
-    context = process_text(document["article"])
+    if not (isinstance(document["article"], str) and all(
+            isinstance(x, list) for x in (answers, options, questions))):
+        skips.skip(where, "malformed document", "'article' must be a text, 'answers', "
+                                                "'options' and 'questions' lists")
+        return []
+    problem = rows.text_problem(document["article"])
     examples = []
     for i, answer in enumerate(answers):
         here = f"{where} question {i}"
+        if problem:
+            skips.skip(here, *problem)
+            continue
         if i >= len(questions) or i >= len(options):
-            skips.skip(here, "no question or options for this answer")
+            skips.skip(here, "malformed question", "no question or options for this answer")
             continue
         if answer not in RACE_LABELS:
-            skips.skip(here, f"answer {answer!r} is not one of {', '.join(RACE_LABELS)}")
+            skips.skip(here, rows.UNKNOWN_LABEL,
+                       f"answer {answer!r} is not one of {', '.join(RACE_LABELS)}")
             continue
-        if not isinstance(options[i], list) or len(options[i]) != NUM_CHOICES:
-            skips.skip(here, f"expected {NUM_CHOICES} options, found "
-                             f"{len(options[i]) if isinstance(options[i], list) else 0}")
+        if not (isinstance(options[i], list) and len(options[i]) == NUM_CHOICES
+                and all(isinstance(o, str) for o in options[i])
+                and isinstance(questions[i], str)):
+            skips.skip(here, "malformed question", f"expected a question and {NUM_CHOICES} "
+                                                   f"option texts")
+            continue
+        bad = rows.text_problem(" ".join([questions[i], *options[i]]))
+        if bad:
+            skips.skip(here, *bad)
             continue
         question = process_text(questions[i])
         endings = [make_ending(question, process_text(option)) for option in options[i]]
-        examples.append(ChoiceExample(str(document["id"]), context, endings,
-                                    RACE_LABELS.index(answer)))
+        examples.append(ChoiceExample(str(document["id"]), process_text(document["article"]),
+                                      endings, RACE_LABELS.index(answer)))
+        skips.keep(answer)
     return examples
 
 
@@ -178,20 +191,18 @@ class RaceProcessor:
 
     def get_examples(self, data_dir, split: str) -> list[ChoiceExample]:
         files = race_files(data_dir, split, self.high_only, self.middle_only)
-        skips = records.SkipLog(f"RACE {split} input")
+        skips = SkipLog(f"RACE {split} question", race_dir(data_dir, split))
         examples = []
         for path in files:
-            documents = _documents(path, skips)
-            for number, document in enumerate(documents):
-                where = path if len(documents) == 1 else f"{path} document {number}"
+            for where, document in _documents(path, skips):
                 examples += document_examples(document, where, self.process_text, skips)
-        skips.summary(len(examples) + skips.count)
+        skips.summary()
         self.last_skipped = skips.count
         if not examples:
             raise RaceDataError(
                 f"no usable RACE {split} question under {race_dir(data_dir, split)} "
                 f"(levels: {', '.join(self.levels)}; {len(files)} .txt file(s); "
-                f"{skips.count} bad item(s) skipped, see the warnings)")
+                f"{skips.describe()})")
         return examples
 
 
@@ -215,11 +226,13 @@ def _files_sha256(files: Sequence[str], root: str) -> str:
 
 def cached_race_records(split: str, data_dir, cache_dir, tokenizer, max_seq_length: int,
                         max_qa_length: int = DEFAULT_MAX_QA_LENGTH, *,
-                        high_only: bool = False, middle_only: bool = False
-                        ) -> CachedRecords:
+                        high_only: bool = False, middle_only: bool = False,
+                        examples: list[ChoiceExample] | None = None) -> CachedRecords:
     """Converts a RACE split to a TFRecord file under `cache_dir`, or reuses the one
     converted before from the same files with the same settings (kept in
-    `<file>.meta.json`: the files' SHA-256, lengths, levels, tokenizer, `do_lower_case`)."""
+    `<file>.meta.json`: the files' SHA-256, lengths, levels, tokenizer, `do_lower_case`).
+    `examples`: the split's examples already read (`RaceProcessor.for_tokenizer`), else
+    read here."""
     check_lengths(max_seq_length, max_qa_length)
     files = race_files(data_dir, split, high_only, middle_only)
     split_dir = race_dir(data_dir, split)
@@ -231,8 +244,8 @@ def cached_race_records(split: str, data_dir, cache_dir, tokenizer, max_seq_leng
 
     def convert(path):
         processor = RaceProcessor.for_tokenizer(tokenizer, high_only, middle_only)
-        examples = processor.get_examples(data_dir, split)
-        count = write_examples(examples, max_seq_length, max_qa_length, tokenizer, path)
+        read = processor.get_examples(data_dir, split) if examples is None else examples
+        count = write_examples(read, max_seq_length, max_qa_length, tokenizer, path)
         return count, processor.last_skipped
 
     return cached_conversion(cache_path(cache_dir, split, high_only, middle_only),

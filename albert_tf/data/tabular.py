@@ -1,7 +1,8 @@
 """Classification and regression examples from your own CSV, TSV or JSONL files.
 
-The format comes from the file name: `.csv` (comma-separated, double quotes as in
-Python's `csv`), `.tsv` / `.txt` (tab-separated, quotes are text as in GLUE's files),
+The format comes from the file name: `.csv` (comma-separated, RFC 4180 quotes: a field
+with a comma, quote or line break is quoted, its quotes doubled), `.tsv` / `.txt`
+(tab-separated, quotes are text as in GLUE's files),
 `.jsonl` / `.json` (one JSON object per line). Fields are named (`text_a_field`,
 `text_b_field`, `label_field`): a column name of the header row (or a JSON key), or a
 0-based column index. CSV/TSV files have a header row unless `header=False` (then
@@ -9,23 +10,23 @@ fields are indices).
 
 Rows become `albert_tf.data.sentence_records.InputExample`s, so GLUE's records, metrics
 and training serve them unchanged; `file_task` describes the task as a `SentenceTask`. Labels
-are read as strings (a JSON number 1 is "1"); regression labels as floats. Bad rows (a
-missing field, an unknown label, a regression label that is not a number, invalid
-UTF-8 or JSON) are skipped with a warning naming file and line, then counted; a file
-with no usable row is an error.
+are read as strings without surrounding spaces (a JSON number 1 is "1"); regression
+labels as finite floats. A row is read whole or not at all (`albert_tf.data.rows`):
+bad rows (more or fewer fields than the header, a broken quote, invalid UTF-8, a NUL
+byte, a line that is not a JSON object, a missing field or label, an unknown label, a
+regression label that is not a number) are skipped, named by file and line and counted
+by reason (`albert_tf.data.report`); a file with no usable row is an error.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
+import math
 import os
 
-from albert_tf.data import records
+from albert_tf.data.report import SkipLog
+from albert_tf.data.rows import CUT_SHORT, UNKNOWN_LABEL, delimited_rows, json_lines, where
 from albert_tf.data.sentence_records import InputExample, SentenceDataError, SentenceTask
-from albert_tf.fileio import read_text
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 # --data_dir file names of each split (any of the formats).
@@ -72,62 +73,78 @@ def split_file(data_dir, split: str) -> str:
     return found[0]
 
 
-def rows(path: str, header: bool, used: list[tuple[str, str]], skips: records.SkipLog):
-    """(line number, row), each row a dict: a JSON object, or a CSV/TSV row by column
-    index (as a string) and, with a header, by column name too. A `used` field (flag,
-    field) that is neither a header name nor a column index is an error, raised when the
-    header is read, before any row."""
-    text = read_text(path, TableDataError)
+def _check_used(path: str, names: list[str], used) -> None:
+    for flag, field in used:
+        if field not in names and not (field.isdigit() and int(field) < len(names)):
+            raise TableDataError(
+                f"{path}: --{flag}={field} is neither a column of the header "
+                f"({', '.join(names)}) nor a column index")
+
+
+def rows(path: str, skips: SkipLog, *, header: bool = True, used=()):
+    """(`file:line`, row, unended) of each row read whole from a CSV, TSV or JSONL file
+    (`albert_tf.data.rows`: a row with more or fewer fields than the header, a broken
+    quote, invalid UTF-8, a NUL byte or a line that is not a JSON object is skipped into
+    `skips`, naming file and line). A row is a dict: a JSON object, or a CSV/TSV row by
+    column index (as a string) and, with a header, by column name too. `unended`: the
+    file's last line, without the line break the others have (it may be cut short). A
+    `used` field (flag, field) that is neither a header name nor a column index is an
+    error, raised when the header is read, before any row. A task of your own reads its
+    files with this too (`--task_module`)."""
     kind = file_format(path)
     if kind == "jsonl":
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                skips.skip(f"{path}:{number}", f"not JSON ({e.msg})")
-                continue
-            if not isinstance(item, dict):
-                skips.skip(f"{path}:{number}", "not a JSON object")
-                continue
-            yield number, item
+        for number, item, unended in json_lines(path, skips, TableDataError):
+            yield where(path, number), item, unended
         return
-    options = {"delimiter": ","} if kind == "csv" else {"delimiter": "\t",
-                                                         "quoting": csv.QUOTE_NONE}
-    reader = csv.reader(io.StringIO(text, newline=""), **options)
-    names = None
-    for row in reader:
-        if header and names is None:
-            names = row
-            for flag, field in used:
-                if field not in names and not (field.isdigit() and int(field) < len(names)):
-                    raise TableDataError(
-                        f"{path}: --{flag}={field} is neither a column of the header "
-                        f"({', '.join(names)}) nor a column index")
-            continue
-        if not row or row == [""]:
-            continue
+    names, found = delimited_rows(path, skips, delimiter="," if kind == "csv" else "\t",
+                                  quoting=kind == "csv", header=header, error=TableDataError)
+    if names is not None:
+        _check_used(path, names, used)
+    for row in found:
+        item = {str(i): v for i, v in enumerate(row.fields)}
         if names is not None:
-            item = {str(i): v for i, v in enumerate(row)}
-            item.update({n: row[i] for i, n in enumerate(names) if i < len(row)})
-            yield reader.line_num, item
-        else:
-            yield reader.line_num, {str(i): v for i, v in enumerate(row)}
+            item.update(zip(names, row.fields))
+        yield where(path, row.line), item, row.unended
 
 
 def complete_rows(path: str, fields: Fields, header: bool, with_label: bool,
-                  skips: records.SkipLog):
-    """(where, row) of the rows that hold every field used (`path:line`); a row that
-    lacks one is skipped, naming what it lacks."""
-    for number, row in rows(path, header, fields.used(with_label), skips):
-        where = f"{path}:{number}"
-        missing = [f"{field!r} (--{flag})" for flag, field in fields.used(with_label)
-                   if row.get(field) is None]
+                  skips: SkipLog):
+    """(`file:line`, row, unended) of the rows that hold every field used, each a text
+    (a JSON string, number or, for the label, a list); a row that lacks one, or holds
+    something else (a JSON object, null), is skipped, naming what."""
+    used = fields.used(with_label)
+    for here, row, unended in rows(path, skips, header=header, used=used):
+        missing = [f"{field!r} (--{flag})" for flag, field in used if row.get(field) is None]
         if missing:
-            skips.skip(where, f"missing {', '.join(missing)}")
+            skips.skip(here, "missing field", f"no {', '.join(missing)}")
             continue
-        yield where, row
+        wrong = [f"{field!r} (--{flag}) is a JSON {type(row[field]).__name__}"
+                 for flag, field in used
+                 if not isinstance(row[field], (str, int, float) if flag != "label_field"
+                                   else (str, int, float, list))
+                 or isinstance(row[field], bool)]
+        if wrong:
+            skips.skip(here, "not text", ", ".join(wrong))
+            continue
+        yield here, row, unended
+
+
+def drop_cut_short_label(examples: list, last_unended: bool, label_of, skips: SkipLog,
+                         here: str) -> None:
+    """A file's last row, without the line break its other rows have, whose label no
+    other row has, is taken as a row cut short by an interrupted copy (its label a
+    prefix, say) and dropped from `examples` into `skips`: a label is never learned from
+    it alone. `label_of(example)` gives an example's labels."""
+    if not (last_unended and examples):
+        return
+    others = {label for example in examples[:-1] for label in label_of(example)}
+    new = [label for label in label_of(examples[-1]) if label not in others]
+    if new:
+        skips.unkeep(*label_of(examples[-1]))
+        examples.pop()
+        skips.skip(here, CUT_SHORT, f"its label(s) {', '.join(map(repr, new))} are on no "
+                                    "other row, and the file's last line has no line "
+                                    "break: it may be cut short")
 
 
 def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | None,
@@ -137,9 +154,9 @@ def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | 
     whose label is not one of them is skipped; a test split (or no `label_field`)
     reads no label."""
     with_label = split != "test" and fields.label is not None
-    skips = records.SkipLog(f"{split} row")
-    examples = []
-    for where, row in complete_rows(path, fields, header, with_label, skips):
+    skips = SkipLog(f"{split} row", path)
+    examples, here, last_unended = [], None, False
+    for here, row, last_unended in complete_rows(path, fields, header, with_label, skips):
         label = None
         if with_label:
             raw = row[fields.label]
@@ -147,20 +164,29 @@ def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | 
                 try:
                     label = float(raw)
                 except (TypeError, ValueError):
-                    skips.skip(where, f"label {raw!r} is not a number")
+                    skips.skip(here, "label not a number", f"label {raw!r}")
+                    continue
+                if not math.isfinite(label):
+                    skips.skip(here, "label not a number", f"label {raw!r} is not finite")
                     continue
             else:
-                label = str(raw)
+                label = raw.strip() if isinstance(raw, str) else str(raw)
+                if isinstance(raw, list) or not label:
+                    skips.skip(here, "no label", f"label {raw!r}")
+                    continue
                 if labels is not None and label not in labels:
-                    skips.skip(where, f"label {label!r} is not one of {', '.join(labels)}")
+                    skips.skip(here, UNKNOWN_LABEL,
+                               f"label {label!r} is not one of {', '.join(labels)}")
                     continue
         text_b = None if fields.text_b is None else process_text(str(row[fields.text_b]))
         examples.append(InputExample(f"{split}-{len(examples)}",
                                      process_text(str(row[fields.text_a])), text_b, label))
-    skips.summary(len(examples) + skips.count)
+        skips.keep(*([] if label is None or regression else [label]))
+    if labels is None and not regression:
+        drop_cut_short_label(examples, last_unended, lambda e: [e.label], skips, here)
+    skips.summary()
     if not examples:
-        raise TableDataError(f"no usable {split} row in {path} ({skips.count} bad row(s) "
-                             f"skipped, see the warnings)")
+        raise TableDataError(f"no usable {split} row in {path}: {skips.describe()}")
     return examples
 
 

@@ -18,6 +18,7 @@ from absl import app, flags, logging
 from albert_tf import tokenization
 from albert_tf.apps import common
 from albert_tf.data import pretraining
+from albert_tf.data.errors import DataError
 
 _DEFAULTS = pretraining.PretrainingDataConfig()
 
@@ -61,6 +62,7 @@ flags.DEFINE_integer("chunk_bytes", _DEFAULTS.chunk_bytes,
                      "of the window from which a random other document is drawn.")
 flags.DEFINE_integer("max_line_bytes", _DEFAULTS.max_line_bytes,
                      "Longer input lines are skipped with a warning.")
+common.define_skip_flag()  # the input's unreadable lines (not UTF-8, NUL, too long)
 
 FLAGS = flags.FLAGS
 
@@ -79,12 +81,11 @@ def main(argv):
                                           FLAGS.do_lower_case)
     try:
         pretraining.create_pretraining_data(FLAGS.input_file, FLAGS.output_file, tokenizer,
-                                            config, num_workers=FLAGS.num_workers)
-    except (pretraining.PretrainingDataError, tokenization.TokenizerError,
-            FileNotFoundError) as e:
-        # A clear one-line message (and exit status 1) rather than a traceback.
-        logging.error("%s", e)
-        raise SystemExit(f"create_pretraining_data: {e}") from None
+                                            config, num_workers=FLAGS.num_workers,
+                                            max_skipped_rows=FLAGS.max_skipped_rows)
+    except (DataError, tokenization.TokenizerError, FileNotFoundError) as e:
+        # One line, once (exit status 1), as the other scripts' bad input.
+        raise SystemExit(f"error: {e}") from None
 
 
 def run():

@@ -7,14 +7,19 @@ names its class in `TASK`). The driver owns everything else: flags common to eve
 the tokenizer, the record cache, the loop on tf.distribute, checkpoints, the dev-set
 evaluation of every kept checkpoint with `model.ckpt-best`, and the exports. A task says:
 
-- `name`, `metric` (the dev result that picks the best checkpoint), `serving_kind`
-  (an `albert_tf.export.ServingKind`, or the name of one, for `--export_dir` and
+- `name`, `metric` (the dev result that picks the best checkpoint: one of the keys
+  `metrics` returns, checked on the first dev batch before training) and `metric_goal`
+  ("max", or "min" for an error or a loss), `serving_kind` (an
+  `albert_tf.export.ServingKind`, or the name of one, for `--export_dir` and
   `--export_tflite`);
 - `define_flags()`: the flags it adds (absl), read back as `self.options[name]`;
 - `validate()`: checks of the options, before any file is read;
 - `data_files()`: each split's files (default: `--<split>_file`, else `--data_dir`'s
   `<split>.csv|.tsv|.jsonl`); `read(split, paths)`: the examples of a split (`split` is
-  train, dev or test);
+  train, dev or test), each row read whole or skipped into a
+  `albert_tf.data.report.SkipLog` (`albert_tf.data.tabular.rows` reads CSV, TSV and
+  JSONL so), which the run's `data_report.json` and `--max_skipped_rows` count;
+  `head(split, data, count)`: the split's first `count` examples (default: a list's);
 - `has_labels` and `discover_labels(examples)`: the labels of the training examples
   (`--labels` wins; kept as labels.txt beside the checkpoints; `self.labels`);
 - `features(example)`: the record of an example, as lists of ints or floats by feature
@@ -52,6 +57,7 @@ class Task:
 
     name: str = ""
     metric: str = ""
+    metric_goal: str = "max"  # or "min": which way `metric` is better
     serving_kind: Any = None
     # The model outputs that `metrics` reads (dev) and `write_predictions` reads (test),
     # and the record features both get beside them.
@@ -112,6 +118,16 @@ class Task:
         """The split's data: a list of examples, or any object `split_records`,
         `metrics` and `write_predictions` take."""
         raise NotImplementedError(f"{type(self).__name__}.read")
+
+    def head(self, split: str, data, count: int):
+        """The split's data cut to its first `count` examples, of the kind `read`
+        returns (`split_records`, `write_records`, `metrics` take it): the dev split's
+        head is what the metric is checked on before training. By default a list's
+        first items."""
+        if not isinstance(data, list):
+            raise NotImplementedError(f"{type(self).__name__}.head: its data is not a "
+                                      "list; say how to take its first examples")
+        return data[:count]
 
     def discover_labels(self, examples: list) -> list[str]:
         """The labels of the training examples, sorted (`has_labels` tasks)."""

@@ -101,9 +101,10 @@ class ClassificationTask(Task):
 
     # -------------------------------------------------------------------- data
     def read(self, split, paths):
-        """Your files' examples (GLUE's are read when their records are made)."""
+        """The split's examples: GLUE's TSV files under --data_dir, or your file."""
         if not self.is_file:
-            return None
+            return glue.get_processor(self.sentence_task, self.tokenizer).get_examples(
+                self.options["data_dir"], split)
         return tabular.read_examples(paths[0], self.fields, split=split, labels=self.labels,
                                      regression=self.is_regression,
                                      header=self.options["header"],
@@ -117,7 +118,7 @@ class ClassificationTask(Task):
             return super().cached_records(split, examples, paths, cache_dir)
         return glue.cached_glue_records(self.sentence_task, split, self.options["data_dir"],
                                         cache_dir, self.tokenizer,
-                                        self.options["max_seq_length"])
+                                        self.options["max_seq_length"], examples)
 
     def cache_settings(self) -> dict:
         o = self.options

@@ -35,7 +35,8 @@ from absl import flags, logging
 from albert_tf import fileio, names
 from albert_tf.apps.common import UsageError
 from albert_tf.apps.session import write_results
-from albert_tf.data import records, tabular
+from albert_tf.data import tabular
+from albert_tf.data.report import SkipLog
 from albert_tf.export import kinds, serving_text
 from albert_tf.modeling import AlbertClassifier, register_model
 from albert_tf.tasks.base import Task
@@ -194,41 +195,57 @@ class MultiLabelTask(Task):
 
     # --------------------------------------------------------------------- data
     def _row_labels(self, raw) -> list[str]:
-        if isinstance(raw, list):
-            return [str(label) for label in raw]
+        """The labels of a label field: a JSON list (in a JSON line, or a cell that
+        starts with "["), else the cell cut at --label_separator. Raises ValueError for
+        a cell that looks like a JSON list but is not a list of texts."""
         if isinstance(raw, str) and raw.strip().startswith("["):
             try:
-                parsed = json.loads(raw)
-            except json.JSONDecodeError:
-                parsed = None
-            if isinstance(parsed, list):
-                return [str(label) for label in parsed]
+                raw = json.loads(raw)
+            except ValueError as e:
+                raise ValueError(f"{raw!r} starts as a JSON list but is not one "
+                                 f"({getattr(e, 'msg', e)})") from None
+        if isinstance(raw, list):
+            if not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in raw):
+                raise ValueError(f"{raw!r} is not a list of labels")
+            return [str(label).strip() for label in raw if str(label).strip()]
         parts = str(raw).split(self.options["label_separator"])
         return [part.strip() for part in parts if part.strip()]
 
     def read(self, split, paths) -> list[Example]:
         fields = self.fields
         with_label = split != "test" and fields.label is not None
-        examples = []
+        examples, logs = [], []
         for path in paths:
-            skips, before = records.SkipLog(f"{split} row"), len(examples)
-            for where, row in tabular.complete_rows(path, fields, self.options["header"],
-                                                    with_label, skips):
+            skips, before = SkipLog(f"{split} row", path), len(examples)
+            logs.append(skips)
+            here, unended = None, False
+            for here, row, unended in tabular.complete_rows(
+                    path, fields, self.options["header"], with_label, skips):
                 labels = None
                 if fields.label is not None and row.get(fields.label) is not None:
-                    labels = tuple(dict.fromkeys(self._row_labels(row[fields.label])))
+                    try:
+                        labels = tuple(dict.fromkeys(self._row_labels(row[fields.label])))
+                    except ValueError as e:
+                        skips.skip(here, "label not a JSON list", str(e))
+                        continue
                     unknown = [x for x in labels if self.labels and x not in self.labels]
                     if unknown:
-                        skips.skip(where, f"label(s) {', '.join(map(repr, unknown))} not "
-                                          f"one of the {len(self.labels)} labels")
+                        skips.skip(here, tabular.UNKNOWN_LABEL,
+                                   f"label(s) {', '.join(map(repr, unknown))} not one of "
+                                   f"the {len(self.labels)} labels")
                         continue
                 text_b = None if fields.text_b is None else str(row[fields.text_b])
                 examples.append(Example(f"{split}-{len(examples)}", str(row[fields.text_a]),
                                         text_b, labels))
-            skips.summary(len(examples) - before + skips.count)
+                skips.keep(*(labels or ()))
+            if not self.labels and len(examples) > before:
+                tabular.drop_cut_short_label(examples, unended, lambda e: e.labels or (),
+                                             skips, here)
+            skips.summary()
         if not examples:
-            raise tabular.TableDataError(f"no usable {split} row in {', '.join(paths)} "
-                                         "(see the warnings)")
+            raise tabular.TableDataError(
+                f"no usable {split} row in {', '.join(paths)}: "
+                + "; ".join(log.describe() for log in logs))
         return examples
 
     def discover_labels(self, examples) -> list[str]:

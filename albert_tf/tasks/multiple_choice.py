@@ -104,14 +104,18 @@ class MultipleChoiceTask(Task):
     # -------------------------------------------------------------------- data
     def read(self, split, paths):
         if self.is_race:
-            return None  # read when its records are made
+            o = self.options
+            return race.RaceProcessor.for_tokenizer(
+                self.tokenizer, o["high_only"], o["middle_only"]).get_examples(
+                    o["data_dir"], split)
         process = self.tokenizer.preprocess
+        labelled = split != "test" or None  # training and dev questions need answers
         if self.name == "c3":
-            examples = multiple_choice.read_c3(paths, process)
+            examples = multiple_choice.read_c3(paths, process, labelled=labelled)
         else:
             read = multiple_choice.read_swag if self.name == "swag" else \
                 multiple_choice.read_choice_jsonl
-            examples = [e for path in paths for e in read(path, process)]
+            examples = [e for path in paths for e in read(path, process, labelled=labelled)]
         self.examples[split] = examples
         return examples
 
@@ -121,7 +125,8 @@ class MultipleChoiceTask(Task):
             return super().cached_records(split, examples, paths, cache_dir)
         return race.cached_race_records(
             split, o["data_dir"], cache_dir, self.tokenizer, o["max_seq_length"],
-            o["max_qa_length"], high_only=o["high_only"], middle_only=o["middle_only"])
+            o["max_qa_length"], high_only=o["high_only"], middle_only=o["middle_only"],
+            examples=examples)
 
     def cache_settings(self) -> dict:
         return {"max_qa_length": int(self.options["max_qa_length"]),

@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import losses, names
+from albert_tf.apps import common
 from albert_tf.apps.common import UsageError
 from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.modeling import AlbertPretrainer
@@ -52,6 +53,7 @@ class PretrainingTask(Task):
         flags.DEFINE_integer("ngram", 3, "Maximum n-gram to mask (dynamic masking).")
         flags.DEFINE_float("short_seq_prob", 0.1,
                            "Short sequence probability (dynamic masking).")
+        common.define_skip_flag()  # --input_text's unreadable lines
 
     def validate(self) -> None:
         o = self.options
@@ -78,7 +80,8 @@ class PretrainingTask(Task):
                 max_predictions_per_seq=o["max_predictions_per_seq"],
                 masked_lm_prob=o["masked_lm_prob"], ngram=o["ngram"],
                 short_seq_prob=o["short_seq_prob"], random_seed=o["seed"])
-            stream = dynamic_masking.StreamOptions(repeat=training, drop_remainder=True)
+            stream = dynamic_masking.StreamOptions(repeat=training, drop_remainder=True,
+                                                   max_skipped_rows=o["max_skipped_rows"])
             return lambda skip: dynamic_masking.dynamic_pretraining_dataset(
                 o["input_text"], tokenizer, batch_size, config, stream=stream).skip(skip)
         return lambda skip: pretraining.pretraining_dataset(

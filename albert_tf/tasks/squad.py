@@ -83,7 +83,8 @@ class SquadTask(Task):
                 for split, flag in SPLIT_FILES.items() if wanted[split]}
 
     def read(self, split, paths):
-        return None  # read when the features are found or made (`cached_records`)
+        """The questions of the split's file (the training answers with --do_train)."""
+        return squad.read_squad_examples(paths[0], is_training=split == "train")
 
     def cached_records(self, split, data, paths, cache_dir):
         """The training features (in the original's shuffled order) or the prediction
@@ -98,7 +99,7 @@ class SquadTask(Task):
             is_training=training, keep_features=None if training else True,
             shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED if training else None,
             max_seq_length=o["max_seq_length"], doc_stride=o["doc_stride"],
-            max_query_length=o["max_query_length"])
+            max_query_length=o["max_query_length"], examples=data)
         self.features[split] = features
         return cache.CachedRecords(features.record_file, len(features.examples), 0,
                                    not features.rebuilt)

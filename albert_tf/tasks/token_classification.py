@@ -4,8 +4,8 @@ the task API (`albert_tf.tasks.Task`); `run_ner.py` runs it.
 The data side is `albert_tf.data.ner` (formats, windows of whole words, predictions
 written back, seqeval's metrics); the model is `AlbertTokenClassifier`. A split's data
 is its `ner.NerFile`; its records are the windows of its sentences
-(`<cache_dir>/ner_<split>.tf_record`). The dev and test windows are kept to put the
-predictions back per word.
+(`<cache_dir>/ner_<split>.tf_record`). The dev and test windows are kept with their
+file's sentences to put the predictions back per word.
 """
 
 from __future__ import annotations
@@ -42,7 +42,6 @@ class TokenClassificationTask(Task):
 
     def __init__(self, options):
         super().__init__(options)
-        self.windows: dict[str, list[ner.NerFeature]] = {}  # of dev and test, by split
         self.word_split: str | None = None
 
     def data_files(self) -> dict[str, list[str]]:
@@ -70,13 +69,14 @@ class TokenClassificationTask(Task):
 
     def read(self, split, paths) -> ner.NerFile:
         """The split's file (errors name file and line); training and dev files must have
-        tags. The windows of dev and test are made now (the labels are known by then)."""
-        data = ner.read_ner_file(paths[0])
+        tags. The labels are known when dev and test are read: a sentence with another
+        tag is skipped; their windows are made now."""
+        data = ner.read_ner_file(paths[0], None if split == "train" else self.labels)
         if split != "test" and not data.has_tags:
             raise ner.NerDataError(f"{paths[0]}: the {split} file has no tags")
         ner.warn_about_unopened_entities(data)
         if split != "train":
-            self.windows[split] = self._windows(data)
+            data.windows = self._windows(data)
         if self.word_split is None:  # the first file read (training's, if any)
             self.word_split = ner.word_split_of(data)
         return data
@@ -88,8 +88,13 @@ class TokenClassificationTask(Task):
         return ner.file_features(data, self.tokenizer, self.options["max_seq_length"],
                                  self.labels)
 
+    def head(self, split, data: ner.NerFile, count: int) -> ner.NerFile:
+        small = data.head(count)
+        small.windows = self._windows(small)
+        return small
+
     def split_records(self, split, data: ner.NerFile):
-        windows = self.windows.get(split) or self._windows(data)
+        windows = data.windows or self._windows(data)
         logging.info("%d windows of %d sentences of %s", len(windows), len(data.sentences),
                      data.path)
         for window in windows:
@@ -116,19 +121,19 @@ class TokenClassificationTask(Task):
     def objective(self):
         return TokenObjective()
 
-    def _tags(self, split, data: ner.NerFile, outputs) -> list[list[str]]:
-        return ner.word_predictions(data, self.windows[split], outputs[names.PREDICTIONS],
+    def _tags(self, data: ner.NerFile, outputs) -> list[list[str]]:
+        return ner.word_predictions(data, data.windows, outputs[names.PREDICTIONS],
                                     self.labels)
 
     def metrics(self, data: ner.NerFile, outputs) -> dict:
         """seqeval's entity-level scores of the dev predictions put back per word."""
         return ner.ner_metrics([s.tags for s in data.sentences],
-                               self._tags("dev", data, outputs))
+                               self._tags(data, outputs))
 
     def write_predictions(self, data: ner.NerFile, outputs, output_dir, step) -> str:
         """The test file back with the predicted tags, in its own format; with tags in
         the file, also its scores to test_results.txt."""
-        tags = self._tags("test", data, outputs)
+        tags = self._tags(data, outputs)
         path = os.path.join(output_dir, PREDICTION_FILES[data.format])
         ner.write_predictions(data, tags, path)
         logging.info("wrote the predictions of %d sentences to %s", len(tags), path)

@@ -46,6 +46,7 @@ The modules follow the stream:
 from albert_tf.data.dynamic_masking.documents import (
     SENTENCE_LENGTHS,
     TOKEN_IDS,
+    check_text,
     text_documents,
     tokenized_documents,
     write_tokenized_documents,
@@ -63,7 +64,7 @@ from albert_tf.data.dynamic_masking.pipeline import (
 
 __all__ = [
     "INPUT_FORMATS", "SENTENCE_LENGTHS", "TOKEN_IDS", "DynamicMasker", "StreamOptions",
-    "dynamic_pretraining_dataset", "sop_instances_from_document",
+    "check_text", "dynamic_pretraining_dataset", "sop_instances_from_document",
     "sop_instances_from_documents", "text_documents", "tokenized_documents",
     "write_tokenized_documents",
 ]

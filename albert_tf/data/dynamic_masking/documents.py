@@ -3,16 +3,19 @@ or tokenized shards written once; each document ragged [N, (T)] int32."""
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from albert_tf import fileio
-from albert_tf.data import records
+from albert_tf.data import records, rows
 from albert_tf.data.dynamic_masking.masker import tokenizer_pair
 from albert_tf.data.graph import graph_function
 from albert_tf.data.pretraining import PretrainingDataError, expand_input_patterns
+from albert_tf.data.report import DataReport, SkipLog
 from albert_tf.text import AlbertTextTokenizer, preprocess_text
 
 # Tokenized shards: one tf.train.Example per document, its sentences' ids concatenated
@@ -29,6 +32,16 @@ def _blank_lines(lines, sentencepiece: bool, lower: bool):
     from albert_tf.text import character_classes  # str.isspace as an RE2 class
 
     return tf.strings.regex_full_match(lines, f"{character_classes()['space']}*")
+
+
+def _readable(lines):
+    """Whether each line is UTF-8 without a NUL byte: a line that is not is skipped, as
+    the Python readers skip it (`check_text` counts them), instead of tokenized into
+    what the regex ops leave of it."""
+    points = tf.strings.unicode_decode(lines, "UTF-8", errors="ignore")  # [L, (C)]
+    whole = tf.equal(tf.strings.length(tf.strings.unicode_encode(points, "UTF-8")),
+                     tf.strings.length(lines))
+    return whole & ~tf.reduce_any(tf.equal(points, 0), axis=1)
 
 
 def _split_documents(carry, block):
@@ -76,15 +89,18 @@ def text_documents(path, tokenizer: AlbertTextTokenizer,
     lines between documents), tokenized in the graph: int32 ragged [N, (T)] each.
 
     Lines are read and tokenized in blocks of `block_lines`; only the document being
-    read is held across blocks.
+    read is held across blocks. A line that is not UTF-8 or holds a NUL byte is skipped:
+    no sentence, and no document's end.
     """
     lines = tf.data.TextLineDataset(path).concatenate(
         tf.data.Dataset.from_tensors(tf.constant("")))  # the file's end ends a document
     sentencepiece = getattr(tokenizer, "spm_model_file", None) is not None
 
     def tokenize(block):
+        readable = _readable(block)
+        block = tf.where(readable, block, "")
         ids = tokenizer.tokenize(block)  # [L, (T)]
-        return ids, _blank_lines(block, sentencepiece, tokenizer.do_lower_case)
+        return ids, _blank_lines(block, sentencepiece, tokenizer.do_lower_case) & readable
 
     blocks = lines.batch(block_lines).map(graph_function(tokenize),
                                           num_parallel_calls=tf.data.AUTOTUNE)
@@ -148,17 +164,72 @@ def write_tokenized_documents(input_files: str | Sequence[str], output_file: str
     return records.write_records(output_file, serialize())
 
 
-def check_corpus(files: Sequence[str], input_format: str) -> None:
-    """Fails early, naming the files, on a corpus with nothing to read (which a
-    streaming pipeline would otherwise only show as a dataset with no elements)."""
-    if input_format == "text":
+def check_text(files: Sequence[str], max_skipped_rows=None) -> DataReport:
+    """Reads text files once, counting their lines and skipping (naming file and line)
+    those that are not UTF-8 or hold a NUL byte, as `text_documents` skips them; stops
+    with `TooManySkipped` past `max_skipped_rows` (`albert_tf.data.report`), and with
+    `PretrainingDataError` on a corpus with no text. Whole blocks are checked at once:
+    lines one by one only in a block with a bad one."""
+    report = DataReport(max_skipped_rows)
+    blank = re.compile(rb"^[ \t\r\f\v]*$", re.M)
+    with report.reading("input", "the input text"):
         for path in files:
+            skips, number = SkipLog("input line", path), 0
             with fileio.open_binary(path) as f:
-                if any(line.strip() for line in f):
-                    return
+                for block in _line_blocks(f):
+                    body = block[:-1] if block.endswith(b"\n") else block
+                    if b"\0" not in block and _is_utf8(block):
+                        lines = body.count(b"\n") + 1
+                        skips.kept += lines - len(blank.findall(body))
+                        number += lines
+                        continue
+                    for raw in body.split(b"\n"):
+                        number += 1
+                        if b"\0" in raw or not _is_utf8(raw):
+                            skips.skip(f"{path}:{number}", rows.NUL if b"\0" in raw and
+                                       _is_utf8(raw) else rows.INVALID_UTF8)
+                        elif raw.strip():
+                            skips.kept += 1
+    if not any(log.kept for log in report.splits["input"]):
         raise PretrainingDataError(
             f"input_file: no text in {', '.join(files)}: the corpus is empty (expected "
             "one sentence per line, blank lines between documents)")
+    logging.info("%s", report.summary())
+    report.check()
+    return report
+
+
+def _line_blocks(f, size: int = 1 << 24):
+    """A binary file in blocks of whole lines (about `size` bytes)."""
+    rest = b""
+    while True:
+        data = f.read(size)
+        if not data:
+            if rest:
+                yield rest
+            return
+        data = rest + data
+        end = data.rfind(b"\n") + 1
+        if end:
+            yield data[:end]
+        rest = data[end:]
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def check_corpus(files: Sequence[str], input_format: str, max_skipped_rows=None) -> None:
+    """Fails early, naming the files, on a corpus with nothing to read (which a
+    streaming pipeline would otherwise only show as a dataset with no elements); text
+    is read once by `check_text` (its bad lines counted against `max_skipped_rows`)."""
+    if input_format == "text":
+        check_text(files, max_skipped_rows)
+        return
     found = False
     for path in files:
         for raw in tf.data.TFRecordDataset(path).take(1):

@@ -47,6 +47,9 @@ class StreamOptions:
         instances).
       cycle_length: files read at once.
       documents_per_call: documents made into instances by one (vectorized) call.
+      max_skipped_rows: text input: the most lines that may be skipped as unreadable
+        (not UTF-8, a NUL byte), a fraction or a count (`albert_tf.data.report`;
+        default 1%), checked when the dataset is made.
     """
     input_format: str = "text"
     repeat: bool = True
@@ -56,6 +59,7 @@ class StreamOptions:
     instance_shuffle_buffer: int = 10_000
     cycle_length: int = 4
     documents_per_call: int = 64
+    max_skipped_rows: str | None = None
 
 
 _CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(PretrainingDataConfig))
@@ -118,7 +122,7 @@ def dynamic_pretraining_dataset(
     if batch_size < 1:
         raise PretrainingDataError(f"batch_size must be at least 1, got {batch_size}")
     files = expand_input_patterns(input_files)
-    check_corpus(files, stream.input_format)
+    check_corpus(files, stream.input_format, stream.max_skipped_rows)
     python, graph_tokenizer = tokenizer_pair(tokenizer)
     masker = DynamicMasker.from_config(python, config)
     documents = _documents(files, graph_tokenizer, stream, seed)

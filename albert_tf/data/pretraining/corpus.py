@@ -7,7 +7,8 @@ import dataclasses
 from typing import Iterator, Sequence
 
 from albert_tf import fileio
-from albert_tf.data import records
+from albert_tf.data import rows
+from albert_tf.data.report import SkipLog
 
 
 @dataclasses.dataclass
@@ -27,12 +28,14 @@ class Chunk:
     documents: list[Document]
 
 
-def read_lines(path: str, max_line_bytes: int, skips: records.SkipLog
+def read_lines(path: str, max_line_bytes: int, skips: SkipLog
                ) -> Iterator[tuple[int, str, int]]:
     """(line number, text, size in bytes) of each line of `path`.
 
-    Lines that are not UTF-8 or longer than `max_line_bytes` are skipped with a
-    warning; an over-long line is never held in memory whole.
+    Lines that are not UTF-8, hold a NUL byte or are longer than `max_line_bytes` are
+    skipped into `skips`, named by file and line; an over-long line is never held in
+    memory whole. Only "\\n" ends a line; the text is without it (and without the "\\r"
+    of a CRLF, or a byte-order mark at its start).
     """
     with fileio.open_binary(path) as f:
         number = 0
@@ -41,19 +44,30 @@ def read_lines(path: str, max_line_bytes: int, skips: records.SkipLog
             if not raw:
                 return
             number += 1
+            here = f"{path}:{number}"
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):  # drop the rest of the line
                     raw = f.readline(max_line_bytes + 1)
-                skips.skip(f"{path}:{number}", f"line longer than {max_line_bytes} bytes")
+                skips.skip(here, "line too long", f"longer than {max_line_bytes} bytes")
                 continue
             try:
-                yield number, raw.decode("utf-8"), len(raw)
+                text = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                skips.skip(f"{path}:{number}", f"not UTF-8 ({e.reason} at byte {e.start})")
+                skips.skip(here, rows.INVALID_UTF8,
+                           f"byte {raw[e.start]:#04x} at column {e.start + 1}")
+                continue
+            if "\0" in text:
+                skips.skip(here, rows.NUL, f"a NUL byte at column {text.index(chr(0)) + 1}")
+                continue
+            if text.strip():
+                skips.kept += 1
+            text = text[:-1] if text.endswith("\n") else text
+            text = text[:-1] if text.endswith("\r") else text
+            yield number, text.lstrip(rows.BOM), len(raw)
 
 
 def read_chunks(files: Sequence[str], chunk_bytes: int, max_line_bytes: int,
-                skips: records.SkipLog) -> Iterator[Chunk]:
+                skips: SkipLog) -> Iterator[Chunk]:
     """Streams the corpus as chunks of whole documents, about `chunk_bytes` each.
 
     A document ends at a blank line or at the end of its file. A chunk ends at the

@@ -23,6 +23,7 @@ from albert_tf.data.pretraining.files import (
     expand_input_patterns,
     expand_output_files,
 )
+from albert_tf.data.report import DataReport, SkipLimit, SkipLog
 
 
 @dataclasses.dataclass
@@ -44,7 +45,8 @@ def create_pretraining_data(input_files: str | Sequence[str],
                             tokenizer_spec: TokenizerSpec,
                             config: PretrainingDataConfig = PretrainingDataConfig(),
                             num_workers: int | None = None,
-                            log_every_seconds: float = 10.0) -> CreationStats:
+                            log_every_seconds: float = 10.0,
+                            max_skipped_rows: SkipLimit | str | None = None) -> CreationStats:
     """Writes pretraining TFRecords from text files, as the original script does.
 
     Args:
@@ -54,11 +56,16 @@ def create_pretraining_data(input_files: str | Sequence[str],
       tokenizer_spec: the vocabulary / SentencePiece model and `do_lower_case`.
       num_workers: worker processes (default: one per CPU); 0 works in this process.
         The output does not depend on it.
+      max_skipped_rows: the most input lines that may be skipped (not UTF-8, a NUL
+        byte, too long): a fraction of the lines read or a count
+        (`albert_tf.data.report.SkipLimit`; default 1%).
 
     Raises:
       PretrainingDataError: bad settings, an input glob that matches nothing, or no
-        usable text at all (then no output file is written).
+        usable text at all; `TooManySkipped`: more bad lines than `max_skipped_rows`
+        (then no output file is written).
     """
+    report = DataReport(max_skipped_rows)
     config.validate()
     inputs = expand_input_patterns(input_files)
     outputs = expand_output_files(output_files)
@@ -70,7 +77,8 @@ def create_pretraining_data(input_files: str | Sequence[str],
     logging.info("reading %d input files (%s%s) with %d workers", len(inputs),
                  ", ".join(inputs[:3]), ", ..." if len(inputs) > 3 else "", num_workers)
 
-    line_skips = records.SkipLog("input lines")
+    with report.reading("input", "the input text"):
+        line_skips = SkipLog("input line")
     chunks = read_chunks(inputs, config.chunk_bytes, config.max_line_bytes, line_skips)
     stats = CreationStats(output_files=outputs)
     with contextlib.ExitStack() as stack:
@@ -87,6 +95,8 @@ def create_pretraining_data(input_files: str | Sequence[str],
                 f"no usable text in {', '.join(inputs)}: no document gave an instance"
                 + (f" ({stats.num_skipped} lines or documents skipped)"
                    if stats.num_skipped else ""))
+        logging.info("%s", report.summary())
+        report.check()
     logging.info("wrote %d instances from %d documents to %d files in %.1f s "
                  "(%.0f instances/s)", stats.num_instances, stats.num_documents,
                  len(outputs), stats.seconds, stats.instances_per_second)
@@ -94,21 +104,19 @@ def create_pretraining_data(input_files: str | Sequence[str],
 
 
 def _write_all(results: Iterable[ChunkResult], writers: list, stats: CreationStats,
-               line_skips: records.SkipLog, log_every_seconds: float) -> None:
+               line_skips: SkipLog, log_every_seconds: float) -> None:
     """Writes the chunks' records to the writers in turn, as the original does;
     reports skipped input and progress."""
-    document_skips = records.SkipLog("documents")
+    document_skips = SkipLog("document")
     start = last_log = time.monotonic()
-    lines = 0
     for result in results:
         for where, why in result.skipped:
-            document_skips.skip(where, why)
+            document_skips.skip(where, "no tokens", why)
         for record in result.records:
             writers[stats.num_instances % len(writers)].write(record)
             stats.num_instances += 1
         stats.num_documents += result.num_documents
         stats.num_chunks += 1
-        lines += result.num_lines
         if time.monotonic() - last_log >= log_every_seconds:
             last_log = time.monotonic()
             logging.info("%d instances from %d documents (%.0f instances/s)",
@@ -116,5 +124,5 @@ def _write_all(results: Iterable[ChunkResult], writers: list, stats: CreationSta
                          stats.num_instances / (last_log - start))
     stats.seconds = time.monotonic() - start
     stats.num_skipped = line_skips.count + document_skips.count
-    line_skips.summary(lines + line_skips.count)
-    document_skips.summary(stats.num_documents + document_skips.count)
+    document_skips.kept = stats.num_documents
+    document_skips.summary()

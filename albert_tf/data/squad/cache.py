@@ -65,7 +65,8 @@ class SquadFeatureFile:
 def load_or_build_features(input_file, tokenizer, record_file, *, is_training: bool,
                            max_seq_length: int = 384, doc_stride: int = 128,
                            max_query_length: int = 64, shuffle_seed: int | None = None,
-                           keep_features: bool | None = None) -> SquadFeatureFile:
+                           keep_features: bool | None = None,
+                           examples: list[SquadExample] | None = None) -> SquadFeatureFile:
     """Features of a SQuAD file as original-format records at `record_file`, converted
     once and reused while nothing that shapes them changes.
 
@@ -78,7 +79,9 @@ def load_or_build_features(input_file, tokenizer, record_file, *, is_training: b
     is asked for is rebuilt. Both files are written under temporary names and renamed.
 
     `shuffle_seed`: convert the examples in `random.Random(seed)` order, as the original
-    training scripts do with `ORIGINAL_TRAIN_SHUFFLE_SEED`.
+    training scripts do with `ORIGINAL_TRAIN_SHUFFLE_SEED`. `examples`: the file's
+    examples already read (`read_squad_examples` with the same `is_training`), in file
+    order; else read here.
     """
     input_file, record_file = os.fspath(input_file), os.fspath(record_file)
     meta_file = record_file + META_SUFFIX
@@ -86,7 +89,8 @@ def load_or_build_features(input_file, tokenizer, record_file, *, is_training: b
     validate_settings(max_seq_length, doc_stride, max_query_length)
     sp_model = sentencepiece_model(tokenizer)
     raw = read_squad_bytes(input_file)
-    examples = examples_from_bytes(raw, input_file, is_training)
+    if examples is None:
+        examples = examples_from_bytes(raw, input_file, is_training)
     if shuffle_seed is not None:
         examples = shuffle_examples(examples, shuffle_seed)
     settings = {

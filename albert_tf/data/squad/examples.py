@@ -16,8 +16,9 @@ import random
 from typing import Iterator, Sequence
 
 from albert_tf import fileio
+from albert_tf.data import rows
 from albert_tf.data.errors import DataError
-from albert_tf.data.records import SkipLog
+from albert_tf.data.report import SkipLog
 
 # run_squad_v1.py / run_squad_v2.py shuffle the training examples with
 # random.Random(12345) before converting them.
@@ -77,21 +78,20 @@ def shuffle_examples(examples: Sequence[SquadExample],
 # ------------------------------------------------------------------- file -> questions
 def examples_from_bytes(raw: bytes, path: str, is_training: bool) -> list[SquadExample]:
     """`read_squad_examples` on a file's bytes; `path` names it in messages."""
-    skips = SkipLog("SQuAD questions")
+    skips = SkipLog("SQuAD question", path)
     examples: list[SquadExample] = []
     seen_ids: set[str] = set()
-    total = 0
     for where, context, qa in _questions(_parse_squad_json(raw, path), path, skips):
-        total += 1
         if qa is None:  # a paragraph or article without questions, already logged
             continue
         example = _example(qa, context, where, path, is_training, seen_ids, skips)
         if example is not None:
             seen_ids.add(example.qas_id)
             examples.append(example)
-    skips.summary(total)
+            skips.keep()
+    skips.summary()
     if not examples:
-        raise SquadError(f"{path} has no usable question ({skips.count} of {total} skipped)")
+        raise SquadError(f"{path} has no usable question: {skips.describe()}")
     return examples
 
 
@@ -102,6 +102,10 @@ def _parse_squad_json(raw: bytes, path: str) -> list:
     try:
         document = json.loads(text)
     except json.JSONDecodeError as e:
+        raise SquadError(f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno}); "
+                         "a SQuAD file is one JSON document, read whole or not at all"
+                         ) from None
+    except ValueError as e:  # a number too long to convert
         raise SquadError(f"{path} is not valid JSON: {e}") from None
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise SquadError(f"{path} is not a SQuAD file: expected an object with a 'data' list")
@@ -116,14 +120,15 @@ def _questions(data: list, path: str, skips: SkipLog
     for article_index, article in enumerate(data):
         paragraphs = article.get("paragraphs") if isinstance(article, dict) else None
         if not isinstance(paragraphs, list):
-            skips.skip(f"{path}, data[{article_index}]", "no 'paragraphs' list")
+            skips.skip(f"{path}, data[{article_index}]", "malformed article",
+                       "no 'paragraphs' list")
             yield "", None, None
             continue
         for paragraph_index, paragraph in enumerate(paragraphs):
             where = f"{path}, data[{article_index}].paragraphs[{paragraph_index}]"
             qas = paragraph.get("qas") if isinstance(paragraph, dict) else None
             if not isinstance(qas, list):
-                skips.skip(where, "no 'qas' list")
+                skips.skip(where, "malformed paragraph", "no 'qas' list")
                 yield where, None, None
                 continue
             for qa_index, qa in enumerate(qas):
@@ -136,23 +141,24 @@ def _example(qa, context, where: str, path: str, is_training: bool, seen_ids: se
     qas_id = qa.get("id") if isinstance(qa, dict) else None
     if isinstance(qas_id, int) and not isinstance(qas_id, bool):
         qas_id = str(qas_id)
-    if not isinstance(qas_id, str) or not qas_id or _not_utf8(qas_id):
-        skips.skip(where, "no usable question 'id'")
+    if not isinstance(qas_id, str) or not qas_id or rows.text_problem(qas_id):
+        skips.skip(where, "no question id", "no usable question 'id'")
         return None
     problem = _text_problem(context, "context") or _text_problem(qa.get("question"),
                                                                  "question")
     if problem is None and qas_id in seen_ids:
-        problem = "duplicate question id"
+        problem = ("duplicate question id", qas_id)
     is_impossible = qa.get("is_impossible", False)
     if problem is None and not isinstance(is_impossible, bool):
-        problem = f"'is_impossible' is {is_impossible!r}, not true/false"
-    answer: tuple[str | None, int | None] | str = (None, None)
+        problem = ("malformed question", f"'is_impossible' is {is_impossible!r}, not "
+                                         "true/false")
+    answer: tuple[str | None, int | None] | tuple[str, str] = (None, None)
     if problem is None and is_training:
         answer = ("", -1) if is_impossible else _training_answer(qa, context)
-        if isinstance(answer, str):
+        if isinstance(answer[1], str):
             problem = answer
     if problem is not None:
-        skips.skip(f"{path}, question id {qas_id!r}", problem)
+        skips.skip(f"{path}, question id {qas_id!r}", *problem)
         return None
     answer_text, start_position = answer
     return SquadExample(
@@ -165,17 +171,15 @@ def _example(qa, context, where: str, path: str, is_training: bool, seen_ids: se
         answers=() if is_impossible else _answer_texts(qa.get("answers")))
 
 
-def _not_utf8(value: str) -> bool:
-    return any("\ud800" <= c <= "\udfff" for c in value)
-
-
-def _text_problem(value, name: str) -> str | None:
+def _text_problem(value, name: str) -> tuple[str, str] | None:
+    """(reason, detail) of a text that cannot be used, else None."""
     if not isinstance(value, str):
-        return f"no '{name}' text"
-    if _not_utf8(value):
-        return f"'{name}' is not valid UTF-8"
+        return "missing text", f"no '{name}' text"
+    problem = rows.text_problem(value)
+    if problem:
+        return problem[0], f"'{name}': {problem[1]}"
     if not value.strip():
-        return f"empty '{name}'"
+        return "missing text", f"empty '{name}'"
     return None
 
 
@@ -183,24 +187,26 @@ def _answer_texts(answers) -> tuple[str, ...]:
     if not isinstance(answers, list):
         return ()
     return tuple(a["text"] for a in answers if isinstance(a, dict)
-                 and isinstance(a.get("text"), str) and not _not_utf8(a["text"]))
+                 and isinstance(a.get("text"), str) and not rows.text_problem(a["text"]))
 
 
-def _training_answer(qa: dict, context: str) -> tuple[str, int] | str:
-    """(text, start) of the first answer, or why there is none usable."""
+def _training_answer(qa: dict, context: str) -> tuple[str, int] | tuple[str, str]:
+    """(text, start) of the first answer, or (reason, detail) of why there is none
+    usable (its second item a str)."""
     answers = qa.get("answers")
     if not isinstance(answers, list) or not answers:
-        return "no answer (and not 'is_impossible')"
+        return "no answer", "no answer (and not 'is_impossible')"
     answer = answers[0]
     if not isinstance(answer, dict):
-        return "malformed answer"
+        return "malformed answer", f"answers[0] is {answer!r}"
     text, start = answer.get("text"), answer.get("answer_start")
     problem = _text_problem(text, "answers[0].text")
     if problem:
         return problem
     if not isinstance(start, int) or isinstance(start, bool):
-        return f"answer_start {start!r} is not an integer"
+        return "malformed answer", f"answer_start {start!r} is not an integer"
     if start < 0 or context[start:start + len(text)] != text:
         found = context[max(start, 0):max(start, 0) + len(text)]
-        return f"answer text {text!r} is not at offset {start} of the context (found {found!r})"
+        return "answer not at its offset", (f"answer text {text!r} is not at offset "
+                                            f"{start} of the context (found {found!r})")
     return text, start

@@ -1,0 +1,280 @@
+"""What a run's readers kept and skipped: grouped warnings, the skip limit, and
+`data_report.json`.
+
+Every reader of the toolkit keeps a row whole or skips it, naming its file and line,
+through a `SkipLog` (one per file, or per input a reader treats as one). A skip has a
+short reason ("wrong number of fields", "invalid UTF-8", ...), under which skips are
+grouped: the first few places of each reason are kept, the rest counted.
+
+A fine-tuning run reads its splits inside `DataReport.reading(split)`: every `SkipLog`
+made there reports to the run's `DataReport`, which checks each split against
+`--max_skipped_rows` (`SkipLimit`) before any training, prints one summary, and is
+written as `data_report.json` in the output directory. Used on their own (from
+Python), the readers log their grouped warnings themselves.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import contextvars
+import dataclasses
+import json
+import os
+import re
+
+from absl import logging
+
+from albert_tf import fileio
+from albert_tf.data.errors import DataError
+
+REPORT_FILE = "data_report.json"
+FIRST_PLACES = 5  # the places kept (and printed) of each reason
+DEFAULT_MAX_SKIPPED = "0.01"
+
+
+class TooManySkipped(DataError):
+    """A split whose skipped rows pass `--max_skipped_rows`."""
+
+
+@dataclasses.dataclass
+class Reason:
+    """The skips of one reason: how many, and the first places (`file:line: detail`)."""
+
+    count: int = 0
+    first: list[str] = dataclasses.field(default_factory=list)
+
+
+class SkipLog:
+    """The rows of one input (`source`: a file, or a folder read as one) a reader kept
+    and skipped, in its unit (`unit`: "row", "sentence", "question", ...), with the
+    labels of the rows kept. `what` names the rows in messages ("SST-2 train row")."""
+
+    def __init__(self, what: str, source: str | None = None, unit: str | None = None):
+        self.what, self.source = what, source
+        self.unit = unit or what.split()[-1]
+        self.kept = 0
+        self.reasons: dict[str, Reason] = {}
+        self.labels: collections.Counter = collections.Counter()
+        collector = _COLLECTOR.get()
+        # collected by a run's report, which prints one summary of every split
+        self.collected = collector is not None
+        if self.collected:
+            collector.append(self)
+
+    @property
+    def count(self) -> int:
+        """The rows skipped."""
+        return sum(r.count for r in self.reasons.values())
+
+    @property
+    def read(self) -> int:
+        """The rows read: kept and skipped."""
+        return self.kept + self.count
+
+    def skip(self, where: str, reason: str, detail: str | None = None) -> None:
+        """One row skipped at `where` (`file:line`) for `reason` (a short phrase, the
+        group), with `detail` (what exactly)."""
+        entry = self.reasons.setdefault(reason, Reason())
+        entry.count += 1
+        if len(entry.first) < FIRST_PLACES:
+            entry.first.append(f"{where}: {detail}" if detail else where)
+
+    def keep(self, *labels) -> None:
+        """One row kept, with its label(s) (none for a row without labels)."""
+        self.kept += 1
+        self.labels.update(str(label) for label in labels)
+
+    def unkeep(self, *labels) -> None:
+        """Takes back a row counted as kept (a reader that skips it after all)."""
+        self.kept -= 1
+        self.labels.subtract(str(label) for label in labels)
+        self.labels = +self.labels
+
+    def describe(self) -> str:
+        """The grouped skips, or that the input held no row at all."""
+        if not self.read:
+            return f"no {self.unit} in it"
+        return describe_skips(self.what, None, self.read, self.reasons)
+
+    def summary(self) -> None:
+        """Logs the grouped skips, unless a `DataReport` collects this log (then the
+        run prints one summary of every split)."""
+        if self.count and not self.collected:
+            logging.warning("%s", describe_skips(self.what, self.source, self.read,
+                                                 self.reasons))
+
+    def to_json(self) -> dict:
+        return {"path": self.source, "unit": self.unit, "rows_read": self.read,
+                "rows_kept": self.kept, "rows_skipped": self.count,
+                "skipped": _reasons_json(self.reasons), "labels": _sorted(self.labels)}
+
+
+def describe_skips(what: str, source: str | None, read: int,
+                   reasons: dict[str, Reason]) -> str:
+    """`skipped 3 of 120 <what>(s) of <source>: 2 wrong number of fields (a.csv:4: ...;
+    a.csv:9: ...), 1 invalid UTF-8 (a.csv:7: ...)`, the most frequent reason first, the
+    first places of each, then how many more."""
+    count = sum(r.count for r in reasons.values())
+    groups = []
+    for reason, entry in sorted(reasons.items(), key=lambda item: -item[1].count):
+        more = entry.count - len(entry.first)
+        places = "; ".join(entry.first) + (f"; and {more} more" if more else "")
+        groups.append(f"{entry.count} {reason} ({places})")
+    where = f" of {source}" if source else ""
+    return f"skipped {count} of {read} {what}(s){where}: " + ", ".join(groups)
+
+
+def _reasons_json(reasons: dict[str, Reason]) -> dict:
+    return {reason: {"count": entry.count, "first": list(entry.first)}
+            for reason, entry in sorted(reasons.items())}
+
+
+def _sorted(counter) -> dict:
+    return {str(k): int(v) for k, v in sorted(counter.items()) if v}
+
+
+# The logs of the split being read (`DataReport.reading`), else None.
+_COLLECTOR: contextvars.ContextVar[list | None] = contextvars.ContextVar(
+    "albert_tf_skip_logs", default=None)
+
+
+# ----------------------------------------------------------------------- the limit
+@dataclasses.dataclass(frozen=True)
+class SkipLimit:
+    """`--max_skipped_rows`: a fraction of a split's rows (`0.01`, `1%`) or a count
+    (`0`, `25`) that its skipped rows may not pass."""
+
+    text: str
+    fraction: float | None = None
+    count: int | None = None
+
+    @classmethod
+    def parse(cls, value) -> "SkipLimit":
+        text = str(DEFAULT_MAX_SKIPPED if value is None else value).strip()
+        try:
+            if text.endswith("%"):
+                fraction = float(text[:-1]) / 100
+            elif re.fullmatch(r"\d+", text):
+                return cls(text, count=int(text))
+            else:
+                fraction = float(text)
+        except ValueError:
+            fraction = -1.0
+        if not 0 <= fraction <= 1:
+            raise ValueError(
+                f"--max_skipped_rows={value}: expected a fraction of a split's rows "
+                f"between 0 and 1 (0.01, or 1%) or a whole number of rows (0, 25)")
+        return cls(text, fraction=fraction)
+
+    def allows(self, skipped: int, read: int) -> bool:
+        if self.count is not None:
+            return skipped <= self.count
+        return skipped <= self.fraction * read
+
+    def __str__(self) -> str:
+        if self.count is not None:
+            return f"{self.count} row(s)"
+        return f"{self.fraction:.4g} of the rows ({self.fraction * 100:.4g}%)"
+
+
+# ----------------------------------------------------------------------- the report
+class DataReport:
+    """What a run read, split by split (see the module's docstring)."""
+
+    def __init__(self, limit: SkipLimit | str | None = None):
+        self.limit = limit if isinstance(limit, SkipLimit) else SkipLimit.parse(limit)
+        self.splits: dict[str, list[SkipLog]] = {}
+        self.examples: dict[str, int] = {}
+        self.names: dict[str, str] = {}
+
+    @contextlib.contextmanager
+    def reading(self, split: str, name: str | None = None):
+        """Collects the `SkipLog`s made inside the block as `split`'s (called `name` in
+        messages: by default "the <split> split")."""
+        self.names.setdefault(split, name or f"the {split} split")
+        logs = self.splits.setdefault(split, [])
+        token = _COLLECTOR.set(logs)
+        try:
+            yield
+        finally:
+            _COLLECTOR.reset(token)
+
+    def totals(self, split: str) -> dict:
+        logs = self.splits.get(split, [])
+        reasons: dict[str, Reason] = {}
+        labels: collections.Counter = collections.Counter()
+        for log in logs:
+            labels.update(log.labels)
+            for reason, entry in log.reasons.items():
+                total = reasons.setdefault(reason, Reason())
+                total.count += entry.count
+                total.first += entry.first[:max(0, FIRST_PLACES - len(total.first))]
+        return {"read": sum(log.read for log in logs), "kept": sum(log.kept for log in logs),
+                "skipped": sum(log.count for log in logs), "reasons": reasons,
+                "labels": labels, "units": sorted({log.unit for log in logs})}
+
+    def labels(self, split: str) -> collections.Counter:
+        return self.totals(split)["labels"]
+
+    def check(self) -> None:
+        """Raises `TooManySkipped` for the first split (in reading order) whose skipped
+        rows pass the limit, naming the reasons and their first places."""
+        for split in self.splits:
+            t = self.totals(split)
+            if t["skipped"] and not self.limit.allows(t["skipped"], t["read"]):
+                what = f"{split} {'/'.join(t['units']) or 'row'}"
+                raise TooManySkipped(
+                    f"{self.names.get(split, f'the {split} split')} has too many bad rows: "
+                    f"{describe_skips(what, None, t['read'], t['reasons'])}. "
+                    f"--max_skipped_rows={self.limit.text} allows {self.limit}; fix the "
+                    f"rows named (or raise --max_skipped_rows to leave them out)")
+
+    def check_labels(self, split: str, labels) -> None:
+        """The labels of `split`'s kept rows must all be `labels` (the model's, as
+        labels.txt keeps them); labels without a row of the split are warned about."""
+        counts = self.labels(split)
+        extra = sorted(set(counts) - set(labels))
+        if extra:
+            raise DataError(f"the {split} split kept rows labelled {', '.join(extra)}, "
+                            f"which are not the model's labels ({', '.join(labels)})")
+        unseen = [label for label in labels if not counts.get(label)]
+        if unseen and split == "train":
+            logging.warning("no training row is labelled %s (the model still has an "
+                            "output for each)", ", ".join(unseen))
+
+    def to_json(self) -> dict:
+        splits = {}
+        for split, logs in self.splits.items():
+            t = self.totals(split)
+            splits[split] = {
+                "rows_read": t["read"], "rows_kept": t["kept"], "rows_skipped": t["skipped"],
+                **({"examples": self.examples[split]} if split in self.examples else {}),
+                "skipped": _reasons_json(t["reasons"]), "labels": _sorted(t["labels"]),
+                "files": [log.to_json() for log in logs]}
+        return {"max_skipped_rows": self.limit.text, "splits": splits}
+
+    def write(self, output_dir: str) -> str:
+        """`<output_dir>/data_report.json`, written atomically; returns its path."""
+        path = os.path.join(output_dir, REPORT_FILE)
+        fileio.write_text_atomically(path, json.dumps(self.to_json(), indent=2,
+                                                      ensure_ascii=False) + "\n")
+        return path
+
+    def summary(self) -> str:
+        """One paragraph a split: rows read, kept, skipped by reason, labels."""
+        lines = ["the data read:"]
+        for split in self.splits:
+            t = self.totals(split)
+            unit = "/".join(t["units"]) or "row"
+            line = f"  {split}: {t['read']} {unit}(s) read, {t['kept']} kept"
+            if t["skipped"]:
+                line += "; " + describe_skips(f"{split} {unit}", None, t["read"],
+                                              t["reasons"])
+            if t["labels"]:
+                shown = sorted(t["labels"].items(), key=lambda kv: (-kv[1], kv[0]))
+                more = len(shown) - 20
+                line += "; labels " + ", ".join(f"{k}: {v}" for k, v in shown[:20]) + (
+                    f" and {more} more" if more > 0 else "")
+            lines.append(line)
+        return "\n".join(lines)

@@ -1,0 +1,68 @@
+"""What a run read (`albert_tf.data.report`): skips grouped by reason with their first
+places, the skip limit as a fraction or a count, the labels kept checked against the
+model's, data_report.json."""
+
+import json
+
+import pytest
+
+from albert_tf.data.errors import DataError
+from albert_tf.data.report import DataReport, SkipLimit, SkipLog, TooManySkipped
+
+
+def test_the_limit_is_a_fraction_or_a_count():
+    assert SkipLimit.parse(None).fraction == 0.01  # the default
+    assert SkipLimit.parse("1%").fraction == SkipLimit.parse("0.01").fraction == 0.01
+    assert SkipLimit.parse("25").count == 25 and SkipLimit.parse("0").count == 0
+    assert SkipLimit.parse("0.5").allows(5, 10) and not SkipLimit.parse("0.5").allows(6, 10)
+    assert SkipLimit.parse("2").allows(2, 10**6) and not SkipLimit.parse("2").allows(3, 10**6)
+    assert not SkipLimit.parse("0").allows(1, 10**6) and SkipLimit.parse("0").allows(0, 1)
+    for wrong in ("-1", "1.5", "150%", "many", "", "1e"):
+        with pytest.raises(ValueError, match=f"--max_skipped_rows={wrong}: expected a "
+                                             "fraction"):
+            SkipLimit.parse(wrong)
+
+
+def test_skips_are_grouped_by_reason_with_their_first_places(tmp_path):
+    report = DataReport("10")
+    with report.reading("train"):
+        log = SkipLog("train row", "a.csv")
+        for line in range(2, 10):
+            log.skip(f"a.csv:{line}", "wrong number of fields", "3 fields, expected 2")
+        log.skip("a.csv:12", "invalid UTF-8")
+        for label in ("pos", "neg", "pos"):
+            log.keep(label)
+    outside = SkipLog("dev row", "b.csv")  # not read inside a report: logs itself
+    assert log.collected and not outside.collected
+    assert log.describe() == (
+        "skipped 9 of 12 train row(s): 8 wrong number of fields (a.csv:2: 3 fields, "
+        "expected 2; a.csv:3: 3 fields, expected 2; a.csv:4: 3 fields, expected 2; "
+        "a.csv:5: 3 fields, expected 2; a.csv:6: 3 fields, expected 2; and 3 more), "
+        "1 invalid UTF-8 (a.csv:12)")
+    report.check()  # 9 of 12 rows: within 10 rows
+    strict = DataReport("5")
+    strict.splits = report.splits
+    with pytest.raises(TooManySkipped, match=r"the train split has too many bad rows: "
+                                             r"skipped 9 of 12 train row\(s\): 8 wrong.*"
+                                             r"--max_skipped_rows=5 allows 5 row\(s\)"):
+        strict.check()
+    written = json.loads(open(report.write(str(tmp_path))).read())
+    assert written["max_skipped_rows"] == "10"
+    assert written["splits"]["train"]["rows_read"] == 12
+    assert written["splits"]["train"]["labels"] == {"neg": 1, "pos": 2}
+    assert written["splits"]["train"]["skipped"]["wrong number of fields"]["count"] == 8
+    assert len(written["splits"]["train"]["skipped"]["wrong number of fields"]["first"]) == 5
+    assert written["splits"]["train"]["files"][0]["path"] == "a.csv"
+    assert not list(tmp_path.glob("*.tmp-*"))  # written under a temporary name, renamed
+
+
+def test_the_labels_kept_are_the_models():
+    report = DataReport()
+    with report.reading("train"):
+        log = SkipLog("train row", "a.csv")
+        log.keep("joy")
+        log.keep("anger")
+    report.check_labels("train", ["anger", "joy", "fear"])  # fear: warned, no row
+    with pytest.raises(DataError, match="the train split kept rows labelled joy, which "
+                                        r"are not the model's labels \(anger, fear\)"):
+        report.check_labels("train", ["anger", "fear"])

@@ -3,12 +3,25 @@
 one_device (one CPU or GPU), mirrored (the GPUs of one host), multi_worker_mirrored
 (several hosts, configured by the TF_CONFIG environment variable) and tpu (with
 `--tpu`, a TPU name or address). We never write our own all-reduce.
+
+A worker of a multi-worker cluster that dies (killed, preempted, its host gone) is
+noticed by TensorFlow's coordination service, whose leader (the chief, else worker 0)
+hears every worker's heartbeats: a worker silent for longer than the heartbeat timeout
+(`--heartbeat_timeout`, seconds; TensorFlow's own default where unset) is
+reported to the others, whose collective operations are then aborted (and a worker that
+loses the leader, or a peer in the middle of an exchange, has its collectives fail at
+once). `peer_loss_stops` turns that abort into `PeerLost`, one line that says what
+happened and what to do: start the cluster again with the same command, which resumes
+from the last checkpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+from typing import Callable
 
 import keras
 import tensorflow as tf
@@ -23,9 +36,17 @@ class DistributionError(ValueError):
     """A strategy that cannot be built, or a batch that does not fit it."""
 
 
+class PeerLost(DistributionError):
+    """Another worker of a multi-worker cluster stopped while this one needed it."""
+
+
 def get_strategy(name: str = "one_device", *, tpu: str | None = None,
-                 num_gpus: int | None = None) -> tf.distribute.Strategy:
-    """The strategy named by `--distribution_strategy`."""
+                 num_gpus: int | None = None,
+                 heartbeat_timeout: float | None = None) -> tf.distribute.Strategy:
+    """The strategy named by `--distribution_strategy`; `heartbeat_timeout`: how long
+    (seconds) a worker of multi_worker_mirrored may stay silent before it is lost
+    (None: TensorFlow's default)."""
+    check_heartbeat_timeout(heartbeat_timeout)
     if name not in STRATEGIES:
         raise DistributionError(
             f"unknown distribution_strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
@@ -47,13 +68,104 @@ def get_strategy(name: str = "one_device", *, tpu: str | None = None,
             json.loads(os.environ["TF_CONFIG"])
         except ValueError as e:
             raise DistributionError(f"TF_CONFIG is not valid JSON: {e}") from None
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        _configure_heartbeats(resolver.cluster_spec(), heartbeat_timeout)
+        return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     if not tpu:
         raise DistributionError("distribution_strategy=tpu needs --tpu (name or address)")
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
+
+
+def check_heartbeat_timeout(seconds: float | None) -> None:
+    """`--heartbeat_timeout`: None (TensorFlow's default) or a positive number of
+    seconds; DistributionError otherwise."""
+    if seconds is not None and not 0 < seconds < float("inf"):
+        raise DistributionError(f"--heartbeat_timeout={seconds}: give the seconds a "
+                                "worker may stay silent, a positive number")
+
+
+def _configure_heartbeats(cluster_spec: tf.train.ClusterSpec, seconds: float | None):
+    """The coordination service that MultiWorkerMirroredStrategy configures itself (a
+    standalone service on the chief, else worker 0, coordinating the chief and the
+    workers), with a heartbeat timeout of `seconds`; with None, nothing: the strategy
+    configures it with TensorFlow's default. Before the strategy is created, which
+    then keeps this configuration."""
+    if seconds is None:
+        return
+    from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    if context.context().coordination_service is not None:
+        logging.warning("--heartbeat_timeout is not applied: the coordination service "
+                        "is already configured")
+        return
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job,
+                                                   num_tasks=cluster_spec.num_tasks(job))
+            for job in ("chief", "worker") if job in cluster_spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(cluster_spec),
+        coordinated_jobs=jobs, heartbeat_timeout_in_ms=max(1, round(seconds * 1000)))
+    logging.info("multi_worker_mirrored: a worker silent for %g s is lost", seconds)
+
+
+# What a collective operation raises when TensorFlow aborts it because a peer is gone:
+# the coordination service's report of missed heartbeats and a peer's closed connection
+# (UnavailableError), a collective's timeout (DeadlineExceededError), an aborted or
+# cancelled exchange.
+PEER_ERRORS = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError,
+               tf.errors.AbortedError, tf.errors.CancelledError)
+
+
+@contextlib.contextmanager
+def peer_loss_stops(strategy: tf.distribute.Strategy, where: str,
+                    resume_from: Callable[[], str | None] | None = None):
+    """Runs the block; under a strategy whose replicas span workers, a collective
+    operation aborted because a peer is gone (`PEER_ERRORS`) becomes `PeerLost`, whose
+    one line says what happened (`where`: "in training step 7", ...; the lost
+    worker, as TensorFlow names it) and what to do (the same command again on every
+    worker, resuming from `resume_from()`, the last checkpoint, when given)."""
+    try:
+        yield
+    except PEER_ERRORS as e:
+        if not spans_workers(strategy):
+            raise
+        raise PeerLost(peer_lost_message(strategy, e, where, resume_from)) from None
+
+
+def peer_lost_message(strategy, error: tf.errors.OpError, where: str,
+                      resume_from: Callable[[], str | None] | None = None) -> str:
+    """`PeerLost`'s line: which worker (TensorFlow's task names other than this
+    worker's, when its message has them) was lost `where`, why as TensorFlow says it,
+    and what to do."""
+    resolver = strategy.cluster_resolver
+    me = (resolver.task_type, int(resolver.task_id))
+    text = error.message or ""
+    tasks = dict.fromkeys((job, int(index)) for job, index in
+                          re.findall(r"/job:(\w+)/replica:\d+/task:(\d+)", text))
+    peers = [f"{job} {index}" for job, index in tasks if (job, index) != me]
+    if "stopped sending heartbeats" in text:
+        why = "it stopped sending heartbeats"
+    elif "Socket closed" in text or "Connection reset" in text or \
+            "failed to connect" in text.lower() or "connection refused" in text.lower():
+        why = "its connection closed"
+    else:
+        why = f"{type(error).__name__}: {_first_line(text)}"
+    checkpoint = resume_from() if resume_from is not None else None
+    resume = (f"training resumes from {os.path.basename(checkpoint)}" if checkpoint
+              else "training resumes from the last checkpoint, if any")
+    return (f"lost {' and '.join(peers) or 'a peer worker'} of the multi_worker_mirrored "
+            f"cluster {where} ({why}); this {me[0]} {me[1]} stops too. Start the "
+            f"cluster again with the same command on every worker: {resume}")
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0][:200] if lines else "no message"
 
 
 def per_replica_batch_size(global_batch_size: int, strategy: tf.distribute.Strategy,
@@ -158,7 +270,8 @@ def barrier(strategy: tf.distribute.Strategy) -> None:
         return strategy.reduce(tf.distribute.ReduceOp.SUM,
                                strategy.run(lambda: tf.constant(1.0)), axis=None)
 
-    all_here()
+    with peer_loss_stops(strategy, "waiting for every worker"):
+        all_here()
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

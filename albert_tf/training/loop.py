@@ -285,8 +285,12 @@ class Trainer:
                 next_save = (step // self.save_checkpoints_steps + 1) * \
                     self.save_checkpoints_steps
                 num_steps = min(self.steps_per_loop, self.train_steps - step, next_save - step)
+                steps = f"{step + 1}" if num_steps == 1 else f"{step + 1}-{step + num_steps}"
                 try:
-                    terms = self._train_loop(iterator, tf.constant(num_steps))
+                    with distribute.peer_loss_stops(
+                            self.strategy, f"in training steps {steps}",
+                            lambda: tf.train.latest_checkpoint(self.output_dir)):
+                        terms = self._train_loop(iterator, tf.constant(num_steps))
                 except tf.errors.ResourceExhaustedError as e:
                     raise TrainingOutOfMemory(out_of_memory_message(e, step + 1)) from None
                 step = self.step
@@ -432,9 +436,10 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
 
     step = _step_function(model, ("predict", strategy, output_keys, feature_keys), build)
     collected: dict[str, list] = {k: [] for k in (*output_keys, *feature_keys)}
-    for batch in distribute.distribute_dataset(strategy, dataset):
-        for key, value in step(batch).items():
-            collected[key].extend(np.asarray(value))
+    with distribute.peer_loss_stops(strategy, "in prediction"):
+        for batch in distribute.distribute_dataset(strategy, dataset):
+            for key, value in step(batch).items():
+                collected[key].extend(np.asarray(value))
     return {k: _stack(v) for k, v in collected.items()}
 
 
@@ -463,9 +468,10 @@ def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
     totals: dict[str, list[float]] = {}
     if max_steps is not None:
         dataset = dataset.take(max_steps)
-    for batch in distribute.distribute_dataset(strategy, dataset):
-        for name, (value, count) in step(batch).items():
-            total = totals.setdefault(name, [0.0, 0.0])
-            total[0] += float(value)
-            total[1] += float(count)
+    with distribute.peer_loss_stops(strategy, "in evaluation"):
+        for batch in distribute.distribute_dataset(strategy, dataset):
+            for name, (value, count) in step(batch).items():
+                total = totals.setdefault(name, [0.0, 0.0])
+                total[0] += float(value)
+                total[1] += float(count)
     return {name: s / c if c else float("nan") for name, (s, c) in totals.items()}

@@ -9,6 +9,8 @@ preemption). A real SIGKILL: no handler, no flush, no atexit.
 
 runs `albert_tf.scripts.SCRIPT` (run_classifier, run_squad, run_pretraining, ...) with
 FLAGS, on N logical CPU devices (for `--distribution_strategy=mirrored`), killed at STEP.
+A worker of a multi_worker_mirrored cluster runs so too, with its TF_CONFIG in the
+environment (`scripts.run_with_faults(..., env=...)`).
 """
 
 from __future__ import annotations

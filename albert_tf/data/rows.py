@@ -52,15 +52,20 @@ class Line:
     unended: bool = False  # the file's last line, without the line break the others have
 
 
-def read_lines(path: str, error: type[Exception] = DataError) -> list[Line]:
-    """The lines of `path` (see the module's docstring); `error` names a file that
-    cannot be read."""
+def _read_bytes(path: str, error: type[Exception]) -> bytes:
+    """The file's bytes, a leading byte-order mark dropped; `error` where it cannot be
+    read."""
     try:
         raw = fileio.read_bytes(path)
     except OSError as e:
         raise error(f"cannot read {path}: {e}") from None
-    if raw.startswith(codecs.BOM_UTF8):
-        raw = raw[len(codecs.BOM_UTF8):]
+    return raw[len(codecs.BOM_UTF8):] if raw.startswith(codecs.BOM_UTF8) else raw
+
+
+def read_lines(path: str, error: type[Exception] = DataError) -> list[Line]:
+    """The lines of `path` (see the module's docstring); `error` names a file that
+    cannot be read."""
+    raw = _read_bytes(path, error)
     parts = raw.split(b"\n")
     ended = parts[-1] == b""
     if ended:
@@ -271,12 +276,7 @@ def json_document(path: str, error: type[Exception] = DataError):
     is not JSON raises `error`, naming the line. Bytes that are not UTF-8 become lone
     surrogates, for the reader to skip only the item whose text holds them
     (`text_problem`)."""
-    try:
-        raw = fileio.read_bytes(path)
-    except OSError as e:
-        raise error(f"cannot read {path}: {e}") from None
-    if raw.startswith(codecs.BOM_UTF8):
-        raw = raw[len(codecs.BOM_UTF8):]
+    raw = _read_bytes(path, error)
     try:
         return json.loads(raw.decode("utf-8", "surrogateescape"))
     except json.JSONDecodeError as e:

@@ -61,9 +61,6 @@ REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if REPOSITORY not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, REPOSITORY)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-# TensorFlow's allocator statistics, which measure its rows, exist only with oneDNN's
-# CPU allocator, on by default only on some CPUs (AVX-512 ones): on for every child.
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 # Its flags are this script's too: --seed, --json_output, --child.
 import bench_models as bm  # noqa: E402
@@ -519,6 +516,10 @@ def run_row(spec: dict) -> tuple[dict | None, str | None]:
 
 def main(argv):
     del argv
+    # TensorFlow's allocator statistics, which measure its rows, exist only with
+    # oneDNN's CPU allocator, on by default only on some CPUs (AVX-512 ones): on in every
+    # child this run starts.
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     if FLAGS.child:
         run_child(json.loads(FLAGS.child))
         return

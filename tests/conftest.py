@@ -10,11 +10,6 @@ import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# oneDNN's CPU kernels and allocator on every machine: TensorFlow turns them on by
-# default only on some CPUs (AVX-512 ones), and the allocator statistics that the memory
-# tests and bench_memory's harness test read (`tf.config.experimental.get_memory_info`)
-# exist only with them (an AVX2 machine: "Cannot reset memory stats for device 'CPU:0'").
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # GELU, LayerNorm and the optimizer updates as plain TensorFlow ops (the same math,
 # `albert_tf.fused`; read when albert_tf is imported), as the commands run them
 # (`tests/helpers/forked.py`): the tests call tiny models at ever new shapes, and each

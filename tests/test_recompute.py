@@ -111,11 +111,17 @@ def test_mixed_bfloat16_gives_the_gradients_of_no_recomputation():
         np.testing.assert_array_equal(a, b)
 
 
+# The tests that read TensorFlow's CPU allocator statistics.
+MEMORY_TESTS = ("test_recompute_keeps_a_fraction_of_the_activations",
+                "test_a_training_pass_keeps_no_attention_probabilities")
+_in_a_process: dict = {}
+
+
 def statistics_here_or_in_a_process(test) -> bool:
-    """True where TensorFlow keeps CPU allocator statistics in this process; else runs
-    `test` (its name) in a new process with oneDNN's CPU allocator, which keeps them
-    (TensorFlow turns oneDNN on by default only on some CPUs: AVX-512 ones), asserts it
-    passed and returns False."""
+    """True where TensorFlow keeps CPU allocator statistics in this process; else, once
+    for all of MEMORY_TESTS, runs them in a new process with oneDNN's CPU allocator,
+    which keeps them (TensorFlow turns oneDNN on by default only on some CPUs: AVX-512
+    ones), asserts that `test` passed there and returns False."""
     import os
 
     from tests.helpers.forked import run_python
@@ -125,10 +131,14 @@ def statistics_here_or_in_a_process(test) -> bool:
         return True
     except ValueError:
         assert os.environ.get("TF_ENABLE_ONEDNN_OPTS") != "1", "no allocator statistics"
-    result = run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider",
-                         f"{__file__}::{test}"], env={"TF_ENABLE_ONEDNN_OPTS": "1"},
-                        cwd=os.path.dirname(os.path.dirname(__file__)))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    if not _in_a_process:
+        result = run_python(["-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+                             *(f"{__file__}::{name}" for name in MEMORY_TESTS)],
+                            env={"TF_ENABLE_ONEDNN_OPTS": "1"},
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+        _in_a_process["output"] = result.stdout + result.stderr
+    output = _in_a_process["output"]
+    assert f"PASSED tests/test_recompute.py::{test}" in output, output[-3000:]
     return False
 
 

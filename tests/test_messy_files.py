@@ -6,8 +6,9 @@ Each clean file is built from real fixture data as a header, segments (one row, 
 one sentence, document or article, of the reader) and what closes it. A mutation
 touches one segment (or the header, or the whole file). Whatever it is, the reader
 raises nothing but the project's own `DataError`, gives no label the clean file does not
-have (a character inserted into a label's own text is an edit of that label, not a
-misread: the label with the character taken out is a clean one), and reads every
+have (a character inserted into or taken out of a label's own text is an edit of that
+label, not a misread: the label with it undone is a clean one, or two clean labels of a
+list joined), and reads every
 segment the mutation did not touch exactly as from the clean file.
 """
 
@@ -222,7 +223,7 @@ INSERTED = [b'"', b"\t", b"\x00", b"\xff", b"\xc3", b"\xef\xbb\xbf", b"\r"]
 @st.composite
 def mutations(draw, layout: Layout):
     """(lines, ended, touched segments or None for a change of the whole file, the
-    header's or the footer's, inserted bytes or None)."""
+    header's or the footer's, the edit: ("insert" or "delete", the bytes) or None)."""
     lines, owners = layout.lines()
     kind = draw(st.sampled_from(["insert", "insert", "insert", "delete", "bom_line",
                                  "crlf_line", "crlf_file", "bom_file", "truncate_last",
@@ -241,15 +242,17 @@ def mutations(draw, layout: Layout):
     touched = {owner} if owner >= 0 else None
     if owner == -3:  # a separator: the segments on both sides
         touched = {owners[index - 1], owners[index + 1]}
-    line, inserted = lines[index], None
+    line, edit = lines[index], None
     if kind == "insert":
         inserted = draw(st.sampled_from(INSERTED + [bytes([c]) for c in layout.delimiters]))
         at = draw(st.integers(0, len(line)))
         line = line[:at] + inserted + line[at:]
+        edit = ("insert", inserted)
     elif kind == "delete":
         positions = [i for i, c in enumerate(line) if bytes([c]) in layout.delimiters]
         if positions:
             at = draw(st.sampled_from(positions))
+            edit = ("delete", line[at:at + 1])
             line = line[:at] + line[at + 1:]
     elif kind == "bom_line":
         line = b"\xef\xbb\xbf" + line
@@ -261,7 +264,7 @@ def mutations(draw, layout: Layout):
         count = draw(st.integers(1, 3))
         new = lines[:index] + [b""] * count + lines[index:]
         return new, True, touched, None
-    return lines[:index] + [line] + lines[index + 1:], True, touched, inserted
+    return lines[:index] + [line] + lines[index + 1:], True, touched, edit
 
 
 # --------------------------------------------------------------------------- the test
@@ -287,16 +290,24 @@ def clean_read(layout: Layout, tmp_path) -> Clean:
     return Clean(rows, {label for _, labels in rows for label in labels}, by_segment)
 
 
-def label_is_clean(label, clean_labels, inserted: bytes | None, separators: bytes) -> bool:
+def label_is_clean(label, clean_labels, edit, separators: bytes) -> bool:
+    """A label of the clean file, or one of its labels edited by the mutation: the
+    character inserted into it (or into a list of labels at its separator, cutting one
+    in two), or taken out of it (or out of a list, joining two)."""
     if label in clean_labels:
         return True
-    if inserted is None:
+    if edit is None:
         return False
-    char = inserted.decode("utf-8", "ignore")
-    if char and label.replace(char, "", 1) in clean_labels:
-        return True
-    # an inserted separator cuts a label of a list in two
-    return bool(inserted in separators and char) and any(label in c for c in clean_labels)
+    kind, data = edit
+    char = data.decode("utf-8", "ignore")
+    if not char:
+        return False
+    if kind == "insert":
+        cut = data in separators and any(label in c for c in clean_labels)
+        return label.replace(char, "", 1) in clean_labels or cut
+    joined = any(label == a + b for a in clean_labels for b in clean_labels)
+    return any(label[:i] + char + label[i:] in clean_labels
+               for i in range(len(label) + 1)) or (data in separators and joined)
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
@@ -310,7 +321,7 @@ def test_a_mutated_file_is_read_row_by_row_or_refused(name, tmp_path_factory):
               suppress_health_check=list(HealthCheck))
     @given(mutation=mutations(layout))
     def check(mutation):
-        lines, ended, touched, inserted = mutation
+        lines, ended, touched, edit = mutation
         try:
             rows = layout.read(write(folder, layout, lines, ended))
         except DataError:
@@ -327,7 +338,7 @@ def test_a_mutated_file_is_read_row_by_row_or_refused(name, tmp_path_factory):
                 got[repr(content)] -= 1
         for _, labels in rows:
             for label in labels:
-                assert label_is_clean(label, clean.labels, inserted,
+                assert label_is_clean(label, clean.labels, edit,
                                       layout.separators_in_labels), label
 
     check()

@@ -155,5 +155,5 @@ def test_a_file_with_nothing_usable_names_its_bad_line(tmp_path):
                  *flags(config, tmp_path / "out"), check=False)
     assert result.returncode != 0
     assert f"error: {bad} holds no usable sentence: skipped 1 of 1 CoNLL sentence(s): 1 " \
-        f"wrong number of fields ({bad}:2: 1 column(s) where the file's first token line " \
-        f"has a tag)" in result.stderr.splitlines()
+        f"wrong number of fields ({bad}:2: 1 column(s) where the file's token lines have " \
+        f"a tag)" in result.stderr.splitlines()

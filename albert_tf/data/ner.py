@@ -19,6 +19,7 @@ lines get the predicted spans in `label`, as its leaderboard expects.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import re
@@ -93,13 +94,18 @@ def _unknown(tags, labels) -> list[str]:
 def read_conll(path: str, labels: list[str] | None = None) -> NerFile:
     """A CoNLL column file; see the module's docstring. A sentence is read whole or not
     at all: one with a bad line (a tag that is not O or B-/I-/E-/S-<type>, a line with a
-    tag where the file's first token line has none or the reverse, invalid UTF-8, a NUL
-    byte, with `labels` a tag not among them) is skipped, named by file and line, and
+    tag where most of the file's token lines have none or the reverse, invalid UTF-8, a
+    NUL byte, with `labels` a tag not among them) is skipped, named by file and line, and
     its lines are written back unchanged. An error when no sentence is left."""
     lines = rows.read_lines(path, NerDataError)
     result = NerFile(path=path, format="conll", sentences=[])
     skips = SkipLog("CoNLL sentence", path)
-    words, tags, start, columns, first_row, bad = [], [], 0, None, 0, None
+    # tagged or not as most token lines are (one bad line does not decide for the file)
+    counts = collections.Counter(min(len(f), 2) for f in (
+        _fields(line.text) for line in lines if line.problem is None)
+        if f and f[0] != DOCSTART)
+    columns = counts.most_common(1)[0][0] if counts else None
+    words, tags, start, first_row, bad = [], [], 0, 0, None
     seen_tags: set[str] = set()
 
     def close():
@@ -131,11 +137,9 @@ def read_conll(path: str, labels: list[str] | None = None) -> NerFile:
             bad = bad or (number, *line.problem)
             words.append("")
             continue
-        if columns is None:
-            columns = min(len(fields), 2)
         if bad is None and min(len(fields), 2) != columns:
             bad = (number, rows.FIELD_COUNT,
-                   f"{len(fields)} column(s) where the file's first token line has "
+                   f"{len(fields)} column(s) where the file's token lines have "
                    f"{'a tag' if columns > 1 else 'no tag'}")
         elif bad is None and columns > 1 and not _TAG.match(fields[-1]):
             bad = (number, "not a tag", f"tag {fields[-1]!r} is not O or B-/I-/E-/S-<type>")
@@ -197,7 +201,10 @@ def read_cluener(path: str, labels: list[str] | None = None) -> NerFile:
     file and line."""
     result = NerFile(path=path, format="cluener", sentences=[])
     skips = SkipLog("CLUENER line", path)
-    for number, item, _ in rows.json_lines(path, skips, NerDataError):
+    items = list(rows.json_lines(path, skips, NerDataError))
+    # labelled or not as most lines are (one bad line does not decide for the file)
+    labelled = 2 * sum("label" in item for _, item, _ in items) >= len(items)
+    for number, item, _ in items:
         here = rows.where(path, number)
         try:
             if not isinstance(item.get("text"), str):
@@ -206,10 +213,9 @@ def read_cluener(path: str, labels: list[str] | None = None) -> NerFile:
             if problem:
                 raise _BadLine(*problem)
             tags = _cluener_tags(item["text"], item["label"]) if "label" in item else None
-            if result.sentences and (tags is None) != (result.sentences[0].tags is None):
-                raise _BadLine("missing field", "no 'label' where the file's first line "
-                                                "has one" if tags is None else
-                               "a 'label' where the file's first line has none")
+            if (tags is not None) != labelled:
+                raise _BadLine("missing field", "no 'label' where most lines have one"
+                               if labelled else "a 'label' where most lines have none")
             if _unknown(tags, labels):
                 raise _BadLine(rows.UNKNOWN_LABEL, f"tag(s) {', '.join(_unknown(tags, labels))}"
                                                    f" not among the labels")

@@ -15,7 +15,6 @@ from typing import Iterator, Mapping
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
 from albert_tf import fileio, names
 from albert_tf.data.graph import graph_function
@@ -95,22 +94,6 @@ def write_records(path: str | os.PathLike, records) -> int:
             writer.write(record)
             count += 1
     return count
-
-
-class SkipLog:
-    """Counts skipped bad input and warns once per item, naming file and line."""
-
-    def __init__(self, what: str):
-        self.what = what
-        self.count = 0
-
-    def skip(self, where: str, why: str) -> None:
-        self.count += 1
-        logging.warning("skipping %s at %s: %s", self.what, where, why)
-
-    def summary(self, total: int) -> None:
-        if self.count:
-            logging.warning("skipped %d of %d %s", self.count, total, self.what)
 
 
 def fixed_length_spec(max_seq_length: int, extra: Mapping[str, tf.io.FixedLenFeature]

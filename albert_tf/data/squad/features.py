@@ -18,7 +18,7 @@ import numpy as np
 from absl import logging
 
 from albert_tf import names, packing, tokenization
-from albert_tf.data.records import SkipLog
+from albert_tf.data.report import SkipLog
 from albert_tf.data.squad.alignment import ParagraphAlignment, align_paragraph
 from albert_tf.data.squad.examples import SquadError, SquadExample
 
@@ -154,7 +154,7 @@ def iter_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: i
                            cls_id=sp_model.PieceToId(tokenization.CLS),
                            sep_id=sp_model.PieceToId(tokenization.SEP)))
     alignments: dict[str, ParagraphAlignment | None] = {}
-    skips = SkipLog("SQuAD examples")
+    skips = SkipLog("SQuAD question")  # converted after the run's report: warns itself
     unique_id = first_unique_id
     num_positive = num_negative = 0
     for example_index, example in enumerate(examples):
@@ -166,13 +166,15 @@ def iter_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: i
                 example.paragraph_text, sp_model, lower)
         alignment = alignments[example.paragraph_text]
         if alignment is None:
-            skips.skip(f"question id {example.qas_id!r}",
+            skips.skip(f"question id {example.qas_id!r}", "pieces not aligned",
                        "the paragraph's pieces do not align with its text")
             continue
         answer = _answer_pieces(example, alignment) if is_training else None
         if answer is not None and answer[0] > answer[1]:
-            skips.skip(f"question id {example.qas_id!r}", "the answer does not map to pieces")
+            skips.skip(f"question id {example.qas_id!r}", "answer not in pieces",
+                       "the answer does not map to pieces")
             continue
+        skips.keep()
         question_ids = [sp_model.PieceToId(p) for p in tokenization.encode_pieces(
             sp_model, tokenization.preprocess_text(example.question_text, lower=lower))]
         for feature in windows.features(example, example_index, alignment, question_ids,
@@ -181,7 +183,7 @@ def iter_features(examples: Sequence[SquadExample], tokenizer, max_seq_length: i
             unique_id += 1
             num_negative += feature.is_impossible
             num_positive += not feature.is_impossible
-    skips.summary(len(examples))
+    skips.summary()
     logging.info("SQuAD features: %d = %d with an answer + %d without",
                  num_positive + num_negative, num_positive, num_negative)
 

@@ -42,6 +42,7 @@ NOT_JSON = "not JSON"
 NOT_OBJECT = "not a JSON object"
 UNKNOWN_LABEL = "unknown label"
 CUT_SHORT = "last line cut short"
+UNTERMINATED = "unterminated quote"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,18 +73,25 @@ def read_lines(path: str, error: type[Exception] = DataError) -> list[Line]:
         parts.pop()
     lines = []
     for number, part in enumerate(parts, 1):
-        if part.endswith(b"\r"):
-            part = part[:-1]
-        problem, text = None, ""
-        try:
-            text = part.decode("utf-8")
-        except UnicodeDecodeError as e:
-            problem = (INVALID_UTF8, f"byte {part[e.start]:#04x} at column {e.start + 1}")
-        if problem is None and "\0" in text:
-            problem = (NUL, f"a NUL byte at column {text.index(chr(0)) + 1}")
-        lines.append(Line(number, text.lstrip(BOM), problem,
+        text, problem = decode_line(part)
+        lines.append(Line(number, text, problem,
                           unended=not ended and number == len(parts) > 1))
     return lines
+
+
+def decode_line(raw: bytes) -> tuple[str, tuple[str, str] | None]:
+    """(text, problem) of one line's bytes, its line break ("\\n", "\\r\\n") and a
+    byte-order mark at its start dropped; problem: (reason, detail) of a line that is
+    not UTF-8 or holds a NUL byte (its text then ""), else None."""
+    raw = raw[:-1] if raw.endswith(b"\n") else raw
+    raw = raw[:-1] if raw.endswith(b"\r") else raw
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return "", (INVALID_UTF8, f"byte {raw[e.start]:#04x} at column {e.start + 1}")
+    if "\0" in text:
+        return "", (NUL, f"a NUL byte at column {text.index(chr(0)) + 1}")
+    return text.lstrip(BOM), None
 
 
 def where(path: str, line: int) -> str:
@@ -145,9 +153,6 @@ def _csv_fields(text: str, delimiter: str, patterns) -> list[str] | int:
 
 def _short(text: str, size: int = 40) -> str:
     return repr(text if len(text) <= size else text[:size] + "...")
-
-
-UNTERMINATED = "unterminated quote"
 
 
 def _records(lines: list[Line], delimiter: str, quoting: bool
@@ -272,18 +277,24 @@ def json_lines(path: str, skips: SkipLog, error: type[Exception] = DataError
 
 
 def json_document(path: str, error: type[Exception] = DataError):
-    """A file that is one JSON value (SQuAD, C3): read whole or not at all, so one that
-    is not JSON raises `error`, naming the line. Bytes that are not UTF-8 become lone
-    surrogates, for the reader to skip only the item whose text holds them
-    (`text_problem`)."""
-    raw = _read_bytes(path, error)
+    """A file that is one JSON value (C3; SQuAD's bytes: `parse_json_document`)."""
+    return parse_json_document(_read_bytes(path, error), path, error)
+
+
+def parse_json_document(raw: bytes, path: str, error: type[Exception] = DataError):
+    """The bytes of a file that is one JSON value, read whole or not at all, so one
+    that is not JSON raises `error`, naming the line (`path`'s). A leading byte-order
+    mark is dropped. Bytes that are not UTF-8 become lone surrogates, for the reader to
+    skip only the item whose text holds them (`text_problem`)."""
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
     try:
         return json.loads(raw.decode("utf-8", "surrogateescape"))
     except json.JSONDecodeError as e:
-        raise error(f"{where(path, e.lineno)}: not JSON ({e.msg}, column {e.colno}); the "
-                    "file is one JSON document, read whole or not at all") from None
+        raise error(f"{where(path, e.lineno)}: not valid JSON ({e.msg}, column {e.colno}); "
+                    "the file is one JSON document, read whole or not at all") from None
     except ValueError as e:  # a number too long to convert
-        raise error(f"{path}: not JSON ({e})") from None
+        raise error(f"{path} is not valid JSON: {e}") from None
 
 
 _BAD_TEXT = re.compile("[\ud800-\udfff\x00]")

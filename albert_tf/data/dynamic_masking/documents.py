@@ -185,10 +185,10 @@ def check_text(files: Sequence[str], max_skipped_rows=None) -> DataReport:
                         continue
                     for raw in body.split(b"\n"):
                         number += 1
-                        if b"\0" in raw or not _is_utf8(raw):
-                            skips.skip(f"{path}:{number}", rows.NUL if b"\0" in raw and
-                                       _is_utf8(raw) else rows.INVALID_UTF8)
-                        elif raw.strip():
+                        _, problem = rows.decode_line(raw)
+                        if problem is not None:
+                            skips.skip(f"{path}:{number}", problem[0])
+                        elif raw.strip():  # blank as the fast path's pattern
                             skips.kept += 1
     if not any(log.kept for log in report.splits["input"]):
         raise PretrainingDataError(

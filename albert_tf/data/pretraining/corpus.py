@@ -50,20 +50,13 @@ def read_lines(path: str, max_line_bytes: int, skips: SkipLog
                     raw = f.readline(max_line_bytes + 1)
                 skips.skip(here, "line too long", f"longer than {max_line_bytes} bytes")
                 continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                skips.skip(here, rows.INVALID_UTF8,
-                           f"byte {raw[e.start]:#04x} at column {e.start + 1}")
-                continue
-            if "\0" in text:
-                skips.skip(here, rows.NUL, f"a NUL byte at column {text.index(chr(0)) + 1}")
+            text, problem = rows.decode_line(raw)
+            if problem is not None:
+                skips.skip(here, *problem)
                 continue
             if text.strip():
                 skips.kept += 1
-            text = text[:-1] if text.endswith("\n") else text
-            text = text[:-1] if text.endswith("\r") else text
-            yield number, text.lstrip(rows.BOM), len(raw)
+            yield number, text, len(raw)
 
 
 def read_chunks(files: Sequence[str], chunk_bytes: int, max_line_bytes: int,

@@ -10,7 +10,6 @@ the first one instead of raising.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import random
 from typing import Iterator, Sequence
@@ -98,15 +97,7 @@ def examples_from_bytes(raw: bytes, path: str, is_training: bool) -> list[SquadE
 def _parse_squad_json(raw: bytes, path: str) -> list:
     # Bytes that are not UTF-8 become lone surrogates, so that only the questions that
     # contain them are lost, not the file.
-    text = raw.decode("utf-8-sig", "surrogateescape")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise SquadError(f"{path}:{e.lineno}: not valid JSON ({e.msg}, column {e.colno}); "
-                         "a SQuAD file is one JSON document, read whole or not at all"
-                         ) from None
-    except ValueError as e:  # a number too long to convert
-        raise SquadError(f"{path} is not valid JSON: {e}") from None
+    document = rows.parse_json_document(raw, path, SquadError)
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
         raise SquadError(f"{path} is not a SQuAD file: expected an object with a 'data' list")
     return document["data"]

@@ -114,6 +114,7 @@ def read_c3(paths, process_text=str, max_choices: int = 4,
                 continue
             sentences, questions, document_id = document
             problem = rows.text_problem(" ".join(sentences))
+            context = None if problem else process_text(" ".join(sentences))
             for index, item in enumerate(questions):
                 here = f"{where} ({document_id}) question {index}"
                 choices = item.get("choice") if isinstance(item, dict) else None
@@ -136,7 +137,7 @@ def read_c3(paths, process_text=str, max_choices: int = 4,
                     continue
                 question = process_text(str(question))
                 _keep(examples, ChoiceExample(
-                    f"{part}-{document_id}-{index}", process_text(" ".join(sentences)),
+                    f"{part}-{document_id}-{index}", context,
                     [make_ending(question, process_text(c)) for c in choices], label), skips)
     return _finish(examples, logs, "C3", ", ".join(paths))
 

@@ -126,6 +126,7 @@ def document_examples(document, where: str, process_text: Callable[[str], str],
                                                 "'options' and 'questions' lists")
         return []
     problem = rows.text_problem(document["article"])
+    context = None if problem else process_text(document["article"])
     examples = []
     for i, answer in enumerate(answers):
         here = f"{where} question {i}"
@@ -151,8 +152,8 @@ def document_examples(document, where: str, process_text: Callable[[str], str],
             continue
         question = process_text(questions[i])
         endings = [make_ending(question, process_text(option)) for option in options[i]]
-        examples.append(ChoiceExample(str(document["id"]), process_text(document["article"]),
-                                      endings, RACE_LABELS.index(answer)))
+        examples.append(ChoiceExample(str(document["id"]), context, endings,
+                                      RACE_LABELS.index(answer)))
         skips.keep(answer)
     return examples
 

@@ -94,3 +94,20 @@ def test_unreadable_lines_are_skipped_counted_and_bounded(text_tokenizer, tmp_pa
     with pytest.raises(TooManySkipped, match=r"the input text has too many bad rows: "
                                              r"skipped 3 of 7 input line"):
         dm.check_text([str(messy)])  # 1% of the lines
+
+
+def test_a_corpus_is_scanned_once_while_unchanged(tmp_path, monkeypatch):
+    """A run's training and evaluation streams come from the same text: its scan for
+    unreadable lines reads it once, and again once a file changes."""
+    from albert_tf.data.dynamic_masking import documents
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("One line.\nAnother.\n", encoding="utf-8")
+    scans = []
+    monkeypatch.setattr(documents, "check_text", lambda *a: scans.append(a))
+    for _ in range(3):
+        documents.check_corpus([str(corpus)], "text", "0")
+    assert len(scans) == 1
+    corpus.write_text("One line, longer now.\n", encoding="utf-8")
+    documents.check_corpus([str(corpus)], "text", "0")
+    assert len(scans) == 2

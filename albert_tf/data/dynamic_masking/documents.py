@@ -223,12 +223,23 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
+# The text corpora `check_corpus` passed in this process: (path, size, modification
+# time) of each file, and the limit. A run makes its training and evaluation streams
+# (and each resumed one) from the same corpus: it is read through once.
+_TEXT_CHECKED: set = set()
+
+
 def check_corpus(files: Sequence[str], input_format: str, max_skipped_rows=None) -> None:
     """Fails early, naming the files, on a corpus with nothing to read (which a
     streaming pipeline would otherwise only show as a dataset with no elements); text
-    is read once by `check_text` (its bad lines counted against `max_skipped_rows`)."""
+    is read once by `check_text` (its bad lines counted against `max_skipped_rows`),
+    not again while its files are unchanged."""
     if input_format == "text":
-        check_text(files, max_skipped_rows)
+        key = (tuple((path, tf.io.gfile.stat(path).length, tf.io.gfile.stat(path)
+                      .mtime_nsec) for path in files), str(max_skipped_rows))
+        if key not in _TEXT_CHECKED:
+            check_text(files, max_skipped_rows)
+            _TEXT_CHECKED.add(key)
         return
     found = False
     for path in files:

@@ -14,6 +14,8 @@ import os
 from importlib import resources
 from typing import Any
 
+from albert_tf.errors import UserError
+
 # `gelu` is the tanh approximation, as in the original `modeling.gelu`; `gelu_exact` is
 # the erf form (what `transformers` calls "gelu", and its "gelu_new" is our "gelu").
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
@@ -22,7 +24,7 @@ ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 LN_TYPES = ("postln",)
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError):
     """An `albert_config.json` (or dict) that the model cannot be built from."""
 
 

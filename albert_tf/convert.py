@@ -26,16 +26,14 @@ from absl import app, flags, logging
 
 from albert_tf import fileio, task_heads, tasks
 from albert_tf.checkpoints import CheckpointError, huggingface, release, save_tf1_checkpoint
-from albert_tf.modeling import MODELS
 
 TARGETS = ("huggingface", "google")
 
 
 def models() -> dict[str, type]:
-    """`--model`'s choices: every registered model (`albert_tf.modeling.register_model`),
-    those of the built-in task modules and of a loaded --task_module included."""
-    tasks.import_builtin()
-    return dict(MODELS)
+    """`--model`'s choices: the model of every serving kind (`albert_tf.tasks.models`:
+    the encoder's, the package's tasks' and a loaded --task_module's)."""
+    return tasks.models()
 
 
 def _by_hf_class(known: dict[str, type]) -> dict[tuple[str, str | None], str]:
@@ -77,8 +75,8 @@ def detect_model(files: release.ReleaseFiles) -> str:
         raise CheckpointError(f"{files.checkpoint} holds the heads of {', '.join(found)}: "
                               "give --model")
     name, cls = next(iter(found.items()))
-    pooled = task_heads.weights_name("classifier")  # also the multiple-choice scorer's
-    if cls.heads == ("classifier",) and shapes[pooled][0] == 1:
+    pooled = task_heads.weights_name(task_heads.CLASSIFIER)  # also the RACE scorer's
+    if cls.heads == (task_heads.CLASSIFIER,) and shapes[pooled][0] == 1:
         raise CheckpointError(
             f"{files.checkpoint} has a one-output head: give --model=classifier "
             "(regression) or --model=multiple_choice")
@@ -96,12 +94,10 @@ def load(path, *, model: str = "auto", albert_config_file=None):
         raise ValueError(f"--model={name}: expected auto or one of {', '.join(known)}")
     cls, config, kwargs = known[name], files.load_config(), {}
     if cls.outputs_argument is not None:
-        head = cls.heads[0]
-        count = task_heads.num_outputs(
-            head, config, release.weight_shapes(files, cls.hf_architecture, cls.heads))
+        count = release.head_outputs(files, cls, config)
         if count is None:
             raise CheckpointError(f"{files.checkpoint} has no {name} head "
-                                  f"({', '.join(task_heads.table(head))})")
+                                  f"({', '.join(cls.heads[0].variables)})")
         kwargs[cls.outputs_argument] = count
     result = cls(config, **kwargs)
     result.load_report = release.load_checkpoint(result, files)
@@ -155,7 +151,8 @@ def define_flags() -> None:
     flags.DEFINE_enum("to", "huggingface", list(TARGETS), "The layout to write.")
     flags.DEFINE_enum("model", "auto", ["auto", *models()], "The model the weights hold.")
     flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
-                        "A task module whose model (`register_model`) --model may name.")
+                        "A task module whose models --model may name (by their serving "
+                        "kinds' names).")
     flags.DEFINE_string("albert_config_file", None,
                         "The config, where none lies beside --input.")
     flags.DEFINE_bool("do_lower_case", None, "Recorded in tokenizer_config.json "

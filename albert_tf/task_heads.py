@@ -1,14 +1,14 @@
-"""Every head the models put on the encoder, each one table: TF1 variable name -> its
-shape, its `transformers` state-dict key and how the model initializes it; and the
-`transformers` classes, by the heads they hold.
+"""Every head the models put on the encoder, each one `Head`: its name and its table,
+TF1 variable name -> its shape, its `transformers` state-dict key and how the model
+initializes it; and the `transformers` classes, by the heads they hold.
 
 One definition read by everything that names these variables: the models create the
 fine-tuning heads from them (`albert_tf.modeling.tasks`), the TF1 variable oracle is
 built from them (`albert_tf.modeling.tf1_variables`), `albert_tf.checkpoints.huggingface`
-maps them to state-dict keys and `albert_tf.convert` recognizes a model from them. A model names its
-heads in its class attribute `heads`. A task module with a head of its own adds its
-table with `register_head` (its keys then reach Hugging Face where its model names a
-`transformers` class whose keys they are).
+maps them to state-dict keys and `albert_tf.convert` recognizes a model from them. A
+model holds its heads in its class attribute `heads`; a task module with a head of its
+own puts its `Head` there too, and nowhere else (its keys then reach Hugging Face where
+its model names a `transformers` class whose keys they are).
 
 Shapes take the config and the head's number of outputs (`num_labels`; 1 for the
 multiple-choice scorer, 2 for SQuAD v1.1's start and end; the pretraining and SQuAD
@@ -18,7 +18,8 @@ the TF1 one; its dense layers' weights are the transpose of a TF1 kernel (`trans
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+import dataclasses
+from typing import Callable, Mapping, NamedTuple
 
 from albert_tf import names
 
@@ -29,6 +30,30 @@ class HeadVariable(NamedTuple):
     initial: str | None  # "weights": truncated normal (stddev 0.02); "zeros"; None: the
     #                      model's own layers create it
     transposed: bool = False  # the state-dict value is the transpose of the TF1 one
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Head:
+    """A head's variables, TF1 name -> `HeadVariable`, in the order the model creates
+    them: the first is the head's [num_outputs, ...] weights, what tells the head in a
+    checkpoint. Two heads are the same head when their names are."""
+
+    name: str
+    variables: Mapping[str, HeadVariable]
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a head's name must be a non-empty string, got {self.name!r}")
+        if not self.variables or not all(isinstance(v, HeadVariable)
+                                         for v in self.variables.values()):
+            raise ValueError(f"head {self.name!r}: its variables must be a non-empty dict "
+                             "of TF1 name -> HeadVariable")
+
+    def __eq__(self, other):
+        return isinstance(other, Head) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
 
 
 def _weights(hf_key: str | None) -> HeadVariable:
@@ -79,7 +104,7 @@ def _one(config) -> int:
 # (`race_utils.create_model`): root-scope variables on the pooled output.
 POOLED = {"output_weights": _weights("classifier.weight"),
           "output_bias": _bias("classifier.bias")}
-HEADS: dict[str, dict[str, HeadVariable]] = {
+_TABLES: dict[str, dict[str, HeadVariable]] = {
     # `run_pretraining.py`'s masked LM (`get_masked_lm_output`): a transform to E, then
     # the tied word embeddings plus a bias per token.
     "masked_lm": {
@@ -119,63 +144,49 @@ HEADS: dict[str, dict[str, HeadVariable]] = {
 }
 
 
+# The package's heads, by name.
+HEADS: dict[str, Head] = {name: Head(name, variables) for name, variables in _TABLES.items()}
+MASKED_LM, SENTENCE_ORDER, CLASSIFIER, MULTIPLE_CHOICE, SQUAD_V1, TOKEN_CLASSIFIER, \
+    SQUAD_V2 = (HEADS[name] for name in ("masked_lm", "sentence_order", "classifier",
+                                         "multiple_choice", "squad_v1", "token_classifier",
+                                         "squad_v2"))
+
+
 class HfClass(NamedTuple):
     """A `transformers` ALBERT class: the heads its weights hold, as ours name them, and
     whether its `AlbertModel` has the pooler (the question-answering, token-classification
     and masked-LM classes build it without)."""
 
-    heads: tuple[str, ...]
+    heads: tuple[Head, ...]
     pooler: bool = True
 
 
 HF_CLASSES: dict[str, HfClass] = {
     names.HF_BASE: HfClass(()),
-    names.HF_PRETRAINING: HfClass(("masked_lm", "sentence_order")),
-    names.HF_MASKED_LM: HfClass(("masked_lm",), pooler=False),
-    names.HF_SEQUENCE_CLASSIFICATION: HfClass(("classifier",)),
-    names.HF_MULTIPLE_CHOICE: HfClass(("multiple_choice",)),
-    names.HF_QUESTION_ANSWERING: HfClass(("squad_v1",), pooler=False),
-    names.HF_TOKEN_CLASSIFICATION: HfClass(("token_classifier",), pooler=False),
+    names.HF_PRETRAINING: HfClass((MASKED_LM, SENTENCE_ORDER)),
+    names.HF_MASKED_LM: HfClass((MASKED_LM,), pooler=False),
+    names.HF_SEQUENCE_CLASSIFICATION: HfClass((CLASSIFIER,)),
+    names.HF_MULTIPLE_CHOICE: HfClass((MULTIPLE_CHOICE,)),
+    names.HF_QUESTION_ANSWERING: HfClass((SQUAD_V1,), pooler=False),
+    names.HF_TOKEN_CLASSIFICATION: HfClass((TOKEN_CLASSIFIER,), pooler=False),
 }
 
 
-def register_head(name: str, variables: dict[str, HeadVariable]) -> str:
-    """Adds a head's table (a task module's own head); returns `name`. The same table
-    again is a no-op (a module loaded twice); another one under a known name raises."""
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a head's name must be a non-empty string, got {name!r}")
-    if not variables or not all(isinstance(v, HeadVariable) for v in variables.values()):
-        raise ValueError(f"head {name!r}: its variables must be a non-empty dict of "
-                         "TF1 name -> HeadVariable")
-    known = HEADS.get(name)
-    if known is not None and known != variables:
-        raise ValueError(f"a head named {name!r} is already registered with other "
-                         "variables")
-    HEADS[name] = dict(variables)
-    return name
-
-
-def table(head: str) -> dict[str, HeadVariable]:
-    if head not in HEADS:
-        raise KeyError(f"no head {head!r}; known: {', '.join(sorted(HEADS))}")
-    return HEADS[head]
-
-
-def weights_name(head: str) -> str:
+def weights_name(head: Head) -> str:
     """The head's first variable (a fine-tuning head's [num_outputs, H] weights): what
     tells the head, and its output count, in a checkpoint."""
-    return next(iter(table(head)))
+    return next(iter(head.variables))
 
 
-def shapes(head: str, config, num_outputs: int = 0) -> dict[str, tuple[int, ...]]:
-    return {name: v.shape(config, num_outputs) for name, v in table(head).items()}
+def shapes(head: Head, config, num_outputs: int = 0) -> dict[str, tuple[int, ...]]:
+    return {name: v.shape(config, num_outputs) for name, v in head.variables.items()}
 
 
-def num_outputs(head: str, config, found: dict) -> int | None:
+def num_outputs(head: Head, config, found: dict) -> int | None:
     """The head's number of outputs in a checkpoint whose variables have the shapes
     `found` (TF1 name -> shape): the size of the first axis that its table sizes by the
     outputs; None where the head has no such axis or a variable is absent."""
-    for name, variable in table(head).items():
+    for name, variable in head.variables.items():
         one, two = variable.shape(config, 1), variable.shape(config, 2)
         for axis, (a, b) in enumerate(zip(one, two)):
             if a != b:
@@ -187,4 +198,4 @@ def hf_keys(heads) -> dict[str, tuple[str, bool]]:
     """TF1 name -> (state-dict key after the prefix, transposed) of the heads' variables
     that have one."""
     return {name: (v.hf_key, v.transposed) for head in heads
-            for name, v in table(head).items() if v.hf_key is not None}
+            for name, v in head.variables.items() if v.hf_key is not None}

@@ -20,6 +20,7 @@ import os
 import unicodedata
 
 from albert_tf import fileio
+from albert_tf.errors import UserError
 from albert_tf.packing import truncate_seq_pair  # noqa: F401 (the original's place)
 
 SPIECE_UNDERLINE = "▁"
@@ -28,7 +29,7 @@ CLS, SEP, MASK, UNK = "[CLS]", "[SEP]", "[MASK]", "[UNK]"
 PAD_PIECES = ("<pad>", "[PAD]")
 
 
-class TokenizerError(ValueError):
+class TokenizerError(UserError):
     """A vocabulary or model file that cannot serve as an ALBERT tokenizer."""
 
 

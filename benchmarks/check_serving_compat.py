@@ -121,12 +121,10 @@ json.dump({"strings": strings, "errors": errors,
 def model_cases():
     """(label, kind, build_model kwargs, export kwargs) of every serving kind."""
     from albert_tf import tasks
-    from albert_tf.export import SERVING_KINDS
 
-    tasks.import_builtin()  # the task modules' kinds (multi_label)
     arguments = {"num_labels": 3, "num_choices": 2}
     cases = []
-    for name, kind in SERVING_KINDS.items():
+    for name, kind in tasks.serving_kinds().items():  # the package's tasks' and encoder
         model_kwargs = {a: arguments[a] for a in kind.model_arguments}
         export_kwargs = {"spm_model_file": str(SPM), "max_query_length": 8}
         if name == "squad_v2":

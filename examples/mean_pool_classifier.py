@@ -7,8 +7,10 @@ reads JSON lines `{"text": ..., "label": ...}` and puts a head of its own on ALB
 the masked mean of the sequence output, then a dense layer (TF1 variables
 `cls/mean_pool/dense/kernel` and `/bias`). `run_classifier.py` trains, evaluates every
 kept checkpoint (accuracy picks `model.ckpt-best`), predicts and exports it
-(`--export_dir`, `--export_tflite`) as it does its own tasks; see README "Your own task
-in one file".
+(`--export_dir`, `--export_tflite`) as it does its own tasks, and `export_savedmodel.py`
+and `python -m albert_tf.convert` take the same `--task_module`; see README "Your own
+task in one file". The one registration is `@tasks.register` on the task: the task names
+its serving kind, the kind its model, the model its head.
 """
 
 import json
@@ -22,20 +24,19 @@ from absl import flags
 from albert_tf import names, task_heads, tasks
 from albert_tf.data import tabular
 from albert_tf.data.report import SkipLog
-from albert_tf.export import LabelRule, ServingKind, register_serving_kind, serving_text
-from albert_tf.modeling import AlbertTaskModel, register_model, tf1_scope
+from albert_tf.export import LabelRule, ServingKind, serving_text
+from albert_tf.modeling import AlbertTaskModel, tf1_scope
 from albert_tf.training.objectives import MeanObjective
 
 # The head's variables (TF1 name -> shape, Hugging Face key: none, initializer: the
 # Keras layer's): what tells this model in a checkpoint, for `albert_tf.convert`.
-HEAD = task_heads.register_head("mean_pool", {
+HEAD = task_heads.Head("mean_pool", {
     "cls/mean_pool/dense/kernel": task_heads.HeadVariable(
         lambda config, n: (config.hidden_size, n), None, None),
     "cls/mean_pool/dense/bias": task_heads.HeadVariable(lambda config, n: (n,), None, None),
 })
 
 
-@register_model("mean_pool_classifier")  # python -m albert_tf.convert --task_module=...
 class MeanPoolClassifier(AlbertTaskModel):
     """logits = dense(mean of sequence_output over the real tokens): [B, num_labels]."""
 
@@ -65,18 +66,20 @@ class MeanPoolClassifier(AlbertTaskModel):
 
 
 # What --export_dir and --export_tflite write: the classifier's signatures, text in.
-SERVING_KIND = register_serving_kind(ServingKind(
+# (its name is the model's for `convert --model`)
+SERVING_KIND = ServingKind(
     "mean_pool_classifier", MeanPoolClassifier,
     (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS),
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",), labels=LabelRule("num_labels", str),
-    model_info=("num_labels",)))
+    model_info=("num_labels",))
 
 
+@tasks.register  # the one registration: the scripts, the export and convert find it
 class MeanPoolTask(tasks.Task):
     name = "mean_pool"
     metric = "eval_accuracy"
-    serving_kind = SERVING_KIND
+    serving_kinds = (SERVING_KIND,)
     has_labels = True
 
     @classmethod
@@ -136,6 +139,3 @@ class MeanPoolTask(tasks.Task):
 
     def export_options(self):
         return {"is_pair": False}  # serve_text takes text_a alone
-
-
-TASK = MeanPoolTask

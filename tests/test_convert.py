@@ -1,6 +1,8 @@
 """`python -m albert_tf.convert`: any layout in, Hugging Face or Google's out, the same
 numbers."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,12 +15,13 @@ from albert_tf import (
     CheckpointError,
     names,
     task_heads,
+    tasks,
 )
 from albert_tf.checkpoints import save_tf1_checkpoint, tf1_name
 from albert_tf.checkpoints.huggingface import save_hf_checkpoint
 from albert_tf.checkpoints.release import describe_checkpoint, find_release_files
 from albert_tf.convert import convert, detect_model, load
-from albert_tf.modeling import register_model
+from albert_tf.export import SERVING_KINDS
 from tests.helpers.layouts import BRIGHTMART, brightmart_release, load_npz, model_inputs
 from tests.helpers.tiny import tiny_config
 
@@ -76,28 +79,35 @@ def test_the_model_is_told_by_the_head_tables(tmp_path):
         assert type(loaded) is type(model) and loaded.load_report.missing == []
         assert getattr(loaded, "num_labels", None) == getattr(model, "num_labels", None)
     # The size of a head, where its table sizes it: [num_labels, H] or [H, num_labels].
-    assert task_heads.num_outputs("token_classifier", config,
+    assert task_heads.num_outputs(task_heads.TOKEN_CLASSIFIER, config,
                                   {"cls/ner/output_weights": [5, 16]}) == 5
-    assert task_heads.num_outputs("squad_v1", config, {}) is None
-    assert task_heads.num_outputs("masked_lm", config, {}) is None
+    assert task_heads.num_outputs(task_heads.SQUAD_V1, config, {}) is None
+    assert task_heads.num_outputs(task_heads.MASKED_LM, config, {}) is None
 
 
 # A head of a task module's own under its own TF1 names, with the keys of transformers'
-# sequence classifier (as README's "Your own task in one file" registers a head).
-OWN_HEAD = task_heads.register_head("test_own_pooled", {
+# sequence classifier; its model and task registered once, as a task module does.
+OWN_HEAD = task_heads.Head("test_own_pooled", {
     "cls/own/output_weights": task_heads.HeadVariable(
         lambda config, n: (n, config.hidden_size), "classifier.weight", "weights"),
     "cls/own/output_bias": task_heads.HeadVariable(
         lambda config, n: (n,), "classifier.bias", "zeros")})
 
 
-@register_model("test_own_pooled")
 class OwnPooledClassifier(AlbertClassifier):
     heads = (OWN_HEAD,)
     detectable = False
 
-    def _build_pooled_head(self, head, num_outputs, dropout_rate):
-        super()._build_pooled_head(OWN_HEAD, num_outputs, dropout_rate)
+
+OWN_KIND = dataclasses.replace(SERVING_KINDS["classifier"], name="test_own_pooled",
+                               model_class=OwnPooledClassifier)
+
+
+@tasks.register
+class OwnPooledTask(tasks.Task):
+    name = "test_own_pooled"
+    metric = "eval_accuracy"
+    serving_kinds = (OWN_KIND,)
 
 
 def test_a_head_of_your_own_reaches_hugging_face_under_its_keys(tmp_path):
@@ -117,9 +127,29 @@ def test_a_head_of_your_own_reaches_hugging_face_under_its_keys(tmp_path):
     assert detect_model(describe_checkpoint(directory)) == "classifier"  # the package's first
     builtin, _ = load(directory)
     np.testing.assert_array_equal(builtin.output_weights.numpy(), model.output_weights.numpy())
-    with pytest.raises(ValueError, match="already registered with other variables"):
-        task_heads.register_head(OWN_HEAD, task_heads.HEADS["classifier"])
-    with pytest.raises(ValueError, match="'classifier' is already registered"):
-        register_model("classifier")(OwnPooledClassifier)
-    with pytest.raises(TypeError, match="takes an AlbertModel subclass"):
-        register_model("not_a_model")(dict)
+
+
+
+def test_one_registration_refuses_what_would_make_a_name_mean_two_things():
+    assert tasks.models()["test_own_pooled"] is OwnPooledClassifier
+    assert tasks.register(OwnPooledTask) is OwnPooledTask  # the module loaded again
+
+    class Another(OwnPooledTask):
+        pass
+
+    with pytest.raises(tasks.TaskModuleError, match="'test_own_pooled' is already "
+                                                    "registered: OwnPooledTask"):
+        tasks.register(Another)
+
+    class SameKind(OwnPooledTask):
+        name = "test_same_kind"
+        serving_kinds = (dataclasses.replace(OWN_KIND, name="classifier"),)
+
+    with pytest.raises(tasks.TaskModuleError, match="serving kind 'classifier' has the "
+                                                    "name of another task's kind"):
+        tasks.register(SameKind)
+    with pytest.raises(tasks.TaskModuleError, match="takes an albert_tf.tasks.Task subclass"):
+        tasks.register(dict)
+    with pytest.raises(tasks.TaskModuleError, match="serving_kinds must be a tuple"):
+        tasks.register(type("NoKind", (tasks.Task,), {"name": "no_kind", "metric": "m"}))
+    assert "test_same_kind" not in tasks.registered() and "no_kind" not in tasks.registered()

@@ -23,6 +23,8 @@ FORBIDDEN = {
     "albert_tf.config": ("albert_tf.training", "albert_tf.apps", "albert_tf.modeling",
                          "albert_tf.checkpoints", "albert_tf.data"),
     "albert_tf.fileio": ("albert_tf.",),
+    # The one base of the user errors (`UserError`), which every room derives from.
+    "albert_tf.errors": ("albert_tf.",),
     # The heads' tables are data (over the names of `albert_tf.names`): the models,
     # tf1_variables and the readers read them.
     "albert_tf.task_heads": tuple(f"albert_tf.{room}" for room in (
@@ -34,6 +36,13 @@ FORBIDDEN = {
     "albert_tf.modeling": ("albert_tf.training", "albert_tf.apps", "albert_tf.export",
                            "albert_tf.checkpoints", "albert_tf.tasks"),
     "albert_tf.export": ("albert_tf.training", "albert_tf.apps", "albert_tf.tasks"),
+    # The tasks are run by the scripts' apps (`albert_tf.apps.driver`), never the other
+    # way: what they share with the scripts (the run checks, results files, errors) sits
+    # in the tasks' layer or below it.
+    "albert_tf.tasks": ("albert_tf.apps", "albert_tf.scripts"),
+    # Metrics and results files serve the tasks and the runs alike.
+    "albert_tf.evaluation": ("albert_tf.apps", "albert_tf.scripts", "albert_tf.tasks",
+                             "albert_tf.training"),
     # The layouts know names and configs, not the release directories or each other.
     "albert_tf.checkpoints.brightmart": ("albert_tf.checkpoints.tf1",
                                          "albert_tf.checkpoints.release",
@@ -102,6 +111,84 @@ def test_only_the_apps_the_tasks_and_the_loop_import_training():
         and any(n == "albert_tf.training" or n.startswith("albert_tf.training.")
                 for n in imports(path)))
     assert importers == []
+
+
+def _member(name: str, package: str, modules) -> str | None:
+    """The member of `package` that the module or name `name` lies in: a module or a
+    subpackage directly in it, or the package itself (a name its __init__ defines);
+    None outside it."""
+    if name == package:
+        return package
+    if not name.startswith(package + "."):
+        return None
+    head = f"{package}.{name[len(package) + 1:].split('.')[0]}"
+    return head if head in modules else package
+
+
+def import_graph(package: str) -> dict[str, set[str]]:
+    """Who imports whom among the members of `package`: its modules, its subpackages
+    (each one node, for what any of its modules imports) and the package itself (its
+    __init__, for the names it defines). A package named alone is no edge: `from P
+    import x` names P beside P.x, and importing any module of P runs P's __init__."""
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    packages = {module_name(path) for path in PACKAGE.rglob("__init__.py")}
+    graph = {}
+    for name, path in modules.items():
+        source = _member(name, package, modules)
+        if source is None:
+            continue
+        targets = graph.setdefault(source, set())
+        for imported in imports(path):
+            target = None if imported in packages else _member(imported, package, modules)
+            if target not in (None, source):
+                targets.add(target)
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str]:
+    """A cycle of `graph` (its nodes in order, the first again at the end), or []."""
+    state, path = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        path.append(node)
+        for after in sorted(graph.get(node, ())):
+            if state.get(after) == "open":
+                return path[path.index(after):] + [after]
+            found = visit(after) if after not in state else []
+            if found:
+                return found
+        path.pop()
+        state[node] = "done"
+        return []
+
+    for node in sorted(graph):
+        found = visit(node) if node not in state else []
+        if found:
+            return found
+    return []
+
+
+PACKAGES = sorted(module_name(path) for path in PACKAGE.rglob("__init__.py"))
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_the_members_of_a_package_import_each_other_one_way(package):
+    # Within each package (the export modules, the tasks, ...; and albert_tf's rooms,
+    # each subpackage one node) no module imports, late or not, one that imports it
+    # back, directly or through others: the lower one holds what both need.
+    assert cycle(import_graph(package)) == []
+
+
+def test_the_cycle_check_sees_cycles():
+    assert {"albert_tf.export", "albert_tf.tasks"} <= set(PACKAGES)
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+    # savedmodel and reusable take what both need from base, the lower one
+    graph = import_graph("albert_tf.export")
+    assert "albert_tf.export.base" in graph["albert_tf.export.savedmodel"]
+    assert "albert_tf.export.base" in graph["albert_tf.export.reusable"]
+    assert "albert_tf.export.reusable" in graph["albert_tf.export.savedmodel"]
 
 
 def test_the_import_reader_sees_late_imports(tmp_path):

@@ -68,20 +68,30 @@ def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path
         convert.convert(folder / "google", tmp_path / "hf")
 
 
-def test_a_task_module_must_name_its_task(tmp_path):
+def test_a_task_module_must_register_one_task(tmp_path):
     (tmp_path / "none.py").write_text("X = 1\n")
-    with pytest.raises(tasks.TaskModuleError, match="defines no TASK: it must name its "
-                                                    "albert_tf.tasks.Task subclass TASK"):
+    with pytest.raises(tasks.TaskModuleError, match="registers no task: decorate its "
+                                                    "albert_tf.tasks.Task subclass with "
+                                                    "@albert_tf.tasks.register$"):
         tasks.load_task_module(tmp_path / "none.py")
-    (tmp_path / "other.py").write_text("TASK = print\n")
-    with pytest.raises(tasks.TaskModuleError, match="must name its albert_tf.tasks.Task "
-                                                    "subclass TASK .*; its TASK = <built-in "
-                                                    "function print> is not a Task subclass"):
-        tasks.load_task_module(tmp_path / "other.py")
+    (tmp_path / "old.py").write_text("from albert_tf import tasks\nclass T(tasks.Task):\n"
+                                     "    name = 'old'\nTASK = T\n")
+    with pytest.raises(tasks.TaskModuleError, match=r"registers no task: .*\(a TASK = \.\.\. "
+                                                    "name is not read: decorate the class"):
+        tasks.load_task_module(tmp_path / "old.py")
     (tmp_path / "nameless.py").write_text(
-        "from albert_tf import tasks\nclass T(tasks.Task):\n    metric = 'f1'\nTASK = T\n")
+        "from albert_tf import tasks\n@tasks.register\nclass T(tasks.Task):\n"
+        "    metric = 'f1'\n")
     with pytest.raises(tasks.TaskModuleError, match="T.name must be a non-empty name"):
         tasks.load_task_module(tmp_path / "nameless.py")
+    (tmp_path / "two.py").write_text(
+        "from albert_tf import tasks\nfrom albert_tf.tasks.classification import "
+        "ClassificationTask as C\n"
+        "@tasks.register\nclass A(C):\n    name = 'two_a'\n"
+        "@tasks.register\nclass B(C):\n    name = 'two_b'\n")
+    with pytest.raises(tasks.TaskModuleError, match=r"registers 2 tasks \(two_a, two_b\); "
+                                                    "a task module registers one"):
+        tasks.load_task_module(tmp_path / "two.py")
     with pytest.raises(tasks.TaskModuleError, match="missing.py does not exist"):
         tasks.load_task_module(tmp_path / "missing.py")
     (tmp_path / "folder.py").mkdir()
@@ -103,15 +113,17 @@ def broken_task_modules(folder) -> dict[str, str]:
     deep = write("deep.py", 'import json\n\nSETTINGS = json.loads("{")\n')
     no_task = write("no_task.py", "from albert_tf import tasks\n\n\nclass MyTask("
                                   "tasks.Task):\n    name = 'mine'\n")
-    not_a_task = write("not_a_task.py", "TASK = 'classification'\n")
+    not_a_task = write("not_a_task.py", "from albert_tf import tasks\n\n"
+                                        "tasks.register('classification')\n")
     missing = str(folder / "missing.py")
-    must = "must name its albert_tf.tasks.Task subclass TASK (TASK = MyTask)"
+    must = ("registers no task: decorate its albert_tf.tasks.Task subclass with "
+            "@albert_tf.tasks.register")
     lines = {
         syntax: f"failed while imported: SyntaxError: 'return' outside function (at "
                 f"{syntax}:3)",
         raises: f"failed while imported: RuntimeError: no rows in data/ (at {raises}:2)",
-        no_task: f"defines no TASK: it {must}",
-        not_a_task: f"{must}; its TASK = 'classification' is not a Task subclass",
+        no_task: must,
+
         missing: "does not exist",
         "no_such_task_module": "is not a file, and no module of that name can be imported: "
                                "No module named 'no_such_task_module'"}
@@ -122,6 +134,11 @@ def broken_task_modules(folder) -> dict[str, str]:
         f"error: --task_module={deep} failed while imported: JSONDecodeError: Expecting "
         f"property name enclosed in double quotes: line 1 column 2 (char 1) (at {deep}:3, "
         "raised in ") + r"\S+/json/decoder\.py:\d+\)"
+    expected[not_a_task] = re.escape(
+        f"error: --task_module={not_a_task} failed while imported: TaskModuleError: "
+        "albert_tf.tasks.register takes an albert_tf.tasks.Task subclass, got "
+        f"'classification' (at {not_a_task}:3, raised in ") + \
+        r"\S+/albert_tf/tasks/__init__\.py:\d+\)"
     return expected
 
 
@@ -137,12 +154,17 @@ def test_a_task_module_that_cannot_be_loaded_is_one_line_at_every_door(tmp_path)
                 run_python(["-m", "albert_tf.convert", f"--task_module={given}",
                             f"--input={tmp_path}", f"--output={out}"], cwd=tmp_path)):
             assert re.fullmatch(expected, one_line_error(result)), (given, result.stderr)
-    # The installed command too (it imports the same script module).
+    # The installed command too (it imports the same script module), and every other
+    # door that takes a --task_module.
+    line = (f"error: --task_module={tmp_path / 'raises.py'} failed while imported: "
+            f"RuntimeError: no rows in data/ (at {tmp_path / 'raises.py'}:2)")
     installed = run_installed("albert-run-classifier", [
         f"--task_module={tmp_path / 'raises.py'}", f"--output_dir={out}"])
-    assert one_line_error(installed) == (
-        f"error: --task_module={tmp_path / 'raises.py'} failed while imported: "
-        f"RuntimeError: no rows in data/ (at {tmp_path / 'raises.py'}:2)")
+    assert one_line_error(installed) == line
+    for script in ("run_ner.py", "run_squad.py", "export_savedmodel.py"):
+        result = run_script(script, f"--task_module={tmp_path / 'raises.py'}",
+                            f"--output_dir={out}", check=False)
+        assert one_line_error(result) == line, script
     assert not out.exists()
 
 

@@ -9,15 +9,15 @@ fine-tuning driver (`albert_tf.apps.driver`).
 
 from __future__ import annotations
 
-import sys
-
 from absl import flags
 
-from albert_tf import tasks
 from albert_tf.apps import common, driver
-from albert_tf.data import glue
-from albert_tf.tasks.classification import FILE_TASKS, ClassificationTask
-from albert_tf.tasks.multiple_choice import CHOICE_TASKS, RACE, MultipleChoiceTask
+from albert_tf.tasks.classification import ClassificationTask
+from albert_tf.tasks.multi_label import MultiLabelTask
+from albert_tf.tasks.multiple_choice import MultipleChoiceTask
+
+# The tasks whose flags run_classifier.py has (besides a --task_module's).
+TASKS = (ClassificationTask, MultipleChoiceTask, MultiLabelTask)
 
 
 def define_flags():
@@ -54,52 +54,22 @@ def define_flags():
     common.define_fine_tuning_flags(max_seq_length=512, predict_help="Predict the test set.",
                                     train_step=1000, warmup_step=0, epochs=False)
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the classifier head.")
-    flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
-                        "A task of your own: a Python file (or module) whose TASK is an "
-                        "albert_tf.tasks.Task subclass; its flags are added to these. "
-                        "Trained, evaluated, predicted and exported as the built-in tasks.")
-    MultipleChoiceTask.define_flags()
-    for name in tasks.BUILTIN:
-        tasks.builtin(name).define_flags()
+    for task in TASKS:
+        task.define_flags()
     # (a module that cannot be loaded stops the program with one line, `error: ...`)
-    tasks.load_task_module_in(sys.argv[1:])
+    driver.define_task_module_flag("the built-in tasks")
 
 
 # The flags passed to `run`: the model flags, those `define_flags` adds, those the task
 # modules define (multiple choice's, the built-in ones') and those of a --task_module.
 FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(
-    __name__, MultipleChoiceTask.__module__, *tasks.BUILTIN.values(), tasks.loaded_modules)
+    __name__, *(task.__module__ for task in TASKS)) + driver.TASK_MODULE_FLAG_NAMES
 
 
 def task_class(settings: dict):
-    """The `albert_tf.tasks.Task` of the run: `--task_module`'s, or `--task_name`'s (a
-    GLUE task, race, c3, swag, multiple_choice, classification, regression,
-    multi_label)."""
-    if settings.get(tasks.TASK_MODULE_FLAG):
-        task = tasks.load_task_module(settings[tasks.TASK_MODULE_FLAG])
-        if settings.get("task_name") and settings["task_name"] != task.name:
-            raise common.UsageError(
-                f"--task_name={settings['task_name']}, but --task_module="
-                f"{settings[tasks.TASK_MODULE_FLAG]} is the task {task.name!r}")
-        return task
-    name = settings.get("task_name")
-    if not name:
-        raise common.UsageError("--task_name is required")
-    key = name.lower()
-    if key == RACE or key in CHOICE_TASKS:
-        return MultipleChoiceTask
-    if key in FILE_TASKS:
-        return ClassificationTask
-    builtin = tasks.builtin(key)
-    if builtin is not None:
-        return builtin
-    try:
-        glue.get_task(name)
-    except (KeyError, ValueError) as e:
-        raise common.UsageError(
-            f"{e}; or race, {', '.join(CHOICE_TASKS)}, {', '.join(FILE_TASKS)}, "
-            f"{', '.join(tasks.BUILTIN)}") from None
-    return ClassificationTask
+    """The `albert_tf.tasks.Task` of the run: `--task_module`'s, or `--task_name`'s
+    among `TASKS` (`driver.task_of`)."""
+    return driver.task_of(settings, named=TASKS)
 
 
 def run(settings: dict) -> dict:

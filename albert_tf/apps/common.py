@@ -21,35 +21,33 @@ from albert_tf import fileio
 from albert_tf.apps import options
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import UsageError, UserError
 from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError
 from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path
 from albert_tf.modeling.recompute import UNITS as RECOMPUTE_UNITS
+from albert_tf.tasks.checks import (  # noqa: F401 (the tasks' checks, the scripts' too)
+    BEST_CHECKPOINT,
+    check_file,
+    check_run,
+    wanted_splits,
+    with_changes,
+)
 from albert_tf.training import distribute
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
 LABELS_FILE = "labels.txt"  # beside the checkpoints: the model's labels, one per line
-
-
-class UsageError(ValueError):
-    """Flags or files that cannot make a run: reported before any training starts."""
 
 
 def user_errors() -> tuple[type[Exception], ...]:
     """The errors that mean bad flags or input, or a batch that does not fit in memory
     (reported as one line, not a traceback):
-    kinds of error, not one per task (every task's data errors are `DataError`s)."""
-    from albert_tf.checkpoints import CheckpointError
-    from albert_tf.config import ConfigError
-    from albert_tf.data.errors import DataError
-    from albert_tf.tasks import TaskModuleError
-    from albert_tf.tokenization import TokenizerError
-    from albert_tf.training.lock import OutputDirLocked
+    kinds of error, not one per task: every `albert_tf.errors.UserError` (`UsageError`,
+    `OptionsError`, `TaskModuleError`, `CheckpointError`, `ConfigError`, `DataError`,
+    `TokenizerError`, `ExportError`, `DistributionError`, `OutputDirLocked`; every
+    task's data errors are `DataError`s), a missing file, `TrainingOutOfMemory`."""
     from albert_tf.training.loop import TrainingOutOfMemory
 
-    return (OutputDirLocked, UsageError, options.OptionsError, TaskModuleError,
-            CheckpointError, ConfigError, DataError, TokenizerError,
-            distribute.DistributionError, FileNotFoundError, TrainingOutOfMemory)
+    return (UserError, FileNotFoundError, TrainingOutOfMemory)
 
 
 def run_script(run, flag_names) -> None:
@@ -242,15 +240,6 @@ def flag_values(names) -> dict:
     return {name: flags.FLAGS[name].value for name in names}
 
 
-def check_file(path, flag: str) -> str:
-    if not path:
-        raise UsageError(f"--{flag} is required")
-    path = os.fspath(path)
-    if not fileio.exists(path):
-        raise UsageError(f"--{flag}={path} does not exist")
-    return path
-
-
 def load_config(albert_config_file, checkpoint_layout: str = "google") -> AlbertConfig:
     """`--albert_config_file`: a shipped config name (`albert_base_v2`, ...) or the path
     of an albert_config.json (or a Hugging Face config.json); the error for neither
@@ -279,7 +268,7 @@ def complete_model_files(settings: dict) -> dict:
     if not settings.get("init_checkpoint"):
         if "do_lower_case" in settings and settings["do_lower_case"] is None:
             settings["do_lower_case"] = True
-        return options.with_changes(given, **settings)
+        return with_changes(given, **settings)
     files = release.describe_checkpoint(settings["init_checkpoint"])
     settings["checkpoint_layout"] = files.layout
     if not settings.get("albert_config_file"):
@@ -303,7 +292,7 @@ def complete_model_files(settings: dict) -> dict:
         elif said is not None and settings["do_lower_case"] != said:
             logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
                             settings["do_lower_case"], files.directory, said)
-    return options.with_changes(given, **settings)
+    return with_changes(given, **settings)
 
 
 def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
@@ -335,34 +324,6 @@ def save_labels(settings: dict, output_dir: str, labels: list[str]) -> None:
     path = os.path.join(output_dir, LABELS_FILE)
     if settings["do_train"] and not tf.io.gfile.exists(path):
         fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
-
-
-def wanted_splits(settings: dict) -> list[str]:
-    """The splits a fine-tuning run reads: train, dev, test for --do_train, --do_eval,
-    --do_predict."""
-    return [s for s, on in (("train", settings["do_train"]), ("dev", settings["do_eval"]),
-                            ("test", settings["do_predict"])) if on]
-
-
-def check_run(settings: dict) -> None:
-    """What run_classifier.py and run_ner.py check first: something to do, a tokenizer
-    file that exists, and a trained model in --output_dir (a checkpoint or
-    model.ckpt-best) for --do_eval / --do_predict without --do_train."""
-    if not wanted_splits(settings):
-        raise UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
-    if not (settings["spm_model_file"] or settings["vocab_file"]):
-        raise UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
-    for flag in ("spm_model_file", "vocab_file"):
-        if settings[flag]:
-            check_file(settings[flag], flag)
-    output_dir = settings["output_dir"] or ""
-    trained = tf.io.gfile.isdir(output_dir) and (
-        tf.train.latest_checkpoint(output_dir) or tf.io.gfile.exists(
-            os.path.join(output_dir, BEST_CHECKPOINT + ".index")))
-    if not settings["do_train"] and not trained:
-        raise UsageError(
-            f"--do_eval/--do_predict without --do_train need a trained model in "
-            f"--output_dir={settings['output_dir']}, and there is none")
 
 
 def check_labels_known(settings: dict) -> None:
@@ -397,8 +358,11 @@ def program(main, doc: str, required=("output_dir",)) -> None:
     from absl import app
 
     sys.modules["__main__"].__doc__ = doc
+    from albert_tf.tasks import loaded_modules
+
+    task_modules = set(loaded_modules())  # a --task_module's flags are the program's too
     for module, defined in flags.FLAGS.flags_by_module_dict().items():
-        if module.startswith("albert_tf."):
+        if module.startswith("albert_tf.") or module in task_modules:
             for flag in defined:
                 flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     for name in required:

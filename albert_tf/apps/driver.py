@@ -20,14 +20,58 @@ removes the output directory it created and leaves one it did not create as it w
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
-from absl import logging
+from absl import flags, logging
 
+from albert_tf import tasks
 from albert_tf.apps import common, session
 from albert_tf.data.report import DataReport, SkipLimit
 from albert_tf.training import distribute
 from albert_tf.training.loop import predict
+
+
+def define_task_module_flag(what: str) -> None:
+    """Defines `--task_module` in a run script (`what`: the tasks it runs otherwise) and
+    loads the module named among the command-line arguments, so that its task's flags
+    exist before absl parses them (`tasks.load_task_module_in`)."""
+    flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
+                        "A task of your own: a Python file (or module) that registers an "
+                        "albert_tf.tasks.Task subclass (@albert_tf.tasks.register); its "
+                        "flags are added to these. Trained, evaluated, predicted and "
+                        f"exported as {what}.")
+    tasks.load_task_module_in(sys.argv[1:])
+
+
+def task_of(settings, named=(), default=None):
+    """The task of a run: `--task_module`'s; else `default` (the script's one task);
+    else the registered task that `--task_name` names (`tasks.find`) among `named`, the
+    tasks whose flags the script has. With `named`, a --task_name given with a
+    --task_module must be that task's."""
+    name = settings.get("task_name")
+    module = settings.get(tasks.TASK_MODULE_FLAG)
+    if module:
+        task = tasks.load_task_module(module)
+        if named and name and not task.answers(name):
+            raise common.UsageError(f"--task_name={name}, but --task_module={module} is "
+                                    f"the task {task.name!r}")
+        return task
+    if default is not None:
+        return default
+    if not name:
+        raise common.UsageError("--task_name is required")
+    task = tasks.find(name)
+    if task is None or task not in named:
+        raise common.UsageError(
+            f"--task_name={name}: no such task here; expected one of "
+            f"{', '.join(n for task in named for n in task.task_names())}, or give "
+            "--task_module")
+    return task
+
+
+# The flags of `define_task_module_flag` and those of the task module it loads.
+TASK_MODULE_FLAG_NAMES = common.FlagNames(__name__, tasks.loaded_modules)
 
 
 def skip_limit(settings) -> SkipLimit:

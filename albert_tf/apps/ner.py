@@ -37,12 +37,15 @@ def define_flags():
         max_seq_length=128, predict_help="Predict --test_file.",
         length_help="Window length; longer sentences are split into windows of whole words.")
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the tagging head.")
+    driver.define_task_module_flag("NER")
 
 
-FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__)
+FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__) + \
+    driver.TASK_MODULE_FLAG_NAMES
 
 
 def run(settings: dict) -> dict:
     """Trains, evaluates every kept checkpoint on the dev file (keeping the best),
     predicts the test file; returns the best dev scores."""
-    return driver.run(TokenClassificationTask, common.typed_options(settings, FLAG_NAMES))
+    settings = common.typed_options(settings, FLAG_NAMES)
+    return driver.run(driver.task_of(settings, default=TokenClassificationTask), settings)

@@ -24,12 +24,14 @@ from typing import Any, Iterable, Mapping
 
 from absl import flags
 
+from albert_tf.errors import UserError
+
 # Options a run derives from its flags before any work (`common.complete_model_files`:
 # the layout of the --init_checkpoint weights), with their defaults.
 DERIVED = {"checkpoint_layout": "google"}
 
 
-class OptionsError(ValueError):
+class OptionsError(UserError):
     """Options that cannot make a run: reported before any work."""
 
 
@@ -100,13 +102,6 @@ def options_class(flag_names: Iterable[str], *,
     cls._exclusive = tuple(exclusive)
     cls._checks = {name: _checker(defined[name]) for name in flag_names}
     return cls
-
-
-def with_changes(values: Mapping[str, Any], **changes) -> Mapping[str, Any]:
-    """`values` with `changes`: a checked `Options` copy, or a dict."""
-    if isinstance(values, Options):
-        return values.replace(**changes)
-    return {**values, **changes}
 
 
 def build(values: Mapping[str, Any], cls: type[Options]) -> Options:

@@ -27,6 +27,7 @@ def define_flags():
     flags.DEFINE_integer("start_warmup_step", 0, "Step at which warmup starts.")
     flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
     PretrainingTask.define_flags()
+    common.define_skip_flag()  # --input_text's unreadable lines
 
 
 # Those defined above, the task module's included.

@@ -3,8 +3,8 @@
 and output-directory lock (`check_setup`, `setup`; `removed_if_stopped` undoes a
 directory a run made before it stopped), the tokenizer; the original optimizer and the
 `Trainer`; initialization, training and the final TF1 checkpoint; every kept checkpoint
-evaluated with the best (`metric_goal`) kept as `model.ckpt-best`; results files; the
-exports a run asks for.
+evaluated with the best (`metric_goal`) kept as `model.ckpt-best`; results files
+(`albert_tf.evaluation.results`); the exports a run asks for.
 
 (Flags, errors, config loading and the checks before a run are `albert_tf.apps.common`.)
 """
@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import checkpoints, fileio
+from albert_tf import checkpoints
 from albert_tf.apps.common import (
     BEST_CHECKPOINT,
     UsageError,
@@ -29,6 +29,7 @@ from albert_tf.apps.common import (
 )
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
+from albert_tf.evaluation.results import write_results
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
@@ -172,23 +173,6 @@ def initialize_from(model, init_checkpoint, output_dir) -> None:
     logging.info("initialized from %s:\n%s", init_checkpoint, report)
 
 
-def write_results(path: str, results: dict, title: str = "Eval results",
-                  summary_step: int | None = None) -> None:
-    """`key = value` lines, as the original's eval_results.txt; also logged, and with
-    `summary_step` written as TensorBoard scalars under `<dir>/eval`."""
-    logging.info("***** %s *****", title)
-    for key, value in sorted(results.items()):
-        logging.info("  %s = %s", key, value)
-    fileio.write_text_atomically(path, "".join(f"{k} = {v}\n" for k, v in sorted(results.items())))
-    if summary_step is not None:
-        writer = tf.summary.create_file_writer(os.path.join(os.path.dirname(path), "eval"))
-        with writer.as_default(step=summary_step):
-            for key, value in results.items():
-                if key != "global_step":
-                    tf.summary.scalar(key, float(value))
-        writer.flush()
-
-
 # The flags that each ask for the trained model in some form (`export_if_asked`).
 EXPORT_FLAGS = ("export_dir", "export_tflite", "export_hf_dir")
 
@@ -214,7 +198,7 @@ def check_exports(settings: dict, kind: str) -> None:
     one is never overwritten); `--export_hf_dir` is not a file and holds nothing yet;
     `--tflite_text` needs `--export_tflite`, a kind whose text LiteRT can pack and the
     tokenizer's files."""
-    from albert_tf.export.savedmodel import check_export_dir, file_in_the_way
+    from albert_tf.export.base import check_export_dir, file_in_the_way
 
     for flag in ("export_dir", "export_preprocessor"):
         if settings.get(flag):
@@ -299,7 +283,7 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
 def _export_errors(flag: str):
     """An export's refusal (`ExportError`, a directory that appeared meanwhile) as the
     one-line `UsageError` of `--<flag>`."""
-    from albert_tf.export.savedmodel import ExportError
+    from albert_tf.export.base import ExportError
 
     try:
         yield

@@ -17,13 +17,16 @@ def define_flags():
     common.define_fine_tuning_flags(max_seq_length=384, predict_help="Predict --predict_file.",
                                     eval_batch=False, train_step=False)
     SquadTask.define_flags()
+    driver.define_task_module_flag("SQuAD")
 
 
-# The flags passed to `run`: the model flags and the task's.
-FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames("albert_tf.tasks.squad")
+# The flags passed to `run`: the model flags, the task's and a --task_module's.
+FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames("albert_tf.tasks.squad") + \
+    driver.TASK_MODULE_FLAG_NAMES
 
 
 def run(settings: dict) -> dict:
     """Trains and/or predicts; returns the official scores of the predictions when the
     predict file has answers."""
-    return driver.run(SquadTask, common.typed_options(settings, FLAG_NAMES))
+    settings = common.typed_options(settings, FLAG_NAMES)
+    return driver.run(driver.task_of(settings, default=SquadTask), settings)

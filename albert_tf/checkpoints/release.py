@@ -25,7 +25,7 @@ import re
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import fileio
+from albert_tf import fileio, task_heads
 from albert_tf.checkpoints import brightmart, huggingface
 from albert_tf.checkpoints.tf1 import (
     CheckpointError,
@@ -275,3 +275,15 @@ def weight_shapes(files: ReleaseFiles, architecture: str | None = None,
     else:
         reader = open_reader(files.checkpoint)
     return reader.get_variable_to_shape_map()
+
+
+def head_outputs(files: ReleaseFiles, model_class, config: AlbertConfig) -> int | None:
+    """The number of outputs of the first head of `model_class` (its
+    `outputs_argument`, such as `num_labels`) in the weights of `files`: the size of
+    the axis that the head's table sizes by them; None where the model takes no such
+    argument, or the head is absent."""
+    if model_class.outputs_argument is None or not model_class.heads:
+        return None
+    head = model_class.heads[0]
+    return task_heads.num_outputs(head, config, weight_shapes(
+        files, model_class.hf_architecture, model_class.heads))

@@ -19,6 +19,7 @@ from absl import logging
 
 from albert_tf import fileio
 from albert_tf.checkpoints import brightmart
+from albert_tf.errors import UserError
 
 # Optimizer and bookkeeping state in training checkpoints: never model weights.
 _TRAINING_STATE_LEAVES = frozenset({
@@ -36,7 +37,7 @@ LAYOUT_DESCRIPTIONS = {
 }
 
 
-class CheckpointError(ValueError):
+class CheckpointError(UserError):
     """A checkpoint that is missing, unreadable or does not fit the model."""
 
 

@@ -4,6 +4,8 @@ module of your own raises it (`albert_tf.tasks.DataError`): the scripts print it
 message, naming the file, line and field, instead of a stack trace.
 """
 
+from albert_tf.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError):
     """Bad input data, named where it is."""

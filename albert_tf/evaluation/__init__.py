@@ -10,4 +10,6 @@
   `nbest_predictions.json` and (v2) `null_odds.json`.
 - `squad_metrics`: the official SQuAD v1.1 and v2.0 scores (exact match, token F1,
   has-answer / no-answer breakdown, best null thresholds).
+- `results`: `write_results`, the `key = value` results files (eval_results.txt, ...)
+  of the runs and the tasks.
 """

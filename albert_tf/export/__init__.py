@@ -55,8 +55,9 @@ export directory before any work). `assets.extra/` holds
 serving_precision, the serving_environment its server process should have, ...). The
 SentencePiece model (or vocabulary) is a SavedModel asset.
 
-The package: `kinds` (each serving kind described once, as data), `serving` (the one
-`tf.Module` that reads a kind), `serving_text` (raw text -> model inputs per kind),
+The package: `base` (what every export shares: `ExportError`, the version directories,
+export_info.json), `kinds` (each serving kind described once, as data), `serving` (the
+one `tf.Module` that reads a kind), `serving_text` (raw text -> model inputs per kind),
 `savedmodel` (the export's steps), `reusable` (TF Hub's conventions: an encoder
 export's `__call__` and variables for `hub.KerasLayer`, and `export_preprocessor`, its
 text preprocessor SavedModel), `tflite` (`export_tflite`: the same `serving_default` as
@@ -66,8 +67,8 @@ file: the tokenizer LiteRT runs, packing in its ops).
 """
 
 from albert_tf.export import serving_text
-from albert_tf.export.kinds import KINDS, SERVING_KINDS, LabelRule, ServingKind
-from albert_tf.export.kinds import register as register_serving_kind
+from albert_tf.export.base import ExportError, check_export_dir, next_version, read_export_info
+from albert_tf.export.kinds import KINDS, SERVING_KINDS, ExtraInput, LabelRule, ServingKind
 from albert_tf.export.reusable import export_preprocessor
 from albert_tf.export.savedmodel import (
     DEFAULT_MAX_QA_LENGTH,
@@ -75,13 +76,9 @@ from albert_tf.export.savedmodel import (
     SERVING_ENVIRONMENTS,
     SERVING_PRECISIONS,
     SIGNATURES,
-    ExportError,
     build_model,
-    check_export_dir,
     export_savedmodel,
     load_model_from_checkpoint,
-    next_version,
-    read_export_info,
     serving_environment_now,
     serving_kind,
 )
@@ -103,6 +100,7 @@ __all__ = [
     "SIGNATURES",
     "TFLITE_PRECISIONS",
     "ExportError",
+    "ExtraInput",
     "LabelRule",
     "ServingKind",
     "ServingModule",
@@ -115,7 +113,6 @@ __all__ = [
     "next_version",
     "read_export_info",
     "read_tflite_info",
-    "register_serving_kind",
     "serving_text",
     "serving_environment_now",
     "serving_kind",

@@ -15,9 +15,13 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `model_info` / `text_info`: what the kind adds to `export_info.json`, read from the
   model and from the `TextSettings`;
 - `reusable`: the export is also a Reusable SavedModel that `hub.KerasLayer` fine-tunes
-  (`albert_tf.export.reusable`).
+  (`albert_tf.export.reusable`);
+- `checkpoint_arguments`: model arguments kept beside a checkpoint (multi-label's
+  tuned threshold), for an export made from the checkpoint.
 
-A task module adds its own with `register`.
+`SERVING_KINDS` holds the kinds of the models in `albert_tf.modeling`; a task names its
+kinds in `Task.serving_kinds` (a task module of yours, its own), and
+`albert_tf.tasks.serving_kinds()` finds every kind by name.
 """
 
 from __future__ import annotations
@@ -74,6 +78,8 @@ class ServingKind:
     min_length: Callable[[object], int] = lambda model: 1  # shortest input the model takes
     label_output: str | None = None         # serve_text: the predictions' label names
     reusable: bool = False                  # also TF Hub's Reusable SavedModel API
+    # (checkpoint path, the export's given model arguments) -> model arguments
+    checkpoint_arguments: Callable[[str, dict], dict] | None = None
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -141,12 +147,5 @@ SERVING_KINDS: dict[str, ServingKind] = {kind.name: kind for kind in (
         extra_inputs=(MASKED_LM_POSITIONS,), reusable=True),
 )}
 KINDS = tuple(SERVING_KINDS)  # the kinds of the models in albert_tf.modeling
-
-
-def register(kind: ServingKind) -> ServingKind:
-    """Adds the kind of a task module (`albert_tf.tasks`) to `SERVING_KINDS`, so that it
-    is exported by name; returns it. A name taken by another kind is refused."""
-    if SERVING_KINDS.get(kind.name, kind) is not kind:
-        raise ValueError(f"the serving kind {kind.name!r} exists already")
-    SERVING_KINDS[kind.name] = kind
-    return kind
+# The encoder of any model: every checkpoint has one.
+ENCODER = SERVING_KINDS["encoder"]

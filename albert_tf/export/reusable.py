@@ -40,6 +40,13 @@ import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 
 from albert_tf import fileio, fused, names, packing
+from albert_tf.export.base import (
+    ExportError,
+    _is_int,
+    _signature_info,
+    _version_dir,
+    write_export_info,
+)
 from albert_tf.export.serving import as_float32
 from albert_tf.modeling import AlbertEncoder, real_tokens
 
@@ -218,13 +225,6 @@ def export_preprocessor(export_dir, *, spm_model_file=None, vocab_file=None,
     the longest `bert_pack_inputs` accepts (the encoder's max_position_embeddings).
     `assets.extra/export_info.json` says what it is. Bad arguments raise `ExportError`
     before anything is written."""
-    from albert_tf.export.savedmodel import (
-        ExportError,
-        _is_int,
-        _signature_info,
-        _version_dir,
-        write_export_info,
-    )
     from albert_tf.text import AlbertTextTokenizer
 
     if bool(spm_model_file) == bool(vocab_file):

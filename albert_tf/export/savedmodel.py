@@ -9,17 +9,28 @@ overwritten) with its `assets.extra/`.
 
 from __future__ import annotations
 
-import json
 import os
 
 import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, packing
-from albert_tf.checkpoints.release import describe_checkpoint, layout_config, load_checkpoint
+from albert_tf.checkpoints.release import (
+    describe_checkpoint,
+    head_outputs,
+    layout_config,
+    load_checkpoint,
+)
 from albert_tf.config import AlbertConfig
 from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.data.ner import WORD_SPLITS
+from albert_tf.export.base import (
+    ExportError,
+    _is_int,
+    _signature_info,
+    _version_dir,
+    write_export_info,
+)
 from albert_tf.export.kinds import SERVING_KINDS, ServingKind
 from albert_tf.export.reusable import add_reusable_api
 from albert_tf.export.serving import ServingModule, warmup_inputs
@@ -49,14 +60,8 @@ _BFLOAT16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")
 FROZEN_WEIGHTS = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 SERVING_ENVIRONMENTS = {"float32": {}, "bfloat16": {FROZEN_WEIGHTS: "1"}}
 DEFAULT_MAX_QUERY_LENGTH = 64  # the original run_squad's --max_query_length
-EXTRA_DIR = "assets.extra"
-EXPORT_INFO = "export_info.json"  # in EXTRA_DIR: what the export serves (`_export_info`)
 # What a missing build_model argument can also come from.
 _ARGUMENT_HINTS = {"num_labels": " (or a GLUE task_name)"}
-
-
-class ExportError(ValueError):
-    """Bad arguments to an export (wrong model kind, an existing version, ...)."""
 
 
 def serving_environment_now() -> dict[str, str]:
@@ -79,8 +84,9 @@ def refuse_frozen_weights(what: str, error: type[Exception] = ValueError) -> Non
 
 # ------------------------------------------------------------------ model building
 def serving_kind(kind: str | ServingKind) -> ServingKind:
-    """The table entry of `kind` (a name, or a task's own `ServingKind`);
-    `ExportError` for an unknown name."""
+    """The `ServingKind` of `kind`: itself, or the kind of a model of
+    `albert_tf.modeling` by name (`SERVING_KINDS`; `albert_tf.tasks.serving_kinds()`
+    finds every task's by name); `ExportError` for an unknown name."""
     if isinstance(kind, ServingKind):
         return kind
     if kind not in SERVING_KINDS:
@@ -89,25 +95,28 @@ def serving_kind(kind: str | ServingKind) -> ServingKind:
     return SERVING_KINDS[kind]
 
 
-def build_model(kind: str, config: AlbertConfig, *, num_labels: int | None = None,
-                num_choices: int = 4, **kwargs):
+def build_model(kind: str | ServingKind, config: AlbertConfig, *,
+                num_labels: int | None = None, num_choices: int = 4, **kwargs):
     """The Keras model of `kind` for `config` (weights created, not loaded)."""
     entry = serving_kind(kind)
     given = {"num_labels": num_labels, "num_choices": num_choices}
     for argument in entry.model_arguments:
         if given[argument] is None:
-            raise ExportError(f"kind {kind!r} needs {argument}"
+            raise ExportError(f"kind {entry.name!r} needs {argument}"
                               f"{_ARGUMENT_HINTS.get(argument, '')}")
         kwargs[argument] = given[argument]
     return entry.model_class(config, **kwargs)
 
 
-def load_model_from_checkpoint(kind: str, albert_config_file, checkpoint, *,
+def load_model_from_checkpoint(kind: str | ServingKind, albert_config_file, checkpoint, *,
                                num_labels: int | None = None, num_choices: int = 4,
                                **kwargs):
     """Builds the model of `kind` and loads `checkpoint` (any layout that
     `release.load_checkpoint` reads) strictly: any model variable missing from it, or
-    of another shape, raises `CheckpointError` (nothing is written).
+    of another shape, raises `CheckpointError` (nothing is written). The model's
+    number of outputs (`outputs_argument`: `num_labels`), where not given, is that of
+    the checkpoint's head; the arguments the kind keeps beside a checkpoint
+    (`checkpoint_arguments`: multi-label's threshold) come from there unless given.
     `albert_config_file` is an `AlbertConfig`, the path of an albert_config.json (or
     config.json) or a shipped config name (`albert_base_v2`); for brightmart weights it
     is converted to their Google-layout equivalent. The load report is kept as
@@ -116,7 +125,12 @@ def load_model_from_checkpoint(kind: str, albert_config_file, checkpoint, *,
         else AlbertConfig.from_name_or_file(albert_config_file)
     files = describe_checkpoint(checkpoint)
     config = layout_config(config, files.layout)
-    model = build_model(kind, config, num_labels=num_labels, num_choices=num_choices,
+    entry = serving_kind(kind)
+    if entry.model_class.outputs_argument == "num_labels" and num_labels is None:
+        num_labels = head_outputs(files, entry.model_class, config)
+    if entry.checkpoint_arguments is not None:
+        kwargs.update(entry.checkpoint_arguments(os.fspath(checkpoint), kwargs))
+    model = build_model(entry, config, num_labels=num_labels, num_choices=num_choices,
                         **kwargs)
     model.load_report = load_checkpoint(model, files, strict=True)
     return model
@@ -166,60 +180,7 @@ def cpu_flags() -> set[str] | None:
     return None
 
 
-# --------------------------------------------------------------------- versioning
-def next_version(export_dir) -> int:
-    """1 + the largest integer subdirectory of `export_dir`, else 1."""
-    return max(fileio.integer_subdirectories(export_dir), default=0) + 1
-
-
-def file_in_the_way(path) -> str | None:
-    """The first of `path` and the folders above it that exists and is not a directory
-    (where a directory `path` cannot be made), else None."""
-    path = os.fspath(path)
-    path = path.rstrip("/") or path
-    while path:
-        if tf.io.gfile.exists(path):
-            return None if tf.io.gfile.isdir(path) else path
-        parent = os.path.dirname(path)
-        if parent == path:
-            break
-        path = parent
-    return None
-
-
-def check_export_dir(export_dir, version: int | None = None) -> str:
-    """`export_dir` checked before any work, as an export checks it: it can hold
-    version directories (it is a directory, or can be made one: neither it nor a folder
-    above it is a file) and `version` (default: the next one) does not exist yet;
-    `ExportError` otherwise. Returns the version directory it would be now."""
-    return _version_dir(export_dir, version)
-
-
-def _version_dir(export_dir, version: int | None) -> str:
-    """`<export_dir>/<version>`, which must not exist yet (`check_export_dir`)."""
-    export_dir = os.fspath(export_dir)
-    in_the_way = file_in_the_way(export_dir)
-    if in_the_way is not None:
-        raise ExportError(
-            f"{in_the_way} is a file, not a directory: an export's version directories "
-            "go in a directory" if in_the_way == (export_dir.rstrip("/") or export_dir)
-            else f"{in_the_way} is a file, so {export_dir} cannot be a directory for an "
-            "export's versions")
-    if version is None:
-        version = next_version(export_dir)
-    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-        raise ExportError(f"version must be a non-negative integer, got {version!r}")
-    final_dir = os.path.join(export_dir, str(version))
-    if os.path.exists(final_dir):
-        raise ExportError(f"{final_dir} exists; an exported version is never overwritten")
-    return final_dir
-
-
 # ------------------------------------------------------------------ the arguments
-def _is_int(value, minimum: int) -> bool:
-    return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
-
-
 def _check_model(entry: ServingKind, model) -> None:
     if not isinstance(model, entry.model_class):
         raise ExportError(f"kind {entry.name!r} needs a {entry.model_class.__name__}, got "
@@ -311,16 +272,6 @@ def _trace_signatures(module: ServingModule) -> dict:
     return signatures
 
 
-def _signature_info(concrete) -> dict:
-    # The signature's inputs are the specs' names (the functions take them positionally).
-    args, kwargs = concrete.structured_input_signature
-    inputs = {spec.name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
-              for spec in [*args, *kwargs.values()]}
-    outputs = {name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
-               for name, spec in concrete.structured_outputs.items()}
-    return {"inputs": inputs, "outputs": outputs}
-
-
 # ------------------------------------------------------------------ the files
 def _write_warmup(version_dir, module: ServingModule) -> bool:
     """Writes the TF Serving warmup file when the tools for it are installed."""
@@ -341,23 +292,6 @@ def _write_extras(version_dir, model, labels, info: dict) -> None:
     if labels is not None:
         fileio.write_text_atomically(os.path.join(extra, "labels.txt"),
                                      "".join(f"{label}\n" for label in labels))
-
-
-def write_export_info(version_dir, info: dict) -> str:
-    """Writes `assets.extra/export_info.json` (what an export serves; the preprocessor's
-    too) and returns the `assets.extra` directory."""
-    extra = os.path.join(version_dir, EXTRA_DIR)
-    tf.io.gfile.makedirs(extra)
-    fileio.write_text_atomically(os.path.join(extra, EXPORT_INFO),
-                                 json.dumps(info, indent=2, sort_keys=True) + "\n")
-    return extra
-
-
-def read_export_info(version_dir) -> dict:
-    """An export's `assets.extra/export_info.json` (what it serves, its precision, the
-    environment to serve it in)."""
-    with tf.io.gfile.GFile(os.path.join(version_dir, EXTRA_DIR, EXPORT_INFO)) as f:
-        return json.load(f)
 
 
 def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,

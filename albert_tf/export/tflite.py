@@ -42,13 +42,11 @@ import tensorflow as tf
 
 from albert_tf import fileio, fused
 from albert_tf.export import tflite_text
+from albert_tf.export.base import ExportError, _signature_info, file_in_the_way
 from albert_tf.export.kinds import ServingKind
 from albert_tf.export.savedmodel import (
-    ExportError,
     _check_model,
     _labels_and_pairing,
-    _signature_info,
-    file_in_the_way,
     serving_kind,
     with_dtype_policy,
 )
@@ -265,7 +263,7 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
     return path
 
 
-def check_text_export(kind: str, spm_model_file=None, vocab_file=None) -> None:
+def check_text_export(kind, spm_model_file=None, vocab_file=None) -> None:
     """`ExportError` where a LiteRT file of `kind` cannot have `serve_text` with this
     tokenizer (scripts call it before training)."""
     entry = serving_kind(kind)
@@ -288,7 +286,7 @@ def _text_tokenizer(entry: ServingKind, with_text: bool, spm_model_file, vocab_f
     be run by LiteRT."""
     if not with_text:
         return None
-    check_text_export(entry.name, spm_model_file, vocab_file)
+    check_text_export(entry, spm_model_file, vocab_file)
     try:
         return tflite_text.LiteTextTokenizer(
             spm_model_file=spm_model_file, vocab_file=vocab_file,

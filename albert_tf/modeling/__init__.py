@@ -1,6 +1,6 @@
 """Keras layers and models of ALBERT, with variable paths that mirror the TF1 scopes."""
 
-from albert_tf.modeling.base import MODELS, register_model, tf1_scope
+from albert_tf.modeling.base import tf1_scope
 from albert_tf.modeling.common import random_draws
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
@@ -14,7 +14,6 @@ from albert_tf.modeling.tasks import (
     AlbertTokenClassifier,
 )
 
-__all__ = ["MODELS", "AlbertClassifier", "AlbertEncoder", "AlbertMultipleChoice",
+__all__ = ["AlbertClassifier", "AlbertEncoder", "AlbertMultipleChoice",
            "AlbertPretrainer", "AlbertSquadV1", "AlbertSquadV2", "AlbertTaskModel",
-           "AlbertTokenClassifier", "random_draws", "real_tokens_only", "register_model",
-           "tf1_scope"]
+           "AlbertTokenClassifier", "random_draws", "real_tokens_only", "tf1_scope"]

@@ -14,29 +14,6 @@ def tf1_scope(name: str):
     return keras.name_scope(name, override_parent="")
 
 
-# Every model by the name `albert_tf.convert --model` takes (`register_model`): the
-# package's models and those of the task modules loaded.
-MODELS: dict[str, type] = {}
-
-
-def register_model(name: str):
-    """A class decorator: adds an `AlbertModel` subclass to `MODELS` under `name`. The
-    same class again (a module loaded twice) replaces it; another class under a known
-    name raises."""
-    def add(cls):
-        if not (isinstance(cls, type) and issubclass(cls, AlbertModel)):
-            raise TypeError(f"register_model({name!r}) takes an AlbertModel subclass, "
-                            f"got {cls!r}")
-        known = MODELS.get(name)
-        if known is not None and (known.__module__, known.__qualname__) != (
-                cls.__module__, cls.__qualname__):
-            raise ValueError(f"a model named {name!r} is already registered: "
-                             f"{known.__module__}.{known.__qualname__}")
-        MODELS[name] = cls
-        return cls
-    return add
-
-
 class AlbertModel(keras.Model):
     """A Keras model built from an `AlbertConfig` (and a seed): serializable with
     `get_config` / `from_config`, and loadable from a release directory (Google's,
@@ -48,8 +25,9 @@ class AlbertModel(keras.Model):
     # With `hf_architecture`, Hugging Face's `problem_type` where that says which model
     # of ours the class is (multi-label classification).
     hf_problem_type: str | None = None
-    # The heads it puts on the encoder, by their tables in `albert_tf.task_heads`.
-    heads: tuple[str, ...] = ()
+    # The heads it puts on the encoder (`albert_tf.task_heads.Head`: TF1 names, shapes,
+    # Hugging Face keys), the first one's created first.
+    heads: tuple = ()
     # The constructor argument that the size of the first head gives (`num_labels`:
     # `task_heads.num_outputs`), read from a checkpoint before the model is built.
     outputs_argument: str | None = None

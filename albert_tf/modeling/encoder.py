@@ -8,7 +8,7 @@ import tensorflow as tf
 from albert_tf import names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common, real_tokens
-from albert_tf.modeling.base import AlbertModel, register_model, tf1_scope
+from albert_tf.modeling.base import AlbertModel, tf1_scope
 from albert_tf.modeling.embeddings import AlbertEmbeddings
 from albert_tf.modeling.transformer import AlbertTransformer
 
@@ -40,7 +40,6 @@ def read_inputs(inputs) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     return word_ids, mask, type_ids
 
 
-@register_model("encoder")
 class AlbertEncoder(AlbertModel):
     """ALBERT: factorized embeddings, a shared-weight transformer and the pooler.
 

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from albert_tf import names
+from albert_tf import names, task_heads
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
-from albert_tf.modeling.base import AlbertModel, register_model, tf1_scope
+from albert_tf.modeling.base import AlbertModel, tf1_scope
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
 
 
-@register_model("pretrainer")
 class AlbertPretrainer(AlbertModel):
     """ALBERT with its pretraining heads, as the original `run_pretraining.py` builds it.
 
@@ -20,7 +19,7 @@ class AlbertPretrainer(AlbertModel):
     """
 
     hf_architecture = names.HF_PRETRAINING
-    heads = ("masked_lm", "sentence_order")
+    heads = (task_heads.MASKED_LM, task_heads.SENTENCE_ORDER)
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")

@@ -26,7 +26,7 @@ import tensorflow as tf
 from albert_tf import names, task_heads
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
-from albert_tf.modeling.base import AlbertModel, register_model, tf1_scope
+from albert_tf.modeling.base import AlbertModel, tf1_scope
 from albert_tf.modeling.encoder import INPUT_NAMES, AlbertEncoder
 
 # The classifier, RACE and SQuAD v1 heads of the original use a fixed
@@ -80,12 +80,12 @@ class AlbertTaskModel(AlbertModel):
     def _encode(self, inputs, training, first_token_only=False):
         return self.encoder(inputs, training=training, first_token_only=first_token_only)
 
-    def _build_head(self, head: str, num_outputs: int) -> None:
-        """The weights and bias of a head of `albert_tf.task_heads` under their TF1 names
-        (`self.output_weights` [num_outputs, H], `self.output_bias`), created in the
-        table's order."""
+    def _build_head(self, head: task_heads.Head, num_outputs: int) -> None:
+        """The weights and bias of a head (`albert_tf.task_heads.Head`) under their TF1
+        names (`self.output_weights` [num_outputs, H], `self.output_bias`), created in
+        the table's order."""
         created = []
-        for name, variable in task_heads.table(head).items():
+        for name, variable in head.variables.items():
             *scopes, leaf = name.split("/")
             initial = "zeros" if variable.initial == "zeros" else \
                 common.truncated_normal(HEAD_INITIALIZER_STDDEV, self._head_seeds)
@@ -97,7 +97,8 @@ class AlbertTaskModel(AlbertModel):
                                          initial, self.dtype_policy))
         self.output_weights, self.output_bias = created
 
-    def _build_pooled_head(self, head: str, num_outputs: int, dropout_rate: float) -> None:
+    def _build_pooled_head(self, head: task_heads.Head, num_outputs: int,
+                           dropout_rate: float) -> None:
         """The head the original's classifier and RACE scorer put on the pooled output:
         root-scope `output_weights` [num_outputs, H] and `output_bias`, and dropout."""
         self._build_head(head, num_outputs)
@@ -122,7 +123,6 @@ def _choice_outputs(logits) -> dict:
             names.PREDICTIONS: tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
 
 
-@register_model("classifier")
 class AlbertClassifier(AlbertTaskModel):
     """GLUE classification on the pooled output, as `classifier_utils.create_model`.
 
@@ -140,7 +140,7 @@ class AlbertClassifier(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_SEQUENCE_CLASSIFICATION
-    heads = ("classifier",)
+    heads = (task_heads.CLASSIFIER,)
     outputs_argument = "num_labels"
 
     def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
@@ -151,7 +151,7 @@ class AlbertClassifier(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
-        self._build_pooled_head("classifier", num_labels, dropout_rate)
+        self._build_pooled_head(self.heads[0], num_labels, dropout_rate)
         self.built = True
 
     @property
@@ -172,7 +172,6 @@ class AlbertClassifier(AlbertTaskModel):
                 "dropout_rate": self.dropout_rate}
 
 
-@register_model("multiple_choice")
 class AlbertMultipleChoice(AlbertTaskModel):
     """RACE, as `race_utils.create_model`: every choice is scored from its pooled output.
 
@@ -189,7 +188,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_MULTIPLE_CHOICE
-    heads = ("multiple_choice",)
+    heads = (task_heads.MULTIPLE_CHOICE,)
     detectable = False  # its head is the classifier's
 
     def __init__(self, config: AlbertConfig, num_choices: int = 4, seed: int | None = None,
@@ -200,7 +199,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_choices = num_choices
         self.dropout_rate = dropout_rate
-        self._build_pooled_head("multiple_choice", 1, dropout_rate)
+        self._build_pooled_head(self.heads[0], 1, dropout_rate)
         self.built = True
 
     def _flatten(self, inputs) -> tuple[dict, tf.Tensor]:
@@ -244,7 +243,6 @@ class AlbertMultipleChoice(AlbertTaskModel):
                 "dropout_rate": self.dropout_rate}
 
 
-@register_model("squad_v1")
 class AlbertSquadV1(AlbertTaskModel):
     """SQuAD v1.1, as `squad_utils.create_v1_model`: a linear map of every position.
 
@@ -256,14 +254,14 @@ class AlbertSquadV1(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_QUESTION_ANSWERING
-    heads = ("squad_v1",)
+    heads = (task_heads.SQUAD_V1,)
 
     reads_pooled_output = False
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_squad_v1")
         super().__init__(config, seed, **kwargs)
-        self._build_head("squad_v1", 2)
+        self._build_head(self.heads[0], 2)
         self.built = True
 
     def call(self, inputs, training=None):
@@ -274,7 +272,6 @@ class AlbertSquadV1(AlbertTaskModel):
         return {names.START_LOGITS: logits[:, :, 0], names.END_LOGITS: logits[:, :, 1]}
 
 
-@register_model("token_classifier")
 class AlbertTokenClassifier(AlbertTaskModel):
     """Token classification (NER), as Model Garden's tagging and Hugging Face's
     `AlbertForTokenClassification`: dropout, then a score per label at every position.
@@ -288,7 +285,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
     """
 
     hf_architecture = names.HF_TOKEN_CLASSIFICATION
-    heads = ("token_classifier",)
+    heads = (task_heads.TOKEN_CLASSIFIER,)
     outputs_argument = "num_labels"
     reads_pooled_output = False
 
@@ -300,7 +297,7 @@ class AlbertTokenClassifier(AlbertTaskModel):
         super().__init__(config, seed, **kwargs)
         self.num_labels = num_labels
         self.dropout_rate = dropout_rate
-        self._build_head("token_classifier", num_labels)
+        self._build_head(self.heads[0], num_labels)
         self.dropout = common.dropout(dropout_rate, self._head_seeds, self.dtype_policy)
         self.built = True
 
@@ -322,7 +319,6 @@ def _apply_p_mask(logits, p_mask):
     return logits * (1.0 - p_mask) - P_MASK_PENALTY * p_mask
 
 
-@register_model("squad_v2")
 class AlbertSquadV2(AlbertTaskModel):
     """SQuAD v2.0 with ALBERT's own head, as `squad_utils.create_v2_model`.
 
@@ -352,7 +348,7 @@ class AlbertSquadV2(AlbertTaskModel):
     Dropout follows `training` only, whichever path is taken. Outputs are float32.
     """
 
-    heads = ("squad_v2",)
+    heads = (task_heads.SQUAD_V2,)
     reads_pooled_output = False
 
     def __init__(self, config: AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,

@@ -64,13 +64,13 @@ def pooler_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
 
 
 def masked_lm_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
-    """`run_pretraining.py`'s masked LM head (`task_heads.HEADS["masked_lm"]`)."""
-    return task_heads.shapes("masked_lm", config)
+    """`run_pretraining.py`'s masked LM head (`task_heads.MASKED_LM`)."""
+    return task_heads.shapes(task_heads.MASKED_LM, config)
 
 
 def sentence_order_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
-    """Its sentence-order classifier (`task_heads.HEADS["sentence_order"]`)."""
-    return task_heads.shapes("sentence_order", config)
+    """Its sentence-order classifier (`task_heads.SENTENCE_ORDER`)."""
+    return task_heads.shapes(task_heads.SENTENCE_ORDER, config)
 
 
 def encoder_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
@@ -119,27 +119,27 @@ def parameter_counts(config: AlbertConfig) -> dict[str, int]:
 def classifier_variables(config: AlbertConfig, num_labels: int) -> dict[str, tuple[int, ...]]:
     """`classifier_utils.create_model` (run_classifier.py): two variables at the root
     scope, on the pooled output. STS-B (regression) has num_labels = 1."""
-    return task_heads.shapes("classifier", config, num_labels)
+    return task_heads.shapes(task_heads.CLASSIFIER, config, num_labels)
 
 
 def multiple_choice_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
     """`race_utils.create_model` (run_race.py): one score per choice, at the root scope."""
-    return task_heads.shapes("multiple_choice", config, 1)
+    return task_heads.shapes(task_heads.MULTIPLE_CHOICE, config, 1)
 
 
 def squad_v1_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
     """`squad_utils.create_v1_model` (run_squad_v1.py): start and end weights in one."""
-    return task_heads.shapes("squad_v1", config, 2)
+    return task_heads.shapes(task_heads.SQUAD_V1, config, 2)
 
 
 def token_classification_variables(config: AlbertConfig,
                                    num_labels: int) -> dict[str, tuple[int, ...]]:
     """Our NER head (the original has none): a score per label at every position, named
     as the SQuAD v1 head is (`cls/<task>/output_weights` [num_labels, H])."""
-    return task_heads.shapes("token_classifier", config, num_labels)
+    return task_heads.shapes(task_heads.TOKEN_CLASSIFIER, config, num_labels)
 
 
 def squad_v2_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
     """`squad_utils.create_v2_model` (run_squad_v2.py): start logits, end logits
     conditioned on a start and the answerability class, at the root scope."""
-    return task_heads.shapes("squad_v2", config)
+    return task_heads.shapes(task_heads.SQUAD_V2, config)

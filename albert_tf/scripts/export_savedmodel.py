@@ -33,20 +33,30 @@ Nothing written is ever replaced: an existing version (--version), an existing
 default, it is cut to them) stop with a one-line error before any work.
 """
 
+import inspect
+import sys
+
 from absl import app, flags
 
 from albert_tf import tasks
 from albert_tf.apps import common
 from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
-from albert_tf.export import SERVING_KINDS, SERVING_PRECISIONS
+from albert_tf.export import SERVING_PRECISIONS
 
 FLAGS = flags.FLAGS
 
-tasks.import_builtin()  # their serving kinds (multi_label)
+# The --task_module first, so that its serving kinds are among --kind's choices and its
+# flags are defined (one that cannot be loaded stops the program with one line).
+tasks.load_task_module_in(sys.argv[1:])
 PREPROCESSOR = "preprocessor"
 PREPROCESSOR_LONGEST = 512  # --kind=preprocessor without a config: BERT's positions
-flags.DEFINE_enum("kind", None, [*SERVING_KINDS, PREPROCESSOR],
-                  "The model to export, or the text preprocessor alone.")
+flags.DEFINE_enum("kind", None, [*tasks.serving_kinds(), PREPROCESSOR],
+                  "The model to export (a serving kind: the encoder's, or a task's), or "
+                  "the text preprocessor alone. Default: --task_module's.")
+flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
+                    "A task of your own (the Python file run_classifier.py trained it "
+                    "with): its serving kind is the default --kind, its export_options() "
+                    "the export's, its flags are added to these.")
 common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
 flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
@@ -94,11 +104,12 @@ def main(argv):
 
     if FLAGS.kind == PREPROCESSOR:
         return export_preprocessor_only()
+    kind = _kind()
     if not (FLAGS.export_dir or FLAGS.export_tflite or FLAGS.export_preprocessor):
         raise app.UsageError("give --export_dir (a SavedModel), --export_tflite (a LiteRT "
                              "file), --export_preprocessor or several")
     if not FLAGS.checkpoint:
-        raise app.UsageError(f"--kind={FLAGS.kind} needs --checkpoint")
+        raise app.UsageError(f"--kind={kind.name} needs --checkpoint")
     try:
         # A release directory brings its config and tokenizer files.
         files = _model_files(FLAGS.checkpoint)
@@ -109,37 +120,27 @@ def main(argv):
         max_seq_length = export_max_seq_length(
             config.max_position_embeddings,
             _positions_of(config.max_position_embeddings, files["albert_config_file"]))
-        num_labels = FLAGS.num_labels
-        if FLAGS.kind == "classifier" and num_labels is None and FLAGS.task_name:
-            from albert_tf.data.glue import get_task
-
-            num_labels = get_task(FLAGS.task_name).num_labels
-        if FLAGS.kind in ("token_classifier", "multi_label") and num_labels is None \
-                and FLAGS.labels:
-            num_labels = len(FLAGS.labels.split(","))
-        extra = {}
-        if FLAGS.kind == "multi_label":
-            from albert_tf.tasks.multi_label import threshold_for
-
-            extra["threshold"] = threshold_for(FLAGS.threshold, FLAGS.checkpoint)
         # Strict: a checkpoint that lacks any variable stops before anything is written.
-        model = load_model_from_checkpoint(FLAGS.kind, config, FLAGS.checkpoint,
-                                           num_labels=num_labels,
-                                           num_choices=FLAGS.num_choices, **extra)
+        # (The number of outputs, where not given, is the checkpoint head's.)
+        model = load_model_from_checkpoint(kind, config, FLAGS.checkpoint,
+                                           num_labels=FLAGS.num_labels,
+                                           num_choices=FLAGS.num_choices,
+                                           **_given_model_arguments(kind))
         labels = FLAGS.labels.split(",") if FLAGS.labels else None
+        options = _export_options(kind)
         written = []
         if FLAGS.export_dir:
             written.append(export_savedmodel(
-                model, FLAGS.export_dir, kind=FLAGS.kind,
+                model, FLAGS.export_dir, kind=kind,
                 spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
                 do_lower_case=files["do_lower_case"], max_seq_length=max_seq_length,
-                labels=labels, version=FLAGS.version, task_name=FLAGS.task_name,
-                max_query_length=FLAGS.max_query_length, max_qa_length=FLAGS.max_qa_length,
-                word_split=FLAGS.word_split, serving_precision=FLAGS.serving_precision))
+                labels=labels, version=FLAGS.version,
+                serving_precision=FLAGS.serving_precision, **options))
         if FLAGS.export_tflite:
             written.append(export_tflite(
-                model, FLAGS.export_tflite, kind=FLAGS.kind,
-                precision=FLAGS.tflite_precision, labels=labels, task_name=FLAGS.task_name,
+                model, FLAGS.export_tflite, kind=kind,
+                precision=FLAGS.tflite_precision, labels=labels,
+                task_name=options.get("task_name"), is_pair=options.get("is_pair"),
                 max_seq_length=max_seq_length, do_lower_case=files["do_lower_case"],
                 with_text=FLAGS.tflite_text,
                 spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"]))
@@ -151,6 +152,56 @@ def main(argv):
         raise SystemExit(f"error: {e}") from None
     for path in written:
         print(f"exported {path}")
+
+
+def _task():
+    """The --task_module's task, or None."""
+    return tasks.load_task_module(FLAGS.task_module) if FLAGS.task_module else None
+
+
+def _kind():
+    """The `ServingKind` to export: --kind's, else the --task_module's first."""
+    task = _task()
+    if FLAGS.kind is None:
+        if task is None:
+            raise app.UsageError("give --kind (or --task_module: its serving kind)")
+        return task.serving_kinds[0]
+    return tasks.serving_kinds()[FLAGS.kind]
+
+
+# The model arguments an export takes from its flags where given, beside num_labels
+# and num_choices (multi-label's threshold), for models whose constructor has them.
+_MODEL_ARGUMENT_FLAGS = ("threshold",)
+
+
+def _given_model_arguments(kind) -> dict:
+    accepted = inspect.signature(kind.model_class.__init__).parameters
+    given = {}
+    for name in _MODEL_ARGUMENT_FLAGS:
+        if FLAGS[name].value is None:
+            continue
+        if name not in accepted:
+            raise app.UsageError(f"--{name}: the {kind.name} model takes no {name}")
+        given[name] = FLAGS[name].value
+    return given
+
+
+def _export_options(kind) -> dict:
+    """What the export takes beside the model: the flags (the labels of a GLUE
+    --task_name, SQuAD's --max_query_length, multiple choice's --max_qa_length, NER's
+    --word_split), and what the --task_module's task says (`Task.export_options`, the
+    task made from these flags and its own)."""
+    options = {"task_name": FLAGS.task_name, "max_query_length": FLAGS.max_query_length,
+               "max_qa_length": FLAGS.max_qa_length, "word_split": FLAGS.word_split}
+    task = _task()
+    if task is not None:
+        try:
+            options.update(task(FLAGS.flag_values_dict()).export_options())
+        except KeyError as e:
+            raise app.UsageError(f"--{tasks.TASK_MODULE_FLAG}: {task.__name__}."
+                                 f"export_options() reads the option {e}, which "
+                                 "export_savedmodel.py does not have") from None
+    return options
 
 
 def _model_files(checkpoint) -> dict:
@@ -194,7 +245,7 @@ def _check_exports(files) -> None:
                    "export_tflite": FLAGS.export_tflite, "export_dir": FLAGS.export_dir,
                    "export_preprocessor": FLAGS.export_preprocessor,
                    "version": FLAGS.version},
-                  FLAGS.kind)
+                  None if FLAGS.kind == PREPROCESSOR else _kind())
 
 
 def _export_preprocessor(files, export_dir, seq_length: int, longest: int) -> str:
@@ -235,7 +286,7 @@ def export_preprocessor_only() -> None:
 
 def run():
     """The program (`python export_savedmodel.py` and the installed `albert-export`)."""
-    common.program(main, __doc__, required=("kind",))
+    common.program(main, __doc__, required=())
 
 
 if __name__ == "__main__":

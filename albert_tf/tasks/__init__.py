@@ -1,12 +1,17 @@
-"""Fine-tuning tasks as modules: the task API (`Task`), the tasks written with it, and
-the loading of a task from a file of your own (`--task_module=path/to/my_task.py`).
+"""Fine-tuning tasks as modules: the task API (`Task`), the tasks written with it, their
+one registry, and the loading of a task from a file of your own
+(`--task_module=path/to/my_task.py`).
 
-A task module defines a `Task` subclass and names it `TASK`; see `albert_tf.tasks.base`
-for what a task says and `albert_tf.apps.driver` for what is done with it. The modules
-here: `classification` (GLUE, your files), `multiple_choice` (RACE, C3, SWAG, JSON
-lines), `token_classification` (NER), `squad`, and `multi_label`, which `BUILTIN` names
-for `run_classifier.py --task_name` (the others are picked by their scripts); and
-`pretraining` (MLM + SOP), which `run_pretraining.py` runs with its own short flow.
+A task is a `Task` subclass registered once, with `@register`: it names its serving
+kinds (`Task.serving_kinds`), each of which names its model, and the model holds its
+heads (`albert_tf.task_heads.Head`). Everything that needs a task, a model, a head or a
+serving kind by name reads it from here: the scripts' `--task_name` (`find`), `convert`'s
+`--model` (`models`), `export_savedmodel.py`'s `--kind` (`serving_kinds`). The modules
+here register theirs exactly as a file of yours does: `classification` (GLUE, your
+files), `multiple_choice` (RACE, C3, SWAG, JSON lines), `token_classification` (NER),
+`squad`, `multi_label` and `pretraining` (MLM + SOP, which `run_pretraining.py` runs
+with its own short flow). See `albert_tf.tasks.base` for what a task says and
+`albert_tf.apps.driver` for what is done with it.
 """
 
 from __future__ import annotations
@@ -19,27 +24,32 @@ import sys
 from typing import Sequence
 
 from albert_tf.data.errors import DataError
+from albert_tf.errors import UserError
 from albert_tf.tasks.base import Task
 
-# --task_name -> the module of a task written with this API.
-BUILTIN = {"multi_label": "albert_tf.tasks.multi_label"}
+# The modules of the package's tasks, imported (which registers them) when the
+# registry is first read.
+BUILTIN_MODULES = tuple(f"albert_tf.tasks.{name}" for name in (
+    "classification", "multiple_choice", "token_classification", "squad", "multi_label",
+    "pretraining"))
 TASK_MODULE_FLAG = "task_module"
 METRIC_GOALS = ("max", "min")
 
+# Every registered task by its name: the package's and those of the files loaded.
+_TASKS: dict[str, type[Task]] = {}
 
-class TaskModuleError(ValueError):
+
+class TaskModuleError(UserError):
     """A --task_module that cannot be loaded, or that defines no task."""
 
 
-def _task_of(module, where: str) -> type[Task]:
-    task = getattr(module, "TASK", None)
-    if task is None:
-        raise TaskModuleError(f"{where} defines no TASK: it must name its "
-                              "albert_tf.tasks.Task subclass TASK (TASK = MyTask)")
+def _checked(task) -> type[Task]:
+    """`task` if it is a Task subclass that says what the driver needs; else a
+    `TaskModuleError` naming the file that defines it."""
     if not (isinstance(task, type) and issubclass(task, Task)):
-        raise TaskModuleError(f"{where} must name its albert_tf.tasks.Task subclass TASK "
-                              f"(TASK = MyTask); its TASK = {_short(repr(task))} is not "
-                              "a Task subclass")
+        raise TaskModuleError(f"albert_tf.tasks.register takes an albert_tf.tasks.Task "
+                              f"subclass, got {_short(repr(task))}")
+    where = _file_of(task)
     if not task.name or not re.fullmatch(r"[A-Za-z0-9_.-]+", task.name):
         raise TaskModuleError(f"{where}: {task.__name__}.name must be a non-empty name of "
                               f"letters, digits, '_', '-' or '.', got {task.name!r}")
@@ -50,19 +60,89 @@ def _task_of(module, where: str) -> type[Task]:
         raise TaskModuleError(f"{where}: {task.__name__}.metric_goal must be "
                               f"{' or '.join(map(repr, METRIC_GOALS))} (which way "
                               f"{task.metric!r} is better), got {task.metric_goal!r}")
+    from albert_tf.export.kinds import ServingKind
+
+    kinds = task.serving_kinds
+    if not (isinstance(kinds, tuple) and kinds and
+            all(isinstance(kind, ServingKind) for kind in kinds)):
+        raise TaskModuleError(f"{where}: {task.__name__}.serving_kinds must be a tuple of "
+                              "one or more albert_tf.export.ServingKind (the first is "
+                              f"the run's by default), got {_short(repr(kinds))}")
     return task
 
 
-def builtin(name: str | None) -> type[Task] | None:
-    """The built-in task of `--task_name`, if it is one."""
-    module = BUILTIN.get((name or "").lower())
-    return None if module is None else _task_of(importlib.import_module(module), module)
+def _file_of(task) -> str:
+    """The file that defines `task` (else its module's name)."""
+    return getattr(sys.modules.get(task.__module__), "__file__", None) or task.__module__
 
 
-def import_builtin() -> list[type[Task]]:
-    """The built-in tasks, their modules imported (which registers their serving
-    kinds)."""
-    return [builtin(name) for name in BUILTIN]
+def _place(task) -> str:
+    return f"{task.__qualname__} ({_file_of(task)})"
+
+
+def register(task: type[Task]) -> type[Task]:
+    """A class decorator, a task's one registration: adds the `Task` subclass to the
+    registry under its `name`, with its serving kinds, their models and heads. The same
+    class again (a module loaded twice) replaces it; another task under a known name,
+    or a serving kind whose name another task's kind has, is refused."""
+    task = _checked(task)
+    known = _TASKS.get(task.name)
+    if known is not None and _same(known, task) is False:
+        raise TaskModuleError(f"{_place(task)}: a task named {task.name!r} is already "
+                              f"registered: {_place(known)}")
+    for kind in task.serving_kinds:
+        other = _kinds_of(exclude=task.name).get(kind.name)
+        if other is not None and other is not kind:
+            raise TaskModuleError(f"{_place(task)}: its serving kind {kind.name!r} has the "
+                                  "name of another task's kind")
+    _TASKS[task.name] = task
+    return task
+
+
+def _same(a: type, b: type) -> bool:
+    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+
+
+def registered() -> dict[str, type[Task]]:
+    """Every registered task by name (the package's imported first)."""
+    for module in BUILTIN_MODULES:
+        importlib.import_module(module)
+    return dict(_TASKS)
+
+
+def find(task_name: str | None) -> type[Task] | None:
+    """The registered task that answers `task_name` (`Task.answers`: its name, or one
+    of the names it runs, such as a GLUE task's), or None."""
+    if not task_name:
+        return None
+    for task in registered().values():
+        if task.answers(task_name):
+            return task
+    return None
+
+
+def _kinds_of(exclude: str | None = None) -> dict:
+    from albert_tf.export.kinds import ENCODER
+
+    found = {ENCODER.name: ENCODER}
+    for name, task in _TASKS.items():
+        if name != exclude:
+            for kind in task.serving_kinds:
+                found.setdefault(kind.name, kind)
+    return found
+
+
+def serving_kinds() -> dict:
+    """Every serving kind by name (`albert_tf.export.ServingKind`): the encoder's, which
+    any model's weights fill, and those of the registered tasks."""
+    registered()
+    return _kinds_of()
+
+
+def models() -> dict[str, type]:
+    """Every model by the name of its serving kind (`convert --model`): the encoder and
+    the models of the registered tasks."""
+    return {name: kind.model_class for name, kind in serving_kinds().items()}
 
 
 _loaded: dict[str, type[Task]] = {}
@@ -76,7 +156,7 @@ def _short(text: str, limit: int = 300) -> str:
 
 def _failed(what: str, error: Exception, module_name: str) -> TaskModuleError:
     """The one-line error for an exception that a task module raised while it ran
-    (`what`: while imported, or its `TASK.define_flags()`): its type and message, and
+    (`what`: while imported, or its task's `define_flags()`): its type and message, and
     where: the line of the module (`module_name`) that raised it or called what did,
     and the innermost place if that is elsewhere; a syntax error, its file and line."""
     mine = innermost = None
@@ -103,12 +183,12 @@ def _failed(what: str, error: Exception, module_name: str) -> TaskModuleError:
 
 
 def load_task_module(path) -> type[Task]:
-    """The task of a Python file (or an importable module name): imported once as a
-    module of its own, whose `TASK.define_flags()` then defines the task's flags. A
-    `TaskModuleError` when it cannot: a path that is not a file, a module that cannot
-    be found, a syntax error or an exception while it is imported or defines its flags
-    (its type, message and the line of the module that raised it), no `Task` subclass
-    named TASK: one line each."""
+    """The task that a Python file (or an importable module name) registers: imported
+    once as a module of its own, whose task's `define_flags()` then defines the task's
+    flags. A `TaskModuleError` when it cannot: a path that is not a file, a module that
+    cannot be found, a syntax error or an exception while it is imported or defines
+    its flags (its type, message and the line of the module that raised it), a module
+    that registers no task, or more than one: one line each."""
     path = os.fspath(path)
     if path in _loaded:
         return _loaded[path]
@@ -138,7 +218,7 @@ def load_task_module(path) -> type[Task]:
                                   f"be imported: {e}") from None
         except Exception as e:
             raise _failed(f"{where} failed while imported", e, path) from None
-    task = _task_of(module, where)
+    task = _registered_by(module, where)
     try:
         task.define_flags()
     except Exception as e:
@@ -146,6 +226,22 @@ def load_task_module(path) -> type[Task]:
                       module.__name__) from None
     _loaded[path] = task
     return task
+
+
+def _registered_by(module, where: str) -> type[Task]:
+    """The one task that `module` registered."""
+    found = [task for task in _TASKS.values() if task.__module__ == module.__name__]
+    if len(found) > 1:
+        raise TaskModuleError(f"{where} registers {len(found)} tasks "
+                              f"({', '.join(task.name for task in found)}); a task "
+                              "module registers one")
+    if not found:
+        hint = " (a TASK = ... name is not read: decorate the class instead)" \
+            if hasattr(module, "TASK") else ""
+        raise TaskModuleError(f"{where} registers no task: decorate its "
+                              f"albert_tf.tasks.Task subclass with @albert_tf.tasks.register"
+                              f"{hint}")
+    return found[0]
 
 
 def load_task_module_in(argv: Sequence[str]) -> type[Task] | None:
@@ -181,6 +277,6 @@ def task_module_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-__all__ = ["BUILTIN", "DataError", "Task", "TaskModuleError", "builtin", "import_builtin",
-           "load_task_module", "load_task_module_in", "loaded_modules",
-           "task_module_in"]
+__all__ = ["BUILTIN_MODULES", "DataError", "Task", "TaskModuleError", "find",
+           "load_task_module", "load_task_module_in", "loaded_modules", "models",
+           "register", "registered", "serving_kinds", "task_module_in"]

@@ -1,36 +1,18 @@
 """The task API: what a fine-tuning task is, for the one driver (`albert_tf.apps.driver`)
 to train, evaluate, predict and export it.
 
-A task is a subclass of `Task`, in the package (`albert_tf.tasks.multi_label`) or in a
-file of your own that the scripts load with `--task_module=path/to/my_task.py` (the file
-names its class in `TASK`). The driver owns everything else: flags common to every run,
-the tokenizer, the record cache, the loop on tf.distribute, checkpoints, the dev-set
-evaluation of every kept checkpoint with `model.ckpt-best`, and the exports. A task says:
-
-- `name`, `metric` (the dev result that picks the best checkpoint: one of the keys
-  `metrics` returns, checked on the first dev batch before training) and `metric_goal`
-  ("max", or "min" for an error or a loss), `serving_kind` (an
-  `albert_tf.export.ServingKind`, or the name of one, for `--export_dir` and
-  `--export_tflite`);
-- `define_flags()`: the flags it adds (absl), read back as `self.options[name]`;
-- `validate()`: checks of the options, before any file is read;
-- `data_files()`: each split's files (default: `--<split>_file`, else `--data_dir`'s
-  `<split>.csv|.tsv|.jsonl`); `read(split, paths)`: the examples of a split (`split` is
-  train, dev or test), each row read whole or skipped into a
-  `albert_tf.data.report.SkipLog` (`albert_tf.data.tabular.rows` reads CSV, TSV and
-  JSONL so), which the run's `data_report.json` and `--max_skipped_rows` count;
-  `head(split, data, count)`: the split's first `count` examples (default: a list's);
-- `has_labels` and `discover_labels(examples)`: the labels of the training examples
-  (`--labels` wins; kept as labels.txt beside the checkpoints; `self.labels`);
-- `features(example)`: the record of an example, as lists of ints or floats by feature
-  name (`self.pack(text_a, text_b)` gives the three packed sequences), or
-  `split_records(split, data)` for records that are not one per example;
-  `record_spec()`: how to parse the features beyond the three sequences;
-- `build_model(config)`, `objective()` (`albert_tf.training.objectives`);
-- `metrics(examples, outputs)`: the scores of a split from the model's outputs
-  (`eval_outputs`) and the record features (`label_features`) of its examples, in order;
-- `write_predictions(examples, outputs, output_dir, step)`: the test split's predictions;
-- `export_options()`: what the export of `serving_kind` takes beside the model.
+A task is a subclass of `Task` registered once with `@albert_tf.tasks.register`, in the
+package (`albert_tf.tasks.multi_label`) or in a file of your own that the scripts load
+with `--task_module=path/to/my_task.py`. The driver owns everything else: flags common
+to every run, the tokenizer, the record cache, the loop on tf.distribute, checkpoints,
+the dev-set evaluation of every kept checkpoint with `model.ckpt-best`, and the
+exports. What a task says, attribute by attribute and hook by hook, is README's "The
+task API" (tests/test_task_registration.py holds it to this class). In short: its
+`name`, `metric` and `metric_goal`; its `serving_kinds` (each naming its model class);
+its flags (`define_flags`) and checks (`validate`); its data (`data_files`, `read`,
+`head`, `discover_labels`); its records (`features` and `record_spec`, or
+`split_records`); its model (`build_model`) and loss (`objective`); its results
+(`metrics`, `write_predictions`) and what its export takes (`export_options`).
 
 Where the defaults do not fit, a task overrides the step itself: `cached_records` (the
 original's GLUE, RACE and SQuAD records keep their own caches), `dataset`, `train_steps`
@@ -46,9 +28,10 @@ from typing import Any, Iterable, Mapping, Sequence
 import tensorflow as tf
 
 from albert_tf import names
-from albert_tf.apps.common import UsageError, check_file, check_run, wanted_splits
 from albert_tf.data import cache, records, tabular
 from albert_tf.data.sentence_records import pack_pair
+from albert_tf.errors import UsageError
+from albert_tf.tasks.checks import check_file, check_run, wanted_splits
 
 
 class Task:
@@ -58,7 +41,10 @@ class Task:
     name: str = ""
     metric: str = ""
     metric_goal: str = "max"  # or "min": which way `metric` is better
-    serving_kind: Any = None
+    # The serving kinds of its models (`albert_tf.export.ServingKind`, each naming its
+    # model class): the first is the run's unless `__init__` picks another as
+    # `self.serving_kind` (SQuAD v2.0's by --version_2_with_negative).
+    serving_kinds: tuple = ()
     # The model outputs that `metrics` reads (dev) and `write_predictions` reads (test),
     # and the record features both get beside them.
     eval_outputs: tuple[str, ...] = (names.PREDICTIONS,)
@@ -79,19 +65,32 @@ class Task:
 
     def __init__(self, options: Mapping[str, Any]):
         self.options = options
+        self.serving_kind = self.serving_kinds[0] if self.serving_kinds else None
         self.tokenizer = None    # set by the driver before `read`
         self.labels: list[str] | None = None  # set by the driver after the training split
 
     # ---------------------------------------------------------------- what it adds
     @classmethod
+    def task_names(cls) -> tuple[str, ...]:
+        """The `--task_name`s that pick this task: its `name`; a task that runs several
+        named data sets (GLUE's, RACE) names them here."""
+        return (cls.name,)
+
+    @classmethod
+    def answers(cls, task_name: str) -> bool:
+        """Whether `--task_name=task_name` picks this task: one of its `task_names()`,
+        in any case."""
+        return task_name.strip().lower() in {name.lower() for name in cls.task_names()}
+
+    @classmethod
     def define_flags(cls) -> None:
         """Defines the task's own flags (`absl.flags.DEFINE_*`); none by default."""
 
     def validate(self) -> None:
-        """Raises `albert_tf.apps.common.UsageError` for options that cannot make a run.
+        """Raises `albert_tf.errors.UsageError` for options that cannot make a run.
         The base checks that there is something to do, that the tokenizer's file
         exists and that --do_eval / --do_predict without --do_train find a trained
-        model (`common.check_run`); a task's own `validate` calls it."""
+        model (`albert_tf.tasks.checks.check_run`); a task's own `validate` calls it."""
         check_run(self.options)
 
     # --------------------------------------------------------------------- the data

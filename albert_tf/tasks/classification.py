@@ -18,12 +18,15 @@ import numpy as np
 from absl import logging
 
 from albert_tf import losses, names
-from albert_tf.apps.common import UsageError, wanted_splits
 from albert_tf.data import glue, sentence_records, tabular
+from albert_tf.errors import UsageError
 from albert_tf.evaluation import glue_metrics
+from albert_tf.export.kinds import SERVING_KINDS
 from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling import AlbertClassifier
+from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.checks import wanted_splits
 from albert_tf.training.objectives import MeanObjective
 
 FILE_TASKS = ("classification", "regression")  # CSV / TSV / JSONL
@@ -46,9 +49,20 @@ def prediction_file(task_name: str, output_dir: str, rows) -> str:
     return path
 
 
+@register
 class ClassificationTask(Task):
-    serving_kind = "classifier"
+    name = "classification"
+    serving_kinds = (SERVING_KINDS["classifier"],)
     label_features = (names.LABEL_IDS,)
+
+    @classmethod
+    def task_names(cls) -> tuple[str, ...]:
+        return (*glue.GLUE_TASKS, *FILE_TASKS)
+
+    @classmethod
+    def answers(cls, task_name: str) -> bool:
+        key = task_name.strip().lower()
+        return key in FILE_TASKS or glue.TASK_ALIASES.get(key, key) in glue.GLUE_TASKS
 
     def __init__(self, options):
         super().__init__(options)

@@ -33,12 +33,13 @@ import tensorflow as tf
 from absl import flags, logging
 
 from albert_tf import fileio, names
-from albert_tf.apps.common import UsageError
-from albert_tf.apps.session import write_results
 from albert_tf.data import tabular
 from albert_tf.data.report import SkipLog
+from albert_tf.errors import UsageError
+from albert_tf.evaluation.results import write_results
 from albert_tf.export import kinds, serving_text
-from albert_tf.modeling import AlbertClassifier, register_model
+from albert_tf.modeling import AlbertClassifier
+from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.training.objectives import MeanObjective
 
@@ -49,7 +50,6 @@ DEFAULT_THRESHOLD = 0.5
 THRESHOLD_GRID = tuple(round(t, 2) for t in np.arange(0.05, 0.951, 0.05))
 
 
-@register_model("multi_label")
 class AlbertMultiLabelClassifier(AlbertClassifier):
     """`AlbertClassifier`'s head, each output a label of its own.
 
@@ -112,12 +112,14 @@ def multi_label_loss(logits, label_ids):
 
 # The serving kind: `serving_default`, `serve_examples` and `serve_text` as the
 # classifier's, with multi-hot `predictions`; labels.txt names the outputs.
-SERVING_KIND = kinds.register(kinds.ServingKind(
+SERVING_KIND = kinds.ServingKind(
     "multi_label", AlbertMultiLabelClassifier,
     (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS),
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",), labels=kinds.LabelRule("num_labels", str),
-    model_info=("num_labels", "threshold")))
+    model_info=("num_labels", "threshold"),
+    checkpoint_arguments=lambda checkpoint, given: {
+        "threshold": threshold_for(given.get("threshold"), checkpoint)})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,10 +154,11 @@ def scores(probabilities: np.ndarray, label_ids: np.ndarray, threshold: float,
     return result
 
 
+@register
 class MultiLabelTask(Task):
     name = "multi_label"
     metric = "micro_f1"
-    serving_kind = SERVING_KIND
+    serving_kinds = (SERVING_KIND,)
     has_labels = True
     eval_outputs = (names.PROBABILITIES,)
 

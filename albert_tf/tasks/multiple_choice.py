@@ -15,11 +15,13 @@ import numpy as np
 from absl import flags
 
 from albert_tf import losses, names, packing
-from albert_tf.apps.common import UsageError, check_file, wanted_splits
-from albert_tf.apps.options import with_changes
 from albert_tf.data import choice_records, multiple_choice, race
+from albert_tf.errors import UsageError
+from albert_tf.export.kinds import SERVING_KINDS
 from albert_tf.modeling import AlbertMultipleChoice
+from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.checks import check_file, wanted_splits, with_changes
 from albert_tf.tasks.classification import prediction_file, write_test_results
 from albert_tf.training.objectives import MeanObjective
 
@@ -36,9 +38,15 @@ def with_max_qa_length(options: dict) -> dict:
         choice_records.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options["max_seq_length"])))
 
 
+@register
 class MultipleChoiceTask(Task):
+    name = "multiple_choice"
     metric = "eval_accuracy"
-    serving_kind = "multiple_choice"
+    serving_kinds = (SERVING_KINDS["multiple_choice"],)
+
+    @classmethod
+    def task_names(cls) -> tuple[str, ...]:
+        return (RACE, *CHOICE_TASKS)
     predict_outputs = (names.PROBABILITIES, names.PREDICTIONS)
 
     @classmethod

@@ -3,7 +3,7 @@ task module of `run_pretraining.py` (`albert_tf.apps.pretraining`).
 
 What pretraining is, in one place: its flags (the records or raw text it reads, the
 dynamic masking of `create_pretraining_data.py`'s flags), its checks, its model
-(`AlbertPretrainer`, whose heads are `task_heads.HEADS["masked_lm"]` and
+(`AlbertPretrainer`, whose heads are `task_heads.MASKED_LM` and
 `["sentence_order"]`), its objective, its data (a stream of global batches from
 records or from raw text, any step to resume from), its evaluation metrics (summed over
 the eval batches, the original's four) and its serving kind (`mlm`).
@@ -20,21 +20,23 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import losses, names
-from albert_tf.apps import common
-from albert_tf.apps.common import UsageError
 from albert_tf.data import dynamic_masking, pretraining
+from albert_tf.errors import UsageError
+from albert_tf.export.kinds import SERVING_KINDS
 from albert_tf.modeling import AlbertPretrainer
+from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training.objectives import PretrainingObjective
 
 
+@register
 class PretrainingTask(Task):
     """MLM + SOP on records (`--input_file`) or raw text (`--input_text`)."""
 
     name = "pretraining"
     metric = "masked_lm_accuracy"
-    serving_kind = "mlm"
+    serving_kinds = (SERVING_KINDS["mlm"],)
 
     @classmethod
     def define_flags(cls) -> None:
@@ -53,7 +55,6 @@ class PretrainingTask(Task):
         flags.DEFINE_integer("ngram", 3, "Maximum n-gram to mask (dynamic masking).")
         flags.DEFINE_float("short_seq_prob", 0.1,
                            "Short sequence probability (dynamic masking).")
-        common.define_skip_flag()  # --input_text's unreadable lines
 
     def validate(self) -> None:
         o = self.options

@@ -18,12 +18,15 @@ import tensorflow as tf
 from absl import flags
 
 from albert_tf import fileio, losses, names
-from albert_tf.apps.common import UsageError, check_file
-from albert_tf.apps.session import write_results
 from albert_tf.data import cache, squad
+from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad_metrics, squad_postprocess
+from albert_tf.evaluation.results import write_results
+from albert_tf.export.kinds import SERVING_KINDS
 from albert_tf.modeling import AlbertSquadV1, AlbertSquadV2
+from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.checks import check_file
 from albert_tf.training.objectives import MeanObjective
 
 V1_OUTPUTS = (names.START_LOGITS, names.END_LOGITS)
@@ -32,8 +35,11 @@ V2_OUTPUTS = names.SQUAD_V2_OUTPUTS
 SPLIT_FILES = {"train": "train_file", "test": "predict_file"}
 
 
+@register
 class SquadTask(Task):
     name = "squad"
+    metric = "f1"  # of the predictions (the official script's), with no dev split
+    serving_kinds = (SERVING_KINDS["squad_v1"], SERVING_KINDS["squad_v2"])
     label_features = (names.UNIQUE_IDS,)
 
     @classmethod
@@ -61,7 +67,7 @@ class SquadTask(Task):
     def __init__(self, options):
         super().__init__(options)
         self.version_2 = options["version_2_with_negative"]
-        self.serving_kind = "squad_v2" if self.version_2 else "squad_v1"
+        self.serving_kind = self.serving_kinds[1 if self.version_2 else 0]
         self.eval_outputs = V2_OUTPUTS if self.version_2 else V1_OUTPUTS
         self.features: dict[str, squad.SquadFeatureFile] = {}
 

@@ -16,11 +16,14 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import names
-from albert_tf.apps.common import UsageError, check_file, wanted_splits
-from albert_tf.apps.session import write_results
 from albert_tf.data import cache, ner
+from albert_tf.errors import UsageError
+from albert_tf.evaluation.results import write_results
+from albert_tf.export.kinds import SERVING_KINDS
 from albert_tf.modeling import AlbertTokenClassifier
+from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.checks import check_file, wanted_splits
 from albert_tf.training.objectives import TokenObjective
 
 # --data_dir + --task_name: the file names of each split.
@@ -31,10 +34,11 @@ TASK_FILES = {
 PREDICTION_FILES = {"conll": "test_predictions.conll", "cluener": "test_predictions.json"}
 
 
+@register
 class TokenClassificationTask(Task):
     name = "ner"
     metric = "f1"
-    serving_kind = "token_classifier"
+    serving_kinds = (SERVING_KINDS["token_classifier"],)
     has_labels = True
     label_features = ()
     sequence_features = (names.LABEL_IDS,)

@@ -28,11 +28,12 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.graph import graph_function
+from albert_tf.errors import UserError
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
 
-class DistributionError(ValueError):
+class DistributionError(UserError):
     """A strategy that cannot be built, or a batch that does not fit it."""
 
 

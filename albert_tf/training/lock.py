@@ -19,10 +19,12 @@ import time
 
 from absl import logging
 
+from albert_tf.errors import UserError
+
 LOCK_NAME = ".albert_tf.lock"
 
 
-class OutputDirLocked(ValueError):
+class OutputDirLocked(UserError):
     """Another live run uses the output directory."""
 
 

@@ -1,0 +1,17 @@
+"""The errors that mean bad input from the user, wherever they are raised.
+
+Every error of the package that says the flags, the files or the arguments given
+cannot make what was asked derives from `UserError`: a script reports it as one line,
+`error: <message>`, with exit status 1, instead of a traceback
+(`albert_tf.apps.common.run_script`). Each room keeps its own kind (`DataError`,
+`ConfigError`, `CheckpointError`, `ExportError`, ...); this module imports nothing of
+the package, so any room can derive from it.
+"""
+
+
+class UserError(ValueError):
+    """Bad input from the user: reported as one line, `error: <message>`, exit status 1."""
+
+
+class UsageError(UserError):
+    """Flags or files that cannot make a run: reported before any training starts."""

@@ -1,0 +1,67 @@
+"""The checks of a run's options that the tasks make before any work, and that the
+scripts share (`albert_tf.apps.common` takes them from here): the splits a run reads
+(`wanted_splits`), the files its flags name (`check_file`), something to do, a tokenizer
+and a trained model where the run needs one (`check_run`). Options that cannot make a
+run raise `albert_tf.errors.UsageError`. `with_changes` gives a run's options with some
+values changed, typed options staying typed.
+
+A module of the tasks' layer: it imports nothing of the scripts (`albert_tf.apps`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from albert_tf import fileio
+from albert_tf.errors import UsageError
+
+BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
+
+
+def check_file(path, flag: str) -> str:
+    if not path:
+        raise UsageError(f"--{flag} is required")
+    path = os.fspath(path)
+    if not fileio.exists(path):
+        raise UsageError(f"--{flag}={path} does not exist")
+    return path
+
+
+def wanted_splits(settings: dict) -> list[str]:
+    """The splits a fine-tuning run reads: train, dev, test for --do_train, --do_eval,
+    --do_predict."""
+    return [s for s, on in (("train", settings["do_train"]), ("dev", settings["do_eval"]),
+                            ("test", settings["do_predict"])) if on]
+
+
+def check_run(settings: dict) -> None:
+    """What run_classifier.py and run_ner.py check first: something to do, a tokenizer
+    file that exists, and a trained model in --output_dir (a checkpoint or
+    model.ckpt-best) for --do_eval / --do_predict without --do_train."""
+    if not wanted_splits(settings):
+        raise UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
+    if not (settings["spm_model_file"] or settings["vocab_file"]):
+        raise UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
+    for flag in ("spm_model_file", "vocab_file"):
+        if settings[flag]:
+            check_file(settings[flag], flag)
+    output_dir = settings["output_dir"] or ""
+    trained = tf.io.gfile.isdir(output_dir) and (
+        tf.train.latest_checkpoint(output_dir) or tf.io.gfile.exists(
+            os.path.join(output_dir, BEST_CHECKPOINT + ".index")))
+    if not settings["do_train"] and not trained:
+        raise UsageError(
+            f"--do_eval/--do_predict without --do_train need a trained model in "
+            f"--output_dir={settings['output_dir']}, and there is none")
+
+
+def with_changes(values: Mapping[str, Any], **changes) -> Mapping[str, Any]:
+    """`values` with `changes`: a checked copy of typed options (their `replace`: the
+    scripts' `albert_tf.apps.options.Options`), or a dict."""
+    replace = getattr(values, "replace", None)
+    if callable(replace):
+        return replace(**changes)
+    return {**values, **changes}

@@ -1,0 +1,148 @@
+"""A task is one registered object (issue 48): a task of one's own with a head of its own
+(a bounded regression whose metric is better lower), written in a folder outside the
+package with one registration (`@albert_tf.tasks.register`), goes through every door of
+the installed commands: `--help` lists its flags; `albert-run-classifier` trains,
+evaluates (the lowest error picks `model.ckpt-best`) and predicts; `albert-export
+--task_module` exports the best checkpoint as a SavedModel whose serve_text answers what
+the run predicted, and as a LiteRT file that answers the same; `convert --task_module`
+knows its model from the checkpoint."""
+
+import json
+import re
+import shutil
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import convert, tasks
+from albert_tf.export import read_tflite_info, tflite_interpreter
+from tests.helpers.forked import run_installed, run_python
+from tests.helpers.scripts import ROOT, SPM, serve_text
+from tests.helpers.scripts import read_results as results
+from tests.helpers.tiny import write_tiny_config
+
+RATING = ROOT / "tests" / "fixtures" / "task_modules" / "rating.py"
+WORDS = ["good", "great", "fine", "bad", "awful", "poor", "plain", "film", "book", "meal"]
+
+
+def write_ratings(folder, split: str, count: int, seed: int) -> list[str]:
+    """JSON lines of texts with their 1-5 rating (`stars`): more praise, more stars."""
+    rng = np.random.default_rng(seed)
+    texts = []
+    with open(folder / f"{split}.jsonl", "w") as f:
+        for _ in range(count):
+            words = list(rng.choice(WORDS, size=6))
+            text = " ".join(words)
+            stars = 1 + min(4, sum(w in ("good", "great", "fine") for w in words))
+            f.write(json.dumps({"text": text, "stars": stars}) + "\n")
+            texts.append(text)
+    return texts
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("my_project")
+    shutil.copy(RATING, folder / "rating.py")
+    write_ratings(folder, "train", 200, 0)
+    write_ratings(folder, "dev", 40, 1)
+    texts = write_ratings(folder, "test", 5, 2)
+    config = write_tiny_config(folder)
+    out = folder / "out"
+    result = run_installed("albert-run-classifier", [
+        "--task_module=rating.py", "--score_key=stars",
+        *(f"--{s}_file={s}.jsonl" for s in ("train", "dev", "test")),
+        "--do_train", "--do_eval", "--do_predict", f"--albert_config_file={config}",
+        f"--spm_model_file={SPM}", f"--output_dir={out}", "--max_seq_length=16",
+        "--train_batch_size=16", "--train_step=60", "--warmup_step=5",
+        "--save_checkpoints_steps=20", "--iterations_per_loop=20", "--learning_rate=1e-3"],
+        cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return {"folder": folder, "out": out, "config": config, "texts": texts,
+            "log": result.stderr}
+
+
+def test_its_flags_are_in_help(tmp_path):
+    shutil.copy(RATING, tmp_path / "rating.py")
+    result = run_installed("albert-run-classifier", ["--task_module=rating.py", "--help"],
+                           cwd=tmp_path)
+    # (absl's --help exits with status 1)
+    assert re.search(r"--score_key: rating: the JSON key of the 1-5 rating", result.stdout)
+
+
+def test_the_run_keeps_the_checkpoint_of_the_lowest_error(trained):
+    errors = {int(step): float(value) for step, value in re.findall(
+        r"dev mean_absolute_error at step (\d+): ([0-9.e-]+)", trained["log"])}
+    assert sorted(errors) == [20, 40, 60]
+    best = results(trained["out"] / "best_trial.txt")
+    assert best["global_step"] == min(errors, key=errors.get)
+    assert best["mean_absolute_error"] == pytest.approx(min(errors.values()), rel=1e-5)
+    head = dict(tf.train.list_variables(str(trained["out"] / "model.ckpt-best")))
+    assert head["cls/rating/dense/kernel"] == [16, 1]
+
+
+def test_its_exports_answer_what_the_run_predicted(trained):
+    folder, out = trained["folder"], trained["out"]
+    predicted = [json.loads(line)["rating"] for line in
+                 (out / "rating_predictions.jsonl").read_text().splitlines()]
+    assert all(1 <= p <= 5 for p in predicted)
+    result = run_installed("albert-export", [
+        "--task_module=rating.py", f"--checkpoint={out / 'model.ckpt-best'}",
+        f"--albert_config_file={trained['config']}", f"--spm_model_file={SPM}",
+        "--max_seq_length=16", f"--export_dir={folder / 'serving'}",
+        f"--export_tflite={folder / 'rating.tflite'}", "--tflite_text"], cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    info = json.loads((folder / "serving" / "1" / "assets.extra" /
+                       "export_info.json").read_text())
+    assert info["kind"] == "bounded_rater" and info["is_pair"] is False
+    served = serve_text(folder / "serving" / "1", text_a=trained["texts"])
+    np.testing.assert_allclose(served["predictions"], predicted, atol=1e-5)
+    import tensorflow_text  # noqa: F401  (the LiteRT file's tokenizer op)
+
+    path = folder / "rating.tflite"
+    assert list(read_tflite_info(path)["signatures"]["serve_text"]["inputs"]) == ["text_a"]
+    runner = tflite_interpreter(path).get_signature_runner("serve_text")
+    lite = runner(text_a=np.asarray(trained["texts"], object))
+    np.testing.assert_allclose(lite["predictions"], predicted, atol=1e-4)
+
+
+def test_convert_knows_its_model(trained):
+    folder, out = trained["folder"], trained["out"]
+    result = run_python(
+        ["-m", "albert_tf.convert", "--task_module=rating.py",
+         f"--input={out / 'model.ckpt-best'}", f"--albert_config_file={trained['config']}",
+         "--output=google", "--to=google"], cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    tasks.load_task_module(RATING)  # its model, in this process
+    model, _ = convert.load(folder / "google")
+    assert type(model).__name__ == "BoundedRater" and model.load_report.missing == []
+    np.testing.assert_array_equal(
+        model.dense.kernel.numpy(),
+        tf.train.load_variable(str(out / "model.ckpt-best"), "cls/rating/dense/kernel"))
+
+
+def _documented(text: str) -> dict[str, list[str] | None]:
+    """README entries `name`: or `name(a, b)`: -> None or the parameters."""
+    return {name: [p.strip() for p in params[1:-1].split(",") if p.strip()] if params
+            else None for name, params in re.findall(r"`([a-z_]+)(\([^`]*\))?`:", text)}
+
+
+def test_the_readme_task_api_is_the_real_one():
+    import dataclasses
+    import inspect
+
+    from albert_tf.export import ServingKind
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("#### The task API"):readme.index("A model is a subclass")]
+    task_part, kind_part = section.split("A `ServingKind`")
+    real = {}
+    for name, value in vars(tasks.Task).items():
+        if name.startswith("_"):
+            continue
+        function = value.__func__ if isinstance(value, classmethod) else value
+        real[name] = [p for p in inspect.signature(function).parameters
+                      if p not in ("self", "cls")] if callable(function) else None
+    assert _documented(task_part) == real
+    assert sorted(_documented(kind_part)) == sorted(
+        f.name for f in dataclasses.fields(ServingKind))

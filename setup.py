@@ -12,8 +12,10 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
     # The official albert_config.json files (configs/ is a link to albert_tf/configs),
-    # and the public-domain text the demo trains its SentencePiece model on.
-    package_data={"albert_tf": ["configs/*.json", "demo_text/*.txt", "character_classes.json"]},
+    # the public-domain text the demo trains its SentencePiece model on, and the stored
+    # character classes of the in-graph tokenizer (albert_tf.text.unicode_classes).
+    package_data={"albert_tf": ["configs/*.json", "demo_text/*.txt"],
+                  "albert_tf.text": ["character_classes.json"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",
         "tensorflow-text>=2.21,<2.22",

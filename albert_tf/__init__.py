@@ -29,20 +29,33 @@ from albert_tf.checkpoints.huggingface import (  # noqa: E402
     save_hf_checkpoint,
 )
 from albert_tf.config import AlbertConfig, ConfigError, available_configs  # noqa: E402
-from albert_tf.modeling import (  # noqa: E402
-    AlbertClassifier,
-    AlbertEncoder,
-    AlbertMultipleChoice,
-    AlbertPretrainer,
-    AlbertSquadV1,
-    AlbertSquadV2,
-    AlbertTokenClassifier,
-)
+from albert_tf.export.kinds import set_kind_finder as _set_kind_finder  # noqa: E402
+from albert_tf.modeling import AlbertEncoder, AlbertPretrainer  # noqa: E402
 from albert_tf.modeling.base import set_release_reader as _set_release_reader  # noqa: E402
+from albert_tf.tasks import serving_kinds as _serving_kinds  # noqa: E402
 
 # `AlbertModel.from_release` reads with the checkpoint readers, which sit above the
-# models: the package joins the two here.
+# models, and the export finds a serving kind by name among the tasks', which sit above
+# it: the package joins them here.
 _set_release_reader(load_model)
+_set_kind_finder(_serving_kinds)
+
+# The task models, from their tasks' modules when first asked for.
+_TASK_MODELS = {
+    "AlbertClassifier": "albert_tf.tasks.classification",
+    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice",
+    "AlbertSquadV1": "albert_tf.tasks.squad",
+    "AlbertSquadV2": "albert_tf.tasks.squad",
+    "AlbertTokenClassifier": "albert_tf.tasks.token_classification",
+}
+
+
+def __getattr__(name):
+    if name in _TASK_MODELS:
+        import importlib
+
+        return getattr(importlib.import_module(_TASK_MODELS[name]), name)
+    raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 

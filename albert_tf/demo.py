@@ -78,8 +78,8 @@ def _duration(seconds: float) -> str:
 # An absl log line: level, date, time, thread, file:line] message.
 _ABSL_LINE = re.compile(r"^([IWEF])\d{4} [\d:.]+\s+\d+ ([\w.]+\.py):\d+\] (.*)$")
 # The project's modules whose log lines are progress worth showing.
-_SHOWN_MODULES = {"loop.py", "common.py", "classifier.py", "pretraining.py", "glue.py",
-                  "checkpoints.py"}
+_SHOWN_MODULES = {"loop.py", "model_files.py", "labels.py", "classifier.py", "pretraining.py",
+                  "glue.py", "checkpoints.py"}
 
 
 def _shown(line: str, verbose: bool) -> str | None:

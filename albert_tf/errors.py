@@ -3,7 +3,7 @@
 Every error of the package that says the flags, the files or the arguments given
 cannot make what was asked derives from `UserError`: a script reports it as one line,
 `error: <message>`, with exit status 1, instead of a traceback
-(`albert_tf.apps.common.run_script`). Each room keeps its own kind (`DataError`,
+(`albert_tf.apps.runner.run_script`). Each room keeps its own kind (`DataError`,
 `ConfigError`, `CheckpointError`, `ExportError`, ...); this module imports nothing of
 the package, so any room can derive from it.
 """

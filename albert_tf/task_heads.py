@@ -3,7 +3,7 @@ TF1 variable name -> its shape, its `transformers` state-dict key and how the mo
 initializes it; and the `transformers` classes, by the heads they hold.
 
 One definition read by everything that names these variables: the models create the
-fine-tuning heads from them (`albert_tf.modeling.tasks`), the TF1 variable oracle is
+fine-tuning heads from them (`albert_tf.modeling.task_model`), the TF1 variable oracle is
 built from them (`albert_tf.modeling.tf1_variables`), `albert_tf.checkpoints.huggingface`
 maps them to state-dict keys and `albert_tf.convert` recognizes a model from them. A
 model holds its heads in its class attribute `heads`; a task module with a head of its
@@ -19,35 +19,114 @@ the TF1 one; its dense layers' weights are the transpose of a TF1 kernel (`trans
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Mapping, NamedTuple
+from typing import Callable, NamedTuple
 
 from albert_tf import names
 
+# A size, from the config and the head's number of outputs: (config, num_outputs) -> int.
+Size = Callable[[object, int], int]
+
 
 class HeadVariable(NamedTuple):
+    """A head variable as checkpoints hold it."""
+
     shape: Callable[[object, int], tuple[int, ...]]  # (config, num_outputs) -> shape
     hf_key: str | None  # the key after the model's prefix (`classifier.weight`); None: none
-    initial: str | None  # "weights": truncated normal (stddev 0.02); "zeros"; None: the
-    #                      model's own layers create it
+    initial: str | None  # "weights": truncated normal (stddev 0.02); "range": truncated
+    #                      normal (the config's initializer_range); "zeros"; None: its layer's
     transposed: bool = False  # the state-dict value is the transpose of the TF1 one
+
+
+# The parts of a head, each under its TF1 name; the models build their layers from them
+# (`albert_tf.modeling.task_model.HeadLayers`), and the variables follow from them.
+class Variable(NamedTuple):
+    """One variable of its own (`output_weights`, `output_bias`)."""
+
+    name: str
+    shape: Callable[[object, int], tuple[int, ...]]
+    hf_key: str | None = None
+    initial: str = "weights"  # see HeadVariable
+    transposed: bool = False
+
+
+class Dense(NamedTuple):
+    """A dense layer: `<scope>/kernel` [fan_in, fan_out] (truncated normal, the config's
+    initializer_range) and `<scope>/bias` (zeros); its `transformers` `Linear` is
+    `hf_key.weight` (transposed) and `.bias`. `activation`: config -> the name of its
+    activation as the original's configs name them (`hidden_act`, "tanh"), or None."""
+
+    scope: str
+    fan_in: Size
+    fan_out: Size
+    hf_key: str | None = None
+    bias: bool = True
+    activation: Callable[[object], object] | None = None
+
+
+class LayerNorm(NamedTuple):
+    """The original's LayerNorm: `<scope>/beta` and `<scope>/gamma` [width]."""
+
+    scope: str
+    width: Size
+    hf_key: str | None = None
+
+
+class Dropout(NamedTuple):
+    """Where the head's dropout draws its seed, among its parts (no variable)."""
+
+    scope: str
+
+
+Part = Variable | Dense | LayerNorm | Dropout
+
+
+def _part_variables(part) -> dict[str, HeadVariable]:
+    if isinstance(part, Variable):
+        return {part.name: HeadVariable(part.shape, part.hf_key, part.initial,
+                                        part.transposed)}
+    if isinstance(part, Dense):
+        table = {f"{part.scope}/kernel": HeadVariable(
+            lambda config, n: (part.fan_in(config, n), part.fan_out(config, n)),
+            part.hf_key and f"{part.hf_key}.weight", None, transposed=True)}
+        if part.bias:
+            table[f"{part.scope}/bias"] = HeadVariable(
+                lambda config, n: (part.fan_out(config, n),),
+                part.hf_key and f"{part.hf_key}.bias", None)
+        return table
+    if isinstance(part, LayerNorm):
+        return {f"{part.scope}/beta": HeadVariable(lambda config, n: (part.width(config, n),),
+                                                   part.hf_key and f"{part.hf_key}.bias",
+                                                   None),
+                f"{part.scope}/gamma": HeadVariable(
+                    lambda config, n: (part.width(config, n),),
+                    part.hf_key and f"{part.hf_key}.weight", None)}
+    return {}
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Head:
-    """A head's variables, TF1 name -> `HeadVariable`, in the order the model creates
-    them: the first is the head's [num_outputs, ...] weights, what tells the head in a
-    checkpoint. Two heads are the same head when their names are."""
+    """A head: its name and its parts, in the order the model creates them. Its
+    variables (TF1 name -> `HeadVariable`) follow from the parts; the first is the
+    head's [num_outputs, ...] weights, what tells the head in a checkpoint. Two heads are
+    the same head when their names are."""
 
     name: str
-    variables: Mapping[str, HeadVariable]
+    parts: tuple
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"a head's name must be a non-empty string, got {self.name!r}")
-        if not self.variables or not all(isinstance(v, HeadVariable)
-                                         for v in self.variables.values()):
-            raise ValueError(f"head {self.name!r}: its variables must be a non-empty dict "
-                             "of TF1 name -> HeadVariable")
+        if not (isinstance(self.parts, tuple) and all(
+                isinstance(p, (Variable, Dense, LayerNorm, Dropout)) for p in self.parts)):
+            raise ValueError(f"head {self.name!r}: its parts must be a tuple of "
+                             "task_heads.Variable, Dense, LayerNorm and Dropout")
+        if not self.variables:
+            raise ValueError(f"head {self.name!r} has no variables")
+
+    @property
+    def variables(self) -> dict[str, HeadVariable]:
+        return {name: variable for part in self.parts
+                for name, variable in _part_variables(part).items()}
 
     def __eq__(self, other):
         return isinstance(other, Head) and other.name == self.name
@@ -56,96 +135,77 @@ class Head:
         return hash(self.name)
 
 
-def _weights(hf_key: str | None) -> HeadVariable:
-    return HeadVariable(lambda config, n: (n, config.hidden_size), hf_key, "weights")
+def _weights(name: str, hf_key: str | None) -> Variable:
+    return Variable(name, lambda config, n: (n, config.hidden_size), hf_key, "weights")
 
 
-def _bias(hf_key: str | None) -> HeadVariable:
-    return HeadVariable(lambda config, n: (n,), hf_key, "zeros")
+def _bias(name: str, hf_key: str | None) -> Variable:
+    return Variable(name, lambda config, n: (n,), hf_key, "zeros")
 
 
-def _dense(scope: str, fan_in, fan_out, hf_key: str | None = None, *,
-           bias: bool = True) -> dict[str, HeadVariable]:
-    """A Keras/TF1 dense layer (`kernel` [in, out], `bias`); fan_in / fan_out: config ->
-    size. Its `transformers` `Linear` is `hf_key.weight` (transposed) and `.bias`."""
-    table = {f"{scope}/kernel": HeadVariable(
-        lambda config, n: (fan_in(config), fan_out(config)),
-        hf_key and f"{hf_key}.weight", None, transposed=True)}
-    if bias:
-        table[f"{scope}/bias"] = HeadVariable(lambda config, n: (fan_out(config),),
-                                              hf_key and f"{hf_key}.bias", None)
-    return table
-
-
-def _layer_norm(scope: str, width, hf_key: str | None = None) -> dict[str, HeadVariable]:
-    return {f"{scope}/beta": HeadVariable(lambda config, n: (width(config),),
-                                          hf_key and f"{hf_key}.bias", None),
-            f"{scope}/gamma": HeadVariable(lambda config, n: (width(config),),
-                                           hf_key and f"{hf_key}.weight", None)}
-
-
-def _hidden(config) -> int:
+def _hidden(config, n) -> int:
     return config.hidden_size
 
 
-def _two_hidden(config) -> int:
+def _two_hidden(config, n) -> int:
     return 2 * config.hidden_size
 
 
-def _embedding(config) -> int:
+def _embedding(config, n) -> int:
     return config.embedding_size
 
 
-def _one(config) -> int:
+def _one(config, n) -> int:
     return 1
 
 
-# The original's classifier (`classifier_utils.create_model`) and RACE scorer
-# (`race_utils.create_model`): root-scope variables on the pooled output.
-POOLED = {"output_weights": _weights("classifier.weight"),
-          "output_bias": _bias("classifier.bias")}
-_TABLES: dict[str, dict[str, HeadVariable]] = {
-    # `run_pretraining.py`'s masked LM (`get_masked_lm_output`): a transform to E, then
-    # the tied word embeddings plus a bias per token.
-    "masked_lm": {
-        **_dense("cls/predictions/transform/dense", _hidden, _embedding, "predictions.dense"),
-        **_layer_norm("cls/predictions/transform/LayerNorm", _embedding,
-                      "predictions.LayerNorm"),
-        "cls/predictions/output_bias": HeadVariable(
-            lambda config, n: (config.vocab_size,), "predictions.bias", None),
-    },
+def _pooled(name: str) -> Head:
+    """The original's classifier (`classifier_utils.create_model`) and RACE scorer
+    (`race_utils.create_model`): root-scope variables on the pooled output, then its
+    dropout."""
+    return Head(name, (_weights("output_weights", "classifier.weight"),
+                       _bias("output_bias", "classifier.bias"), Dropout("dropout")))
+
+
+HEADS: dict[str, Head] = {head.name: head for head in (
+    # `run_pretraining.py`'s masked LM (`get_masked_lm_output`): a transform to E (dense
+    # with hidden_act, LayerNorm), then the tied word embeddings plus a bias per token.
+    Head("masked_lm", (
+        Dense("cls/predictions/transform/dense", _hidden, _embedding, "predictions.dense",
+              activation=lambda config: config.hidden_act),
+        LayerNorm("cls/predictions/transform/LayerNorm", _embedding,
+                  "predictions.LayerNorm"),
+        Variable("cls/predictions/output_bias", lambda config, n: (config.vocab_size,),
+                 "predictions.bias", "zeros"))),
     # Its sentence-order classifier (`get_sentence_order_output`), two classes.
-    "sentence_order": {
-        "cls/seq_relationship/output_weights": HeadVariable(
-            lambda config, n: (2, config.hidden_size), "sop_classifier.classifier.weight",
-            None),
-        "cls/seq_relationship/output_bias": HeadVariable(
-            lambda config, n: (2,), "sop_classifier.classifier.bias", None),
-    },
-    "classifier": POOLED,
-    "multiple_choice": POOLED,
-    # `squad_utils.create_v1_model`: start and end weights in one.
-    "squad_v1": {"cls/squad/output_weights": _weights("qa_outputs.weight"),
-                 "cls/squad/output_bias": _bias("qa_outputs.bias")},
-    # Ours (the original has no NER head), named as the SQuAD v1.1 one.
-    "token_classifier": {"cls/ner/output_weights": _weights("classifier.weight"),
-                         "cls/ner/output_bias": _bias("classifier.bias")},
+    Head("sentence_order", (
+        Variable("cls/seq_relationship/output_weights",
+                 lambda config, n: (2, config.hidden_size),
+                 "sop_classifier.classifier.weight", "range"),
+        Variable("cls/seq_relationship/output_bias", lambda config, n: (2,),
+                 "sop_classifier.classifier.bias", "zeros"))),
+    _pooled("classifier"),
+    _pooled("multiple_choice"),
+    # `squad_utils.create_v1_model`: start and end weights in one, no dropout.
+    Head("squad_v1", (_weights("cls/squad/output_weights", "qa_outputs.weight"),
+                      _bias("cls/squad/output_bias", "qa_outputs.bias"))),
+    # Ours (the original has no NER head), named as the SQuAD v1.1 one, then dropout.
+    Head("token_classifier", (_weights("cls/ner/output_weights", "classifier.weight"),
+                              _bias("cls/ner/output_bias", "classifier.bias"),
+                              Dropout("dropout"))),
     # `squad_utils.create_v2_model`: start logits, end logits conditioned on a start
-    # (dense tanh, LayerNorm, dense) and the answerability class (dense tanh, dense
-    # without bias), at the root scope. `transformers` has no such head.
-    "squad_v2": {
-        **_dense("start_logits/dense", _hidden, _one),
-        **_dense("end_logits/dense_0", _two_hidden, _hidden),
-        **_layer_norm("end_logits/LayerNorm", _hidden),
-        **_dense("end_logits/dense_1", _hidden, _one),
-        **_dense("answer_class/dense_0", _two_hidden, _hidden),
-        **_dense("answer_class/dense_1", _hidden, _one, bias=False),
-    },
-}
-
-
-# The package's heads, by name.
-HEADS: dict[str, Head] = {name: Head(name, variables) for name, variables in _TABLES.items()}
+    # (dense tanh, LayerNorm, dense) and the answerability class (dense tanh, dropout,
+    # dense without bias), at the root scope. `transformers` has no such head.
+    Head("squad_v2", (
+        Dense("start_logits/dense", _hidden, _one),
+        Dense("end_logits/dense_0", _two_hidden, _hidden, activation=lambda config: "tanh"),
+        LayerNorm("end_logits/LayerNorm", _hidden),
+        Dense("end_logits/dense_1", _hidden, _one),
+        Dense("answer_class/dense_0", _two_hidden, _hidden,
+              activation=lambda config: "tanh"),
+        Dropout("answer_class/dropout"),
+        Dense("answer_class/dense_1", _hidden, _one, bias=False))),
+)}
 MASKED_LM, SENTENCE_ORDER, CLASSIFIER, MULTIPLE_CHOICE, SQUAD_V1, TOKEN_CLASSIFIER, \
     SQUAD_V2 = (HEADS[name] for name in ("masked_lm", "sentence_order", "classifier",
                                          "multiple_choice", "squad_v1", "token_classifier",

@@ -171,9 +171,8 @@ def _ours_trainers(spec: dict, recomputes) -> tuple[list, object, int]:
 
     import tensorflow as tf
 
-    from albert_tf import losses
+    from albert_tf import AlbertClassifier, losses
     from albert_tf.apps.session import make_optimizer
-    from albert_tf.modeling.tasks import AlbertClassifier
     from albert_tf.training import distribute
     from albert_tf.training.loop import Trainer
     from albert_tf.training.objectives import MeanObjective

@@ -253,9 +253,8 @@ def run_ours(rec: Recorder) -> None:
     import keras
     import tensorflow as tf
 
-    from albert_tf import AlbertConfig
+    from albert_tf import AlbertClassifier, AlbertConfig
     from albert_tf.modeling.encoder import AlbertEncoder
-    from albert_tf.modeling.tasks import AlbertClassifier
 
     rec.versions.update(tensorflow=tf.__version__, keras=keras.__version__)
     rec.matmul_gflops = tf_matmul_peak(FLAGS.matmul_size, FLAGS.repeats)
@@ -341,9 +340,8 @@ def _ours_train_rate(config, ids, mask, types, labels, xla: bool,
     optimizer built as the scripts' `--precision` builds them."""
     import tensorflow as tf
 
-    from albert_tf import losses
+    from albert_tf import AlbertClassifier, losses
     from albert_tf.apps.session import make_optimizer
-    from albert_tf.modeling.tasks import AlbertClassifier
     from albert_tf.training import distribute
     from albert_tf.training.loop import Trainer
     from albert_tf.training.objectives import MeanObjective

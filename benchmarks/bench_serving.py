@@ -144,10 +144,9 @@ def export_models(output_dir: str) -> dict:
     inference and exported in bfloat16; returns {task: {variant: version dir}}."""
     from unittest import mock
 
-    from albert_tf import AlbertConfig
+    from albert_tf import AlbertClassifier, AlbertConfig
     from albert_tf.checkpoints.huggingface import save_hf_checkpoint
     from albert_tf.export import export_savedmodel, export_tflite
-    from albert_tf.modeling.tasks import AlbertClassifier
 
     config = AlbertConfig.from_json_file(FLAGS.config)
     paths = {}
@@ -268,8 +267,7 @@ def in_process(rec) -> None:
     """Ours in process, sorted by length, XLA: bench_models' end-to-end pipeline."""
     import tensorflow as tf
 
-    from albert_tf import AlbertConfig
-    from albert_tf.modeling.tasks import AlbertClassifier
+    from albert_tf import AlbertClassifier, AlbertConfig
     from albert_tf.text import AlbertTextTokenizer
 
     rec.versions.update(tensorflow=tf.__version__)

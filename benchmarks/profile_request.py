@@ -177,10 +177,9 @@ def main(argv):
     sys.path.insert(0, os.path.join(REPOSITORY, "benchmarks"))
     from bench_own_tasks import cpu_flags  # (bench_own_tasks defines no flags)
 
-    from albert_tf import AlbertConfig
+    from albert_tf import AlbertClassifier, AlbertConfig
     from albert_tf.data import glue
     from albert_tf.export import export_savedmodel
-    from albert_tf.modeling.tasks import AlbertClassifier
 
     task = glue.get_task(os.path.basename(FLAGS.data_dir.rstrip("/")))
     results = {}

@@ -16,7 +16,6 @@ its serving kind, the kind its model, the model its head.
 import json
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 from absl import flags
@@ -25,16 +24,15 @@ from albert_tf import names, task_heads, tasks
 from albert_tf.data import tabular
 from albert_tf.data.report import SkipLog
 from albert_tf.export import LabelRule, ServingKind, serving_text
-from albert_tf.modeling import AlbertTaskModel, tf1_scope
+from albert_tf.modeling import AlbertTaskModel
 from albert_tf.training.objectives import MeanObjective
 
-# The head's variables (TF1 name -> shape, Hugging Face key: none, initializer: the
-# Keras layer's): what tells this model in a checkpoint, for `albert_tf.convert`.
-HEAD = task_heads.Head("mean_pool", {
-    "cls/mean_pool/dense/kernel": task_heads.HeadVariable(
-        lambda config, n: (config.hidden_size, n), None, None),
-    "cls/mean_pool/dense/bias": task_heads.HeadVariable(lambda config, n: (n,), None, None),
-})
+# The head, defined once: a dense layer H -> num_labels under its TF1 scope (no Hugging
+# Face key). The model builds its layer from it; its variables (`cls/mean_pool/dense/
+# kernel`, `/bias`) and their shapes tell this model in a checkpoint, for convert.
+HEAD = task_heads.Head("mean_pool", (
+    task_heads.Dense("cls/mean_pool/dense", lambda config, n: config.hidden_size,
+                     lambda config, n: n),))
 
 
 class MeanPoolClassifier(AlbertTaskModel):
@@ -47,9 +45,9 @@ class MeanPoolClassifier(AlbertTaskModel):
     def __init__(self, config, num_labels, seed=None, **kwargs):
         super().__init__(config, seed, **kwargs)
         self.num_labels = num_labels
-        self.dense = keras.layers.Dense(num_labels, name="dense", dtype=self.dtype_policy)
-        with tf1_scope("cls"), keras.name_scope("mean_pool"):
-            self.dense.build((None, config.hidden_size))
+        layers = self.head_layers(HEAD, num_labels)  # built as its parts say
+        self.dense = layers["cls/mean_pool/dense"]
+        layers.build()
 
     def call(self, inputs, training=None):
         sequence = self.encoder(inputs, training=training)[names.SEQUENCE_OUTPUT]

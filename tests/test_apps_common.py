@@ -1,5 +1,6 @@
-"""What the scripts share (`albert_tf.apps.common`): flag names read from the
-definitions, and the model flags every script takes the same way."""
+"""What the scripts share (`albert_tf.apps.script_flags`, `model_files`, `labels`,
+`options`): flag names read from the definitions, the model flags every script takes
+the same way, the files --init_checkpoint brings, labels.txt and typed options."""
 
 import pytest
 from conftest import FIXTURE_CHECKPOINT
@@ -58,7 +59,7 @@ def test_each_app_passes_the_flags_it_defines():
     # scripts, each of which defines one app's flags.
     for app, own in APP_FLAGS.items():
         names = python(
-            f"from albert_tf.apps import common, {app}\n"
+            f"from albert_tf.apps import {app}\n"
             f"before = list({app}.FLAG_NAMES)\n"
             f"{app}.define_flags()\n"
             f"print(len(before), *{app}.FLAG_NAMES)\n").split()
@@ -70,7 +71,8 @@ def test_each_app_passes_the_flags_it_defines():
 def test_export_takes_the_model_flags_of_the_run_scripts():
     names = python("import sys; sys.argv = ['export_savedmodel.py']\n"
                    "import runpy; runpy.run_path('export_savedmodel.py')\n"
-                   "from albert_tf.apps import common; print(*common.MODEL_FLAG_NAMES)\n")
+                   "from albert_tf.apps.script_flags import MODEL_FLAG_NAMES\n"
+                   "print(*MODEL_FLAG_NAMES)\n")
     assert names.split() == ["albert_config_file", "spm_model_file", "vocab_file",
                              "do_lower_case", "export_tflite", "tflite_precision",
                              "tflite_text"]
@@ -107,11 +109,11 @@ def test_an_unknown_config_name_lists_the_shipped_ones(tmp_path, script, args):
 
 # ------------------------------------------------------- --init_checkpoint of any layout
 def test_init_checkpoint_directory_brings_its_files(tmp_path):
-    from albert_tf.apps import common
+    from albert_tf.apps.model_files import complete_model_files, load_config
     from tests.helpers.layouts import brightmart_release, hf_release
 
     hf = hf_release(tmp_path / "hf", tokenizer="wordpiece")  # do_lower_case false
-    settings = common.complete_model_files({
+    settings = complete_model_files({
         "init_checkpoint": str(hf), "albert_config_file": None, "spm_model_file": None,
         "vocab_file": None, "do_lower_case": None})
     assert (settings["checkpoint_layout"], settings["albert_config_file"],
@@ -119,52 +121,54 @@ def test_init_checkpoint_directory_brings_its_files(tmp_path):
             settings["do_lower_case"]) == (
         "huggingface", str(hf / "config.json"), None, str(hf / "vocab.txt"), False)
     # Given, the flag wins; without --init_checkpoint, the original's default.
-    assert common.complete_model_files({**settings, "do_lower_case": True})[
+    assert complete_model_files({**settings, "do_lower_case": True})[
         "do_lower_case"] is True
-    assert common.complete_model_files({"do_lower_case": None}) == {"do_lower_case": True}
+    assert complete_model_files({"do_lower_case": None}) == {"do_lower_case": True}
     zh = brightmart_release(tmp_path / "zh")
     given = {"init_checkpoint": str(zh / "albert_model.ckpt"), "albert_config_file":
              "albert_base_zh", "spm_model_file": None, "vocab_file": "my_vocab.txt"}
-    settings = common.complete_model_files(given)
+    settings = complete_model_files(given)
     # The flags given win; the layout decides how the config is read.
     assert settings == {**given, "checkpoint_layout": "brightmart"}
-    config = common.load_config(settings["albert_config_file"], settings["checkpoint_layout"])
+    config = load_config(settings["albert_config_file"], settings["checkpoint_layout"])
     assert config.embedding_size == config.hidden_size == 768
-    settings = common.complete_model_files({**given, "albert_config_file": None,
-                                            "vocab_file": None})
+    settings = complete_model_files({**given, "albert_config_file": None,
+                                     "vocab_file": None})
     assert settings["albert_config_file"] == str(zh / "albert_config_tiny.json")
     assert settings["vocab_file"] == str(zh / "vocab.txt")
 
 
 def test_init_checkpoint_without_config_beside_it(tmp_path):
-    from albert_tf.apps import common
+    from albert_tf.apps.model_files import complete_model_files
+    from albert_tf.errors import UsageError
     from tests.test_checkpoints import copy_checkpoint
 
     prefix = copy_checkpoint(tmp_path / "bare")
-    with pytest.raises(common.UsageError, match="--albert_config_file is required: there "
+    with pytest.raises(UsageError, match="--albert_config_file is required: there "
                        f"is no config beside --init_checkpoint={prefix}"):
-        common.complete_model_files({"init_checkpoint": prefix, "albert_config_file": None})
+        complete_model_files({"init_checkpoint": prefix, "albert_config_file": None})
 
 
 def test_labels_are_saved_once_and_other_labels_refused(tmp_path):
     """labels.txt: written by the first training run, read by later runs (without
     looking at the data), a training run with other labels refused."""
-    from albert_tf.apps import common
+    from albert_tf.apps.labels import resolve_labels, save_labels
+    from albert_tf.errors import UsageError
 
     settings = {"labels": None, "do_train": True}
-    first = common.resolve_labels(settings, str(tmp_path), lambda: ["O", "B-X", "I-X"])
+    first = resolve_labels(settings, str(tmp_path), lambda: ["O", "B-X", "I-X"])
     assert not (tmp_path / "labels.txt").exists()  # kept once the data is checked
-    common.save_labels(settings, str(tmp_path), first)
+    save_labels(settings, str(tmp_path), first)
     assert (tmp_path / "labels.txt").read_text() == "O\nB-X\nI-X\n"
-    later = common.resolve_labels({"labels": None, "do_train": False}, str(tmp_path),
-                                  lambda: pytest.fail("the saved labels are used"))
+    later = resolve_labels({"labels": None, "do_train": False}, str(tmp_path),
+                           lambda: pytest.fail("the saved labels are used"))
     assert later == first
-    with pytest.raises(common.UsageError, match="holds other labels"):
-        common.resolve_labels({"labels": ["O", "B-Y"], "do_train": True}, str(tmp_path),
-                              lambda: [])
-    with pytest.raises(common.UsageError, match="distinct"):
-        common.resolve_labels({"labels": ["O", "O"], "do_train": False}, str(tmp_path / "x"),
-                              lambda: [])
+    with pytest.raises(UsageError, match="holds other labels"):
+        resolve_labels({"labels": ["O", "B-Y"], "do_train": True}, str(tmp_path),
+                       lambda: [])
+    with pytest.raises(UsageError, match="distinct"):
+        resolve_labels({"labels": ["O", "O"], "do_train": False}, str(tmp_path / "x"),
+                       lambda: [])
 
 
 def test_typed_options_name_what_is_wrong_before_any_work():
@@ -172,12 +176,12 @@ def test_typed_options_name_what_is_wrong_before_any_work():
     (with the closest name), a wrong type, an enum value outside its set and two options
     that exclude each other are named; those left out take the flags' defaults."""
     out = python(
-        "from albert_tf.apps import classifier, common, options\n"
+        "from albert_tf.apps import classifier, options\n"
         "classifier.define_flags()\n"
         "def attempt(values):\n"
         "    try:\n"
-        "        return common.typed_options(values, classifier.FLAG_NAMES,\n"
-        "                                    exclusive=[('high_only', 'middle_only')])\n"
+        "        return options.typed_options(values, classifier.FLAG_NAMES,\n"
+        "                                     exclusive=[('high_only', 'middle_only')])\n"
         "    except options.OptionsError as e:\n"
         "        print('error:', e)\n"
         "attempt({'task_name': 'mrpc', 'max_seq_lenght': 64})\n"

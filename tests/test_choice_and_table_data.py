@@ -64,7 +64,7 @@ def test_swag_needs_its_columns(tmp_path):
 def test_padded_choices_are_zero_and_never_predicted():
     """Two of four choices: the record's last two choices are zeros; the model gives
     them probability 0 whatever their score would be."""
-    from albert_tf.modeling import AlbertMultipleChoice
+    from albert_tf import AlbertMultipleChoice
     from albert_tf.tokenization import FullTokenizer
     from tests.helpers.tiny import tiny_config
 

@@ -21,7 +21,7 @@ from albert_tf.checkpoints import save_tf1_checkpoint, tf1_name
 from albert_tf.checkpoints.huggingface import save_hf_checkpoint
 from albert_tf.checkpoints.release import describe_checkpoint, find_release_files
 from albert_tf.convert import convert, detect_model, load
-from albert_tf.export import SERVING_KINDS
+from albert_tf.tasks.classification import CLASSIFIER
 from tests.helpers.layouts import BRIGHTMART, brightmart_release, load_npz, model_inputs
 from tests.helpers.tiny import tiny_config
 
@@ -87,11 +87,12 @@ def test_the_model_is_told_by_the_head_tables(tmp_path):
 
 # A head of a task module's own under its own TF1 names, with the keys of transformers'
 # sequence classifier; its model and task registered once, as a task module does.
-OWN_HEAD = task_heads.Head("test_own_pooled", {
-    "cls/own/output_weights": task_heads.HeadVariable(
-        lambda config, n: (n, config.hidden_size), "classifier.weight", "weights"),
-    "cls/own/output_bias": task_heads.HeadVariable(
-        lambda config, n: (n,), "classifier.bias", "zeros")})
+OWN_HEAD = task_heads.Head("test_own_pooled", (
+    task_heads.Variable("cls/own/output_weights", lambda config, n: (n, config.hidden_size),
+                        "classifier.weight", "weights"),
+    task_heads.Variable("cls/own/output_bias", lambda config, n: (n,), "classifier.bias",
+                        "zeros"),
+    task_heads.Dropout("cls/own/dropout")))
 
 
 class OwnPooledClassifier(AlbertClassifier):
@@ -99,7 +100,7 @@ class OwnPooledClassifier(AlbertClassifier):
     detectable = False
 
 
-OWN_KIND = dataclasses.replace(SERVING_KINDS["classifier"], name="test_own_pooled",
+OWN_KIND = dataclasses.replace(CLASSIFIER, name="test_own_pooled",
                                model_class=OwnPooledClassifier)
 
 

@@ -317,7 +317,7 @@ def _text_model_inputs(case):
 
 
 def _expected(case, model, inputs):
-    from albert_tf.export import SERVING_KINDS
+    from albert_tf.export import serving_kinds
 
     model_inputs = dict(inputs)
     if case == "squad_v1":
@@ -325,7 +325,7 @@ def _expected(case, model, inputs):
     model_inputs = {k: v for k, v in model_inputs.items()
                     if k not in ("word_start", "token_start_char", "token_end_char")}
     outputs = model({k: tf.constant(v) for k, v in model_inputs.items()}, training=False)
-    return {**{k: np.asarray(outputs[k]) for k in SERVING_KINDS[_kind(case)].outputs
+    return {**{k: np.asarray(outputs[k]) for k in serving_kinds()[_kind(case)].outputs
                if k in outputs}, "_mask": np.asarray(inputs["input_mask"], bool)}
 
 
@@ -478,9 +478,9 @@ def test_squad_offsets_keep_the_quotes_as_pieces(reloaded):
 def test_warmup_request_runs(reloaded, case):
     results, _ = reloaded
     got = results[(case, "warmup")]
-    from albert_tf.export import SERVING_KINDS
+    from albert_tf.export import serving_kinds
 
-    assert sorted(got) == sorted(k for k in SERVING_KINDS[_kind(case)].outputs
+    assert sorted(got) == sorted(k for k in serving_kinds()[_kind(case)].outputs
                                  if case != "regression" or k != "probabilities")
     for value in got.values():
         assert np.isfinite(value).all()
@@ -779,12 +779,12 @@ def test_multiple_choice_text_packs_as_the_records():
     """The multiple-choice kind packs text in the graph into the ids of the records: the
     ending's last max_qa_length pieces, the article's first pieces that still fit, the
     option in the question's blank, absent choices all zeros."""
-    from albert_tf.export import SERVING_KINDS
+    from albert_tf.export import serving_kinds
     from albert_tf.export.serving_text import TextSettings
     from albert_tf.text import AlbertTextTokenizer
 
     settings = TextSettings(max_seq_length=MAX_SEQ, max_qa_length=RACE_MAX_QA, num_choices=4)
-    packed = SERVING_KINDS["multiple_choice"].pack_text(
+    packed = serving_kinds()["multiple_choice"].pack_text(
         AlbertTextTokenizer(spm_model_file=SPM), settings,
         {k: tf.constant(v) for k, v in _race_text().items()}).inputs
     for name, want in _race_records().items():
@@ -928,8 +928,8 @@ def test_an_export_dir_that_is_a_file_is_refused_before_any_work(tmp_path):
     export_savedmodel and export_preprocessor raise ExportError before writing."""
     import re
 
-    from albert_tf.apps.common import UsageError
     from albert_tf.apps.session import check_exports
+    from albert_tf.errors import UsageError
     from albert_tf.export import (
         ExportError,
         build_model,

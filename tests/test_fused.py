@@ -169,8 +169,8 @@ def test_exported_savedmodel_has_no_xla_kernels_and_matches_keras(tiny_config, t
     traced without it, and answer as the (XLA-fused) Keras model does."""
     from tensorflow.core.protobuf import saved_model_pb2
 
+    from albert_tf import AlbertClassifier
     from albert_tf.export import export_savedmodel
-    from albert_tf.modeling.tasks import AlbertClassifier
 
     model = AlbertClassifier(tiny_config, 3, seed=0)
     path = export_savedmodel(model, str(tmp_path / "export"), kind="classifier",

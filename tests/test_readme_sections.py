@@ -84,7 +84,7 @@ def test_own_tasks_section_runs(release_dir, capsys):  # noqa: F811
     root = release_dir.parent
     write_own_task_data(root)
     commands = python_commands(OWN_TASKS)
-    assert len(commands) == 8
+    assert len(commands) == 9
     for args in commands:
         result = run_python_command(args, root)
         assert result.returncode == 0, (args, result.stderr[-2000:])
@@ -108,6 +108,12 @@ def test_own_tasks_section_runs(release_dir, capsys):  # noqa: F811
     assert (root / "mean_pool_out" / "labels.txt").read_text() == "neg\npos\n"
     assert "eval_accuracy" in (root / "mean_pool_out" / "eval_results.txt").read_text()
     assert (root / "mean_pool_google" / "model.ckpt.index").exists()
+    # export_savedmodel.py --task_module: the run's kind, labels and text packing.
+    extra = root / "serving" / "mean_pool" / "1" / "assets.extra"
+    assert (extra / "labels.txt").read_text() == "neg\npos\n"
+    info = json.loads((extra / "export_info.json").read_text())
+    assert info["kind"] == "mean_pool_classifier" and info["is_pair"] is False
+    assert (root / "mean_pool.tflite").exists()
 
 
 def test_hub_way_section_runs(release_dir, capsys):  # noqa: F811

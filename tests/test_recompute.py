@@ -272,7 +272,7 @@ def test_a_step_out_of_memory_names_what_it_needed(tmp_path):
     """TensorFlow's out-of-memory error in a step (as a GPU's allocator words it) comes
     back as one line: the step, the tensor it could not allocate and its size, what to
     change; the scripts print it without a traceback."""
-    from albert_tf.apps.common import user_errors
+    from albert_tf.apps.runner import user_errors
     from albert_tf.training import distribute
     from albert_tf.training.loop import TrainingOutOfMemory
     from tests.helpers import tiny_training

@@ -11,7 +11,9 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import CheckpointError, convert, tasks
-from albert_tf.apps import classifier, common
+from albert_tf.apps import classifier
+from albert_tf.apps.runner import user_errors
+from albert_tf.errors import UsageError
 from tests.helpers.forked import run_installed, run_python
 from tests.helpers.scripts import ROOT, SPM, one_line_error, run_script, serve_text
 from tests.helpers.scripts import read_results as results
@@ -97,7 +99,7 @@ def test_a_task_module_must_register_one_task(tmp_path):
     (tmp_path / "folder.py").mkdir()
     with pytest.raises(tasks.TaskModuleError, match="folder.py is not a file"):
         tasks.load_task_module(tmp_path / "folder.py")
-    assert issubclass(tasks.TaskModuleError, common.user_errors())
+    assert issubclass(tasks.TaskModuleError, user_errors())
 
 
 def broken_task_modules(folder) -> dict[str, str]:
@@ -175,11 +177,17 @@ def test_the_task_module_is_found_before_absl_parses_flags():
 
 
 def test_task_name_and_task_module_must_agree():
-    with pytest.raises(common.UsageError, match="--task_name=other, but --task_module=.* "
-                                                "is the task 'mean_pool'"):
+    with pytest.raises(UsageError, match="--task_name=other, but --task_module=.* "
+                                         "is the task 'mean_pool'"):
         classifier.task_class({"task_module": str(EXAMPLE), "task_name": "other"})
     assert classifier.task_class({"task_name": "MRPC"}).__name__ == "ClassificationTask"
     assert classifier.task_class({"task_name": "multi_label"}).name == "multi_label"
+    # --task_name names a task or a data set it runs, in every script.
+    assert classifier.task_class({"task_name": "cluener"}).name == "ner"
+    with pytest.raises(UsageError, match="--task_name=squad: no such task here; "
+                                         "expected one of .*cola.* or give "
+                                         "--task_module"):
+        classifier.task_class({"task_name": "squad"})
 
 
 def test_every_tasks_data_error_is_one_kind_the_scripts_report():
@@ -193,4 +201,4 @@ def test_every_tasks_data_error_is_one_kind_the_scripts_report():
     for error in (GlueDataError, ChoiceDataError, NerDataError, PretrainingDataError,
                   SquadError, TableDataError):
         assert issubclass(error, tasks.DataError)
-    assert issubclass(tasks.DataError, common.user_errors())
+    assert issubclass(tasks.DataError, user_errors())

@@ -1,13 +1,13 @@
 """A task's promises are checked before the work: its `metric` among what its
-`metrics()` returns (on the first dev batch, before training), and the best checkpoint
-picked the way its `metric_goal` says (the lowest for "min")."""
+`metrics()` returns (on the first dev batch, before training), and a `metric_goal` that
+is "max" or "min" (tests/test_task_registration.py runs a task whose lowest error picks
+the best checkpoint)."""
 
-import re
 
 import pytest
 
 from albert_tf import tasks
-from tests.helpers.scripts import ROOT, SPM, read_results, run_script
+from tests.helpers.scripts import ROOT, SPM, run_script
 from tests.helpers.tiny import write_tiny_config
 from tests.test_multi_label import write_splits
 from tests.test_run_classifier import easy_rows
@@ -60,26 +60,10 @@ def test_a_metric_its_task_does_not_return_stops_the_run_before_training(project
     assert not out.exists()  # it created the directory, and removed it
 
 
-def test_a_minimised_metric_keeps_its_lowest_checkpoint(project):
-    out = project / "min"
-    result = run_script(*command(project, variant(project, "lowest", "first_label_probability",
-                                                  "min"), out,
-                                 "--train_step=4", "--save_checkpoints_steps=1",
-                                 "--iterations_per_loop=1", "--keep_checkpoint_max=4"))
-    found = {int(step): float(value) for step, value in re.findall(
-        r"dev first_label_probability at step (\d+): ([0-9.e-]+)", result.stderr)}
-    assert sorted(found) == [1, 2, 3, 4]
-    lowest, highest = min(found, key=found.get), max(found, key=found.get)
-    assert list(found.values()).count(found[lowest]) == 1 and found[lowest] < found[highest]
-    best = read_results(out / "best_trial.txt")
-    assert best["global_step"] == lowest and best["first_label_probability"] == \
-        pytest.approx(found[lowest])
-
-
 def test_a_metric_goal_is_max_or_min(tmp_path):
     (tmp_path / "goal.py").write_text(
-        "from albert_tf import tasks\nclass T(tasks.Task):\n    name = 't'\n"
-        "    metric = 'error'\n    metric_goal = 'lowest'\nTASK = T\n")
+        "from albert_tf import tasks\n@tasks.register\nclass T(tasks.Task):\n"
+        "    name = 't'\n    metric = 'error'\n    metric_goal = 'lowest'\n")
     with pytest.raises(tasks.TaskModuleError, match=r"T.metric_goal must be 'max' or 'min' "
                                                     r"\(which way 'error' is better\), got "
                                                     r"'lowest'"):

@@ -140,23 +140,24 @@ def test_stored_character_classes_are_this_pythons():
     `unicodedata` (stored, so that no process computes them again)."""
     import json
 
-    from albert_tf import text
+    from albert_tf.text import unicode_classes
 
-    with open(text.CHARACTER_CLASSES_FILE, encoding="utf-8") as f:
+    with open(unicode_classes.CHARACTER_CLASSES_FILE, encoding="utf-8") as f:
         stored = json.load(f)
     version = unicodedata.unidata_version
     assert version in stored, (
-        f"{text.CHARACTER_CLASSES_FILE} lacks Unicode {version}: run python -m albert_tf.text")
-    assert stored[version] == text.computed_character_classes()
-    assert text.character_classes() == stored[version]
+        f"{unicode_classes.CHARACTER_CLASSES_FILE} lacks Unicode {version}: "
+        "run python -m albert_tf.text")
+    assert stored[version] == unicode_classes.computed_character_classes()
+    assert unicode_classes.character_classes() == stored[version]
 
 
 def test_preprocessed_lengths_are_the_preprocessed_texts():
-    from albert_tf.text import _preprocessed_lengths
+    from albert_tf.text.offsets import preprocessed_lengths
 
     texts = OFFSET_CASES + REAL_TEXT
     for lower in (True, False):
-        lengths = _preprocessed_lengths(tf.constant(texts), lower)[0].to_list()
+        lengths = preprocessed_lengths(tf.constant(texts), lower)[0].to_list()
         for text, row in zip(texts, lengths):
             assert len(row) == len(text)
             assert sum(row) == len(preprocess_text(text, lower=lower).encode()), text

@@ -92,12 +92,12 @@ def _requests(case, config):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_float32_file_answers_as_the_model(models, float32_files, config, case):
-    from albert_tf.export import SERVING_KINDS
+    from albert_tf.export import serving_kinds
     from albert_tf.modeling import real_tokens
 
     model, path = models[case], float32_files[case]
     info = read_tflite_info(path)
-    entry = SERVING_KINDS[_kind(case)]
+    entry = serving_kinds()[_kind(case)]
     assert info["kind"] == entry.name and info["precision"] == "float32"
     assert list(info["inputs"]) == sorted(entry.input_names)
     assert sorted(info["outputs"]) == sorted(n for n in entry.outputs
@@ -307,8 +307,8 @@ def test_an_existing_file_is_never_overwritten(models, tmp_path, monkeypatch):
 
     # One that appears while a run_* script trains: its export at the end says so in
     # one line too (session.export_if_asked).
-    from albert_tf.apps.common import UsageError
     from albert_tf.apps.session import export_if_asked
+    from albert_tf.errors import UsageError
 
     settings = {"export_hf_dir": None, "export_dir": None, "export_tflite": str(old),
                 "tflite_precision": "float32", "max_seq_length": 32,

@@ -11,17 +11,26 @@ from __future__ import annotations
 
 from absl import flags
 
-from albert_tf.apps import common, driver
+from albert_tf.apps import driver
+from albert_tf.apps.options import typed_options
+from albert_tf.apps.script_flags import (
+    MODEL_FLAG_NAMES,
+    FlagNames,
+    define_fine_tuning_flags,
+    define_model_flags,
+)
 from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.tasks.multi_label import MultiLabelTask
 from albert_tf.tasks.multiple_choice import MultipleChoiceTask
+from albert_tf.tasks.token_classification import TokenClassificationTask
 
-# The tasks whose flags run_classifier.py has (besides a --task_module's).
-TASKS = (ClassificationTask, MultipleChoiceTask, MultiLabelTask)
+# The tasks whose flags run_classifier.py has (besides a --task_module's): every
+# registered task but SQuAD's and pretraining's, which have scripts of their own.
+TASKS = (ClassificationTask, MultipleChoiceTask, MultiLabelTask, TokenClassificationTask)
 
 
 def define_flags():
-    common.define_model_flags(learning_rate=5e-5, optimizer="adamw")
+    define_model_flags(learning_rate=5e-5, optimizer="adamw")
     flags.DEFINE_string("data_dir", None,
                         "The GLUE root (the task adds its folder, e.g. MRPC/), the folder "
                         "holding RACE/, C3's c3-{d,m}-*.json, SWAG's {train,val,test}.csv, "
@@ -32,7 +41,8 @@ def define_flags():
                         "{id, context, question, choices, label}), or classification / "
                         "regression (your CSV, TSV or JSONL files; see --text_a_field), "
                         "multi_label (the same files, several labels per row; see "
-                        "--label_separator), or the name of a --task_module's task.")
+                        "--label_separator), ner, cluener or conll (as run_ner.py), or the "
+                        "name of a --task_module's task.")
     flags.DEFINE_string("train_file", None,
                         "c3 / swag / multiple_choice / classification / regression: the "
                         "training file (comma-separated for several), instead of "
@@ -51,8 +61,8 @@ def define_flags():
                       "CSV / TSV files start with a header row (else fields are indices).")
     flags.DEFINE_string("cached_dir", None,
                         "Where converted TFRecords are cached (default: output_dir).")
-    common.define_fine_tuning_flags(max_seq_length=512, predict_help="Predict the test set.",
-                                    train_step=1000, warmup_step=0, epochs=False)
+    define_fine_tuning_flags(max_seq_length=512, predict_help="Predict the test set.",
+                             train_step=1000, warmup_step=0, epochs=False)
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the classifier head.")
     for task in TASKS:
         task.define_flags()
@@ -62,7 +72,7 @@ def define_flags():
 
 # The flags passed to `run`: the model flags, those `define_flags` adds, those the task
 # modules define (multiple choice's, the built-in ones') and those of a --task_module.
-FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(
+FLAG_NAMES = MODEL_FLAG_NAMES + FlagNames(
     __name__, *(task.__module__ for task in TASKS)) + driver.TASK_MODULE_FLAG_NAMES
 
 
@@ -75,6 +85,5 @@ def task_class(settings: dict):
 def run(settings: dict) -> dict:
     """Trains, evaluates (keeping the best checkpoint) and predicts; returns the best
     eval results."""
-    settings = common.typed_options(settings, FLAG_NAMES,
-                                    exclusive=[("high_only", "middle_only")])
+    settings = typed_options(settings, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
     return driver.run(task_class(settings), settings)

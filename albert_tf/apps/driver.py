@@ -26,8 +26,12 @@ import tempfile
 from absl import flags, logging
 
 from albert_tf import tasks
-from albert_tf.apps import common, session
+from albert_tf.apps import session
+from albert_tf.apps.labels import check_labels_known, resolve_labels, save_labels
+from albert_tf.apps.model_files import complete_model_files
+from albert_tf.apps.script_flags import FlagNames
 from albert_tf.data.report import DataReport, SkipLimit
+from albert_tf.errors import UsageError
 from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
@@ -54,16 +58,16 @@ def task_of(settings, named=(), default=None):
     if module:
         task = tasks.load_task_module(module)
         if named and name and not task.answers(name):
-            raise common.UsageError(f"--task_name={name}, but --task_module={module} is "
-                                    f"the task {task.name!r}")
+            raise UsageError(f"--task_name={name}, but --task_module={module} is "
+                             f"the task {task.name!r}")
         return task
     if default is not None:
         return default
     if not name:
-        raise common.UsageError("--task_name is required")
+        raise UsageError("--task_name is required")
     task = tasks.find(name)
     if task is None or task not in named:
-        raise common.UsageError(
+        raise UsageError(
             f"--task_name={name}: no such task here; expected one of "
             f"{', '.join(n for task in named for n in task.task_names())}, or give "
             "--task_module")
@@ -71,7 +75,7 @@ def task_of(settings, named=(), default=None):
 
 
 # The flags of `define_task_module_flag` and those of the task module it loads.
-TASK_MODULE_FLAG_NAMES = common.FlagNames(__name__, tasks.loaded_modules)
+TASK_MODULE_FLAG_NAMES = FlagNames(__name__, tasks.loaded_modules)
 
 
 def skip_limit(settings) -> SkipLimit:
@@ -79,7 +83,7 @@ def skip_limit(settings) -> SkipLimit:
     try:
         return SkipLimit.parse(settings.get("max_skipped_rows"))
     except ValueError as e:
-        raise common.UsageError(str(e)) from None
+        raise UsageError(str(e)) from None
 
 
 def read_splits(task, settings, files, report: DataReport) -> dict:
@@ -97,7 +101,7 @@ def read_splits(task, settings, files, report: DataReport) -> dict:
         return data[split]
 
     if task.has_labels:
-        task.labels = common.resolve_labels(
+        task.labels = resolve_labels(
             settings, settings["output_dir"], lambda: task.discover_labels(read("train")))
     for split in files:
         read(split)
@@ -138,14 +142,14 @@ def check_metric(task, dev, model, strategy, settings) -> None:
 def run(task_class, settings: dict) -> dict:
     """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
     test split and exports; returns the best dev results."""
-    settings = common.complete_model_files(settings)
+    settings = complete_model_files(settings)
     task = task_class(settings)
     session.check_recompute(settings)
     task.validate()
     session.check_exports(settings, task.serving_kind)
     files = task.data_files()
     if task.has_labels:
-        common.check_labels_known(settings)
+        check_labels_known(settings)
     session.check_setup(**settings)
     report = DataReport(skip_limit(settings))
     task.tokenizer = session.tokenizer(settings)
@@ -163,7 +167,7 @@ def run(task_class, settings: dict) -> dict:
             check_metric(task, data["dev"], model, strategy, settings)
     # The data and the task are known good: from here on the run writes.
     if task.has_labels:
-        common.save_labels(settings, output_dir, task.labels)
+        save_labels(settings, output_dir, task.labels)
     if distribute.is_chief(strategy):
         logging.info("what was read: %s", report.write(output_dir))
     cache_dir = settings.get("cached_dir") or output_dir

@@ -10,12 +10,19 @@ from __future__ import annotations
 
 from absl import flags
 
-from albert_tf.apps import common, driver
+from albert_tf.apps import driver
+from albert_tf.apps.options import typed_options
+from albert_tf.apps.script_flags import (
+    MODEL_FLAG_NAMES,
+    FlagNames,
+    define_fine_tuning_flags,
+    define_model_flags,
+)
 from albert_tf.tasks.token_classification import TokenClassificationTask
 
 
 def define_flags():
-    common.define_model_flags(learning_rate=5e-5, optimizer="adamw")
+    define_model_flags(learning_rate=5e-5, optimizer="adamw")
     flags.DEFINE_string("data_dir", None,
                         "Folder of the task's files (with --task_name; see --train_file).")
     flags.DEFINE_string("task_name", None,
@@ -33,19 +40,18 @@ def define_flags():
                       "\"O\" first, saved as labels.txt in --output_dir).")
     flags.DEFINE_string("cached_dir", None,
                         "Where converted TFRecords are cached (default: output_dir).")
-    common.define_fine_tuning_flags(
+    define_fine_tuning_flags(
         max_seq_length=128, predict_help="Predict --test_file.",
         length_help="Window length; longer sentences are split into windows of whole words.")
     flags.DEFINE_float("dropout_prob", 0.1, "Dropout of the tagging head.")
     driver.define_task_module_flag("NER")
 
 
-FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__) + \
-    driver.TASK_MODULE_FLAG_NAMES
+FLAG_NAMES = MODEL_FLAG_NAMES + FlagNames(__name__) + driver.TASK_MODULE_FLAG_NAMES
 
 
 def run(settings: dict) -> dict:
     """Trains, evaluates every kept checkpoint on the dev file (keeping the best),
     predicts the test file; returns the best dev scores."""
-    settings = common.typed_options(settings, FLAG_NAMES)
+    settings = typed_options(settings, FLAG_NAMES)
     return driver.run(driver.task_of(settings, default=TokenClassificationTask), settings)

@@ -1,6 +1,6 @@
 """A run's options, typed: a frozen dataclass built once from a script's flags.
 
-    options = build(settings, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
+    options = typed_options(settings, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
 
 Its fields are the flags the script defines (`absl` gives each its type, default and
 allowed values) plus the values the run derives before any work (`DERIVED`). Built from
@@ -26,7 +26,7 @@ from absl import flags
 
 from albert_tf.errors import UserError
 
-# Options a run derives from its flags before any work (`common.complete_model_files`:
+# Options a run derives from its flags before any work (`model_files.complete_model_files`:
 # the layout of the --init_checkpoint weights), with their defaults.
 DERIVED = {"checkpoint_layout": "google"}
 
@@ -123,3 +123,10 @@ def build(values: Mapping[str, Any], cls: type[Options]) -> Options:
         if problem:
             raise OptionsError(f"--{name}={value!r}: expected {problem}")
     return cls(**values)
+
+
+def typed_options(settings, flag_names, *, exclusive=()) -> Options:
+    """The run's options as a frozen dataclass of the script's flags: unknown options,
+    values of the wrong type and options that exclude each other are named before any
+    work; options left out take the flags' defaults."""
+    return build(settings, options_class(flag_names, exclusive=exclusive))

@@ -11,14 +11,22 @@ import os
 
 from absl import flags, logging
 
-from albert_tf.apps import common, session
+from albert_tf.apps import session
+from albert_tf.apps.model_files import complete_model_files
+from albert_tf.apps.options import typed_options
+from albert_tf.apps.script_flags import (
+    MODEL_FLAG_NAMES,
+    FlagNames,
+    define_model_flags,
+    define_skip_flag,
+)
 from albert_tf.tasks.pretraining import PretrainingTask
 from albert_tf.training import distribute
 from albert_tf.training.loop import evaluate
 
 
 def define_flags():
-    common.define_model_flags(learning_rate=0.00176, optimizer="lamb")
+    define_model_flags(learning_rate=0.00176, optimizer="lamb")
     flags.DEFINE_integer("max_seq_length", 512, "Sequence length of the records.")
     flags.DEFINE_integer("train_batch_size", 4096, "Global training batch size.")
     flags.DEFINE_integer("eval_batch_size", 64, "Global evaluation batch size.")
@@ -27,16 +35,16 @@ def define_flags():
     flags.DEFINE_integer("start_warmup_step", 0, "Step at which warmup starts.")
     flags.DEFINE_float("poly_power", 1.0, "Power of the polynomial decay.")
     PretrainingTask.define_flags()
-    common.define_skip_flag()  # --input_text's unreadable lines
+    define_skip_flag()  # --input_text's unreadable lines
 
 
 # Those defined above, the task module's included.
-FLAG_NAMES = common.MODEL_FLAG_NAMES + common.FlagNames(__name__, PretrainingTask.__module__)
+FLAG_NAMES = MODEL_FLAG_NAMES + FlagNames(__name__, PretrainingTask.__module__)
 
 
 def run(settings: dict) -> dict:
     """Trains and/or evaluates; returns the eval results (empty without do_eval)."""
-    settings = common.complete_model_files(common.typed_options(settings, FLAG_NAMES))
+    settings = complete_model_files(typed_options(settings, FLAG_NAMES))
     task = PretrainingTask(settings)
     session.check_recompute(settings)
     task.validate()

@@ -6,7 +6,9 @@ directory a run made before it stopped), the tokenizer; the original optimizer a
 evaluated with the best (`metric_goal`) kept as `model.ckpt-best`; results files
 (`albert_tf.evaluation.results`); the exports a run asks for.
 
-(Flags, errors, config loading and the checks before a run are `albert_tf.apps.common`.)
+(The flags are `albert_tf.apps.script_flags`, the model's files
+`albert_tf.apps.model_files`, the errors that mean bad input `albert_tf.apps.runner`, the
+checks before a run `albert_tf.tasks.checks`.)
 """
 
 from __future__ import annotations
@@ -20,17 +22,16 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import checkpoints
-from albert_tf.apps.common import (
-    BEST_CHECKPOINT,
-    UsageError,
-    checked_tflite_path,
-    load_config,
-    user_errors,
-)
+from albert_tf.apps.model_files import load_config
+from albert_tf.apps.runner import user_errors
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import UsageError
 from albert_tf.evaluation.results import write_results
+from albert_tf.export.base import ExportError
 from albert_tf.export.savedmodel import refuse_frozen_weights
+from albert_tf.export.tflite import check_tflite_path
+from albert_tf.tasks.checks import BEST_CHECKPOINT
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.optimizers import create_optimizer
@@ -44,6 +45,16 @@ class RunContext:
     config: AlbertConfig
     output_dir: str
     created_output_dir: bool = False  # this run made the directory
+
+
+def checked_tflite_path(path):
+    """`--export_tflite`, checked before any work starts (None when not given)."""
+    if not path:
+        return None
+    try:
+        return check_tflite_path(path)
+    except ExportError as e:
+        raise UsageError(f"--export_tflite: {e}") from None
 
 
 def check_setup(*, albert_config_file, output_dir, max_seq_length=None,
@@ -283,8 +294,6 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
 def _export_errors(flag: str):
     """An export's refusal (`ExportError`, a directory that appeared meanwhile) as the
     one-line `UsageError` of `--<flag>`."""
-    from albert_tf.export.base import ExportError
-
     try:
         yield
     except (ExportError, FileExistsError) as e:

@@ -68,7 +68,7 @@ file: the tokenizer LiteRT runs, packing in its ops).
 
 from albert_tf.export import serving_text
 from albert_tf.export.base import ExportError, check_export_dir, next_version, read_export_info
-from albert_tf.export.kinds import KINDS, SERVING_KINDS, ExtraInput, LabelRule, ServingKind
+from albert_tf.export.kinds import ENCODER, ExtraInput, LabelRule, ServingKind, serving_kinds
 from albert_tf.export.reusable import export_preprocessor
 from albert_tf.export.savedmodel import (
     DEFAULT_MAX_QA_LENGTH,
@@ -93,9 +93,8 @@ from albert_tf.export.tflite import (
 __all__ = [
     "DEFAULT_MAX_QA_LENGTH",
     "DEFAULT_MAX_QUERY_LENGTH",
-    "KINDS",
+    "ENCODER",
     "SERVING_ENVIRONMENTS",
-    "SERVING_KINDS",
     "SERVING_PRECISIONS",
     "SIGNATURES",
     "TFLITE_PRECISIONS",
@@ -116,6 +115,7 @@ __all__ = [
     "serving_text",
     "serving_environment_now",
     "serving_kind",
+    "serving_kinds",
     "tflite_interpreter",
     "warmup_inputs",
 ]

@@ -19,22 +19,22 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `checkpoint_arguments`: model arguments kept beside a checkpoint (multi-label's
   tuned threshold), for an export made from the checkpoint.
 
-`SERVING_KINDS` holds the kinds of the models in `albert_tf.modeling`; a task names its
-kinds in `Task.serving_kinds` (a task module of yours, its own), and
-`albert_tf.tasks.serving_kinds()` finds every kind by name.
+A task names its kinds in `Task.serving_kinds` (a task module of yours, its own), each
+beside its model; `serving_kinds()` finds every kind by name. `ENCODER` is the one this
+layer defines: the encoder of any model.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import string
 from typing import Callable
 
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import modeling, names
+from albert_tf import names
 from albert_tf.export import serving_text
+from albert_tf.modeling import AlbertEncoder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,65 +87,24 @@ class ServingKind:
         return names.MODEL_INPUTS + tuple(x.name for x in self.extra_inputs)
 
 
-def _p_mask_warmup(mask: np.ndarray) -> np.ndarray:
-    p_mask = (1 - mask).astype(np.float32)  # [1, L]: 1 past the end ...
-    p_mask[0, 0] = 0  # ... and an answer possible at [CLS] (no answer)
-    return p_mask
+# The encoder of any model: every checkpoint has one. The task models' kinds are their
+# tasks' (`albert_tf.tasks`).
+ENCODER = ServingKind(
+    "encoder", AlbertEncoder, (names.POOLED_OUTPUT, names.SEQUENCE_OUTPUT),
+    serving_text.sentence_specs, serving_text.pack_sentences, reusable=True)
+
+# Every kind by name: `albert_tf.tasks.serving_kinds`, which the package hands over when
+# imported (`set_kind_finder`), so that the export layer names no task.
+_kind_finder = None
 
 
-# SQuAD v2.0: 1 where no answer may be; padding positions never hold one.
-P_MASK = ExtraInput(names.P_MASK, tf.float32, pad_value=1, per_position=True,
-                    warmup=_p_mask_warmup)
-MASKED_LM_POSITIONS = ExtraInput(names.MASKED_LM_POSITIONS, tf.int32, pad_value=0,
-                                 per_position=False,
-                                 warmup=lambda mask: np.zeros([1, 1], np.int32))
-
-_CLASSIFIER_OUTPUTS = (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS)
+def set_kind_finder(find) -> None:
+    global _kind_finder
+    _kind_finder = find
 
 
-def _choice_letter(i: int) -> str:
-    return string.ascii_uppercase[i] if i < 26 else str(i)
-
-
-SERVING_KINDS: dict[str, ServingKind] = {kind.name: kind for kind in (
-    ServingKind(
-        "classifier", modeling.AlbertClassifier, _CLASSIFIER_OUTPUTS,
-        serving_text.sentence_specs, serving_text.pack_sentences,
-        model_arguments=("num_labels",),
-        labels=LabelRule("num_labels", str, none_for_one=True),
-        model_info=("num_labels",)),
-    ServingKind(
-        "multiple_choice", modeling.AlbertMultipleChoice, _CLASSIFIER_OUTPUTS,
-        serving_text.choice_specs, serving_text.pack_choices,
-        per_choice=True, model_arguments=("num_choices",),
-        labels=LabelRule("num_choices", _choice_letter),
-        model_info=("num_choices",), text_info=("max_qa_length",)),
-    ServingKind(
-        "squad_v1", modeling.AlbertSquadV1, (names.START_LOGITS, names.END_LOGITS),
-        serving_text.squad_specs, serving_text.pack_squad,
-        text_info=("max_query_length",), text_offsets=True),
-    ServingKind(
-        "squad_v2", modeling.AlbertSquadV2, names.SQUAD_V2_OUTPUTS,
-        serving_text.squad_specs, serving_text.pack_squad,
-        extra_inputs=(P_MASK,),
-        model_info=("start_n_top", "end_n_top"), text_info=("max_query_length",),
-        text_offsets=True,
-        # The beam takes the top start_n_top / end_n_top positions.
-        min_length=lambda model: max(model.start_n_top, model.end_n_top)),
-    ServingKind(
-        "token_classifier", modeling.AlbertTokenClassifier, _CLASSIFIER_OUTPUTS,
-        serving_text.word_specs, serving_text.pack_words,
-        model_arguments=("num_labels",),
-        labels=LabelRule("num_labels", lambda i: f"LABEL_{i}"),
-        model_info=("num_labels",), text_info=("word_split",), label_output=names.TAGS),
-    ServingKind(
-        "encoder", modeling.AlbertEncoder, (names.POOLED_OUTPUT, names.SEQUENCE_OUTPUT),
-        serving_text.sentence_specs, serving_text.pack_sentences, reusable=True),
-    ServingKind(
-        "mlm", modeling.AlbertPretrainer, (names.MLM_LOGITS, names.SOP_LOGITS),
-        serving_text.sentence_specs, serving_text.pack_sentences_for_mlm,
-        extra_inputs=(MASKED_LM_POSITIONS,), reusable=True),
-)}
-KINDS = tuple(SERVING_KINDS)  # the kinds of the models in albert_tf.modeling
-# The encoder of any model: every checkpoint has one.
-ENCODER = SERVING_KINDS["encoder"]
+def serving_kinds() -> dict[str, ServingKind]:
+    """Every serving kind by name: the encoder's and those of the registered tasks."""
+    if _kind_finder is None:
+        return {ENCODER.name: ENCODER}
+    return _kind_finder()

@@ -31,7 +31,7 @@ from albert_tf.export.base import (
     _version_dir,
     write_export_info,
 )
-from albert_tf.export.kinds import SERVING_KINDS, ServingKind
+from albert_tf.export.kinds import ServingKind, serving_kinds
 from albert_tf.export.reusable import add_reusable_api
 from albert_tf.export.serving import ServingModule, warmup_inputs
 from albert_tf.export.serving_text import TextSettings
@@ -61,7 +61,8 @@ FROZEN_WEIGHTS = "TF_ONEDNN_ASSUME_FROZEN_WEIGHTS"
 SERVING_ENVIRONMENTS = {"float32": {}, "bfloat16": {FROZEN_WEIGHTS: "1"}}
 DEFAULT_MAX_QUERY_LENGTH = 64  # the original run_squad's --max_query_length
 # What a missing build_model argument can also come from.
-_ARGUMENT_HINTS = {"num_labels": " (or a GLUE task_name)"}
+_ARGUMENT_HINTS = {"num_labels": " (or a checkpoint with the head: "
+                                 "load_model_from_checkpoint counts its outputs)"}
 
 
 def serving_environment_now() -> dict[str, str]:
@@ -84,15 +85,14 @@ def refuse_frozen_weights(what: str, error: type[Exception] = ValueError) -> Non
 
 # ------------------------------------------------------------------ model building
 def serving_kind(kind: str | ServingKind) -> ServingKind:
-    """The `ServingKind` of `kind`: itself, or the kind of a model of
-    `albert_tf.modeling` by name (`SERVING_KINDS`; `albert_tf.tasks.serving_kinds()`
-    finds every task's by name); `ExportError` for an unknown name."""
+    """The `ServingKind` of `kind`: itself, or the kind of that name (the encoder's or
+    a registered task's: `kinds.serving_kinds`); `ExportError` for an unknown name."""
     if isinstance(kind, ServingKind):
         return kind
-    if kind not in SERVING_KINDS:
-        raise ExportError(f"unknown kind {kind!r}; expected one of "
-                          f"{', '.join(SERVING_KINDS)}")
-    return SERVING_KINDS[kind]
+    known = serving_kinds()
+    if kind not in known:
+        raise ExportError(f"unknown kind {kind!r}; expected one of {', '.join(known)}")
+    return known[kind]
 
 
 def build_model(kind: str | ServingKind, config: AlbertConfig, *,

@@ -191,7 +191,8 @@ def split_words(texts, word_split: str):
     code points [start, end) of each in its text (int32 [B, (W)]). "whitespace": runs
     of non-space characters, each CJK character a word of its own; "characters":
     every non-space character a word."""
-    from albert_tf.text import _valid_utf8, character_classes
+    from albert_tf.text import _valid_utf8
+    from albert_tf.text.unicode_classes import character_classes
 
     c = character_classes()
     chars = tf.strings.unicode_split(_valid_utf8(texts), "UTF-8")  # [B, (C)]

@@ -1,19 +1,14 @@
-"""Keras layers and models of ALBERT, with variable paths that mirror the TF1 scopes."""
+"""Keras layers and models of ALBERT, with variable paths that mirror the TF1 scopes: the
+encoder, the pretrainer and what the task models share (`AlbertTaskModel`). The task
+models live with their tasks (`albert_tf.tasks`); `albert_tf.AlbertClassifier` and the
+others are importable from the package."""
 
 from albert_tf.modeling.base import tf1_scope
 from albert_tf.modeling.common import random_draws
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.pretrainer import AlbertPretrainer
 from albert_tf.modeling.real_tokens import real_tokens_only
-from albert_tf.modeling.tasks import (
-    AlbertClassifier,
-    AlbertMultipleChoice,
-    AlbertSquadV1,
-    AlbertSquadV2,
-    AlbertTaskModel,
-    AlbertTokenClassifier,
-)
+from albert_tf.modeling.task_model import AlbertTaskModel
 
-__all__ = ["AlbertClassifier", "AlbertEncoder", "AlbertMultipleChoice",
-           "AlbertPretrainer", "AlbertSquadV1", "AlbertSquadV2", "AlbertTaskModel",
-           "AlbertTokenClassifier", "random_draws", "real_tokens_only", "tf1_scope"]
+__all__ = ["AlbertEncoder", "AlbertPretrainer", "AlbertTaskModel", "random_draws",
+           "real_tokens_only", "tf1_scope"]

@@ -70,10 +70,10 @@ def truncated_normal(stddev: float, seeds: SeedStream):
 
 
 def dense(units: int, *, name: str, stddev: float, seeds: SeedStream, dtype,
-          activation=None) -> keras.layers.Dense:
+          activation=None, use_bias: bool = True) -> keras.layers.Dense:
     """A dense layer with the original's `kernel` [in, out] and zero `bias`."""
     return keras.layers.Dense(
-        units, activation=activation, name=name, dtype=dtype,
+        units, activation=activation, name=name, dtype=dtype, use_bias=use_bias,
         kernel_initializer=truncated_normal(stddev, seeds),
         bias_initializer="zeros")
 

@@ -5,30 +5,33 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from albert_tf import task_heads
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
+from albert_tf.modeling.head_layers import HeadLayers
 
 
 class MaskedLMHead(keras.layers.Layer):
     """`cls/predictions`: transform (dense H -> E with hidden_act, LayerNorm), then
-    logits against the word embedding table (tied) plus `output_bias` [vocab_size]."""
+    logits against the word embedding table (tied) plus `output_bias` [vocab_size]; its
+    parts are `task_heads.MASKED_LM`'s."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "predictions")
         super().__init__(**kwargs)
         self.config = config
-        self.transform_dense = common.dense(
-            config.embedding_size, name="dense", stddev=config.initializer_range,
-            seeds=seeds, dtype=self.dtype_policy,
-            activation=common.get_activation(config.hidden_act))
-        self.transform_layer_norm = common.layer_norm("LayerNorm", self.dtype_policy)
+        self._head_layers = HeadLayers(task_heads.MASKED_LM, config, 0, seeds, self.dtype_policy,
+                                  within="cls/predictions")
+        self.transform_dense = self._head_layers["cls/predictions/transform/dense"]
+        self.transform_layer_norm = self._head_layers["cls/predictions/transform/LayerNorm"]
 
     def build(self, input_shape=None):
-        with keras.name_scope("transform"):
-            self.transform_dense.build((None, None, self.config.hidden_size))
-            self.transform_layer_norm.build((None, None, self.config.embedding_size))
-        self.output_bias = self.add_weight(
-            name="output_bias", shape=(self.config.vocab_size,), initializer="zeros")
+        # (under `cls`, as the pretrainer builds its heads: this layer adds `predictions`)
+        created = self._head_layers.build(self._add_weight)
+        self.output_bias = created["cls/predictions/output_bias"]
+
+    def _add_weight(self, name, shape, initializer):
+        return self.add_weight(name=name, shape=shape, initializer=initializer)
 
     def call(self, sequence_output, masked_lm_positions, word_embeddings):
         # sequence_output: [B, S, H]; masked_lm_positions: [B, P]; word_embeddings: [V, E]
@@ -42,19 +45,23 @@ class MaskedLMHead(keras.layers.Layer):
 
 class SentenceOrderHead(keras.layers.Layer):
     """`cls/seq_relationship`: `output_weights` [2, H] and `output_bias` [2] on the
-    pooled output (sentence-order prediction; NSP with the same variables)."""
+    pooled output (sentence-order prediction; NSP with the same variables); its parts
+    are `task_heads.SENTENCE_ORDER`'s."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "seq_relationship")
         super().__init__(**kwargs)
         self.config = config
-        self._initializer = common.truncated_normal(config.initializer_range, seeds)
+        self._head_layers = HeadLayers(task_heads.SENTENCE_ORDER, config, 2, seeds,
+                                  self.dtype_policy, within="cls/seq_relationship")
 
     def build(self, input_shape=None):
-        self.output_weights = self.add_weight(
-            name="output_weights", shape=(2, self.config.hidden_size),
-            initializer=self._initializer)
-        self.output_bias = self.add_weight(name="output_bias", shape=(2,), initializer="zeros")
+        created = self._head_layers.build(self._add_weight)
+        self.output_weights = created["cls/seq_relationship/output_weights"]
+        self.output_bias = created["cls/seq_relationship/output_bias"]
+
+    def _add_weight(self, name, shape, initializer):
+        return self.add_weight(name=name, shape=shape, initializer=initializer)
 
     def call(self, pooled_output):
         # pooled_output: [B, H] -> [B, 2]

@@ -16,7 +16,7 @@ import dataclasses
 from absl import app, flags, logging
 
 from albert_tf import tokenization
-from albert_tf.apps import common
+from albert_tf.apps import runner, script_flags
 from albert_tf.data import pretraining
 from albert_tf.data.errors import DataError
 
@@ -62,7 +62,7 @@ flags.DEFINE_integer("chunk_bytes", _DEFAULTS.chunk_bytes,
                      "of the window from which a random other document is drawn.")
 flags.DEFINE_integer("max_line_bytes", _DEFAULTS.max_line_bytes,
                      "Longer input lines are skipped with a warning.")
-common.define_skip_flag()  # the input's unreadable lines (not UTF-8, NUL, too long)
+script_flags.define_skip_flag()  # the input's unreadable lines (not UTF-8, NUL, too long)
 
 FLAGS = flags.FLAGS
 
@@ -91,7 +91,7 @@ def main(argv):
 def run():
     """The program (`python create_pretraining_data.py` and the installed
     `albert-create-pretraining-data`)."""
-    common.program(main, __doc__, required=("input_file", "output_file"))
+    runner.program(main, __doc__, required=("input_file", "output_file"))
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ written with `--kind=preprocessor` (no --checkpoint: the tokenizer flags, and
 --albert_config_file for the longest length, else 512) or beside an export with
 `--export_preprocessor=DIR` (`albert_tf.export.reusable`).
 `--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
-the run_* scripts' flags (`albert_tf.apps.common`): a shipped config name such as
+the run_* scripts' flags (`albert_tf.apps.script_flags`): a shipped config name such as
 `albert_base_v2` works here as there. `--checkpoint` may also be brightmart's
 albert_zh checkpoint, a Hugging Face directory or a release directory of any layout,
 whose config and tokenizer files are used where those flags are not given. The work is
@@ -39,8 +39,10 @@ import sys
 from absl import app, flags
 
 from albert_tf import tasks
-from albert_tf.apps import common
+from albert_tf.apps import labels as labels_file
+from albert_tf.apps import model_files, runner, script_flags
 from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
+from albert_tf.errors import UsageError
 from albert_tf.export import SERVING_PRECISIONS
 
 FLAGS = flags.FLAGS
@@ -57,7 +59,7 @@ flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
                     "A task of your own (the Python file run_classifier.py trained it "
                     "with): its serving kind is the default --kind, its export_options() "
                     "the export's, its flags are added to these.")
-common.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
+script_flags.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
 flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
                     "brightmart's albert_model.ckpt), a Hugging Face directory, or a "
@@ -71,13 +73,17 @@ flags.DEFINE_integer("max_query_length", 64, "Longest SQuAD question (serve_text
 flags.DEFINE_integer("max_qa_length", DEFAULT_MAX_QA_LENGTH,
                      "Multiple choice (serve_text): the last pieces of question + option "
                      "kept, as run_classifier.py's RACE records.")
-flags.DEFINE_string("task_name", None, "A GLUE task: gives the labels and num_labels.")
-flags.DEFINE_integer("num_labels", None, "Classifier outputs (1: regression).")
+flags.DEFINE_string("task_name", None,
+                    "The GLUE task the model was fine-tuned on: gives the labels and "
+                    "whether serve_text takes a pair.")
+flags.DEFINE_integer("num_labels", None,
+                     "The model's outputs (default: those of the checkpoint's head; a "
+                     "classifier with 1 is a regression).")
 flags.DEFINE_integer("num_choices", 4, "Choices of a multiple-choice model (RACE: 4).")
 flags.DEFINE_string("labels", None,
-                    "Comma-separated labels (default: the task's); a token_classifier "
-                    "or multi_label model without --num_labels has one output per label "
-                    "(the labels.txt beside the checkpoints).")
+                    "Comma-separated labels, one per output (default: the GLUE "
+                    "--task_name's; for a run of yours, the labels.txt beside its "
+                    "checkpoints).")
 flags.DEFINE_float("threshold", None,
                    "multi_label: the probability from which a label is predicted "
                    "(default: the threshold.txt beside --checkpoint, else 0.5).")
@@ -89,7 +95,7 @@ flags.DEFINE_string("export_dir", None, "Where the SavedModel's version director
 flags.DEFINE_string("export_preprocessor", None,
                     "Where the version directories of the model's TF Hub text "
                     "preprocessor go (beside an encoder export, for hub.KerasLayer).")
-common.define_tflite_flags()  # export_tflite, tflite_precision
+script_flags.define_tflite_flags()  # export_tflite, tflite_precision
 flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
 flags.DEFINE_enum("serving_precision", "float32", list(SERVING_PRECISIONS),
                   "What the SavedModel computes in: bfloat16 runs its matmuls in bfloat16 "
@@ -116,7 +122,7 @@ def main(argv):
         if FLAGS.export_preprocessor:
             _check_tokenizer_files(files)
         _check_exports(files)
-        config = common.load_config(files["albert_config_file"])
+        config = model_files.load_config(files["albert_config_file"])
         max_seq_length = export_max_seq_length(
             config.max_position_embeddings,
             _positions_of(config.max_position_embeddings, files["albert_config_file"]))
@@ -126,7 +132,14 @@ def main(argv):
                                            num_labels=FLAGS.num_labels,
                                            num_choices=FLAGS.num_choices,
                                            **_given_model_arguments(kind))
-        labels = FLAGS.labels.split(",") if FLAGS.labels else None
+        # --labels, else a GLUE --task_name's, else the labels.txt a run kept beside its
+        # checkpoints.
+        if FLAGS.labels:
+            labels = FLAGS.labels.split(",")
+        elif FLAGS.task_name:
+            labels = None  # (export_savedmodel takes them from the task)
+        else:
+            labels = labels_file.saved_labels(FLAGS.checkpoint)
         options = _export_options(kind)
         written = []
         if FLAGS.export_dir:
@@ -206,7 +219,7 @@ def _export_options(kind) -> dict:
 
 def _model_files(checkpoint) -> dict:
     """The model file flags, completed from a release directory `checkpoint` brings."""
-    return common.complete_model_files({
+    return model_files.complete_model_files({
         "init_checkpoint": checkpoint, "albert_config_file": FLAGS.albert_config_file,
         "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
         "do_lower_case": FLAGS.do_lower_case})
@@ -227,8 +240,8 @@ def export_max_seq_length(longest: int, limit: str) -> int:
     if not FLAGS["max_seq_length"].present:
         return min(FLAGS.max_seq_length, longest)
     if FLAGS.max_seq_length > longest:
-        raise common.UsageError(f"--max_seq_length={FLAGS.max_seq_length} is longer than "
-                                f"{limit}")
+        raise UsageError(f"--max_seq_length={FLAGS.max_seq_length} is longer than "
+                         f"{limit}")
     return FLAGS.max_seq_length
 
 
@@ -270,7 +283,7 @@ def export_preprocessor_only() -> None:
         _check_tokenizer_files(files)
         _check_exports(files)
         if files["albert_config_file"]:
-            longest = common.load_config(files["albert_config_file"]).max_position_embeddings
+            longest = model_files.load_config(files["albert_config_file"]).max_position_embeddings
             limit = _positions_of(longest, files["albert_config_file"])
         else:
             longest = PREPROCESSOR_LONGEST
@@ -286,7 +299,7 @@ def export_preprocessor_only() -> None:
 
 def run():
     """The program (`python export_savedmodel.py` and the installed `albert-export`)."""
-    common.program(main, __doc__, required=())
+    runner.program(main, __doc__, required=())
 
 
 if __name__ == "__main__":

@@ -11,15 +11,15 @@
 `--task_name=race`. The work is `albert_tf.apps.classifier.run`.
 """
 
-from albert_tf.apps import classifier, common
+from albert_tf.apps import classifier, runner
 
 classifier.define_flags()
-main = common.app_main(classifier)
+main = runner.app_main(classifier)
 
 
 def run():
     """The program (`python run_classifier.py` and the installed `albert-run-classifier`)."""
-    common.program(main, __doc__, required=("output_dir",))
+    runner.program(main, __doc__, required=("output_dir",))
 
 
 if __name__ == "__main__":

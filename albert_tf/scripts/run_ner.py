@@ -14,15 +14,15 @@ the training file's tags (or `--labels`), saved as `labels.txt` in `--output_dir
 the test file back with the predicted tags. The work is `albert_tf.apps.ner.run`.
 """
 
-from albert_tf.apps import common, ner
+from albert_tf.apps import ner, runner
 
 ner.define_flags()
-main = common.app_main(ner)
+main = runner.app_main(ner)
 
 
 def run():
     """The program (`python run_ner.py` and the installed `albert-run-ner`)."""
-    common.program(main, __doc__, required=("output_dir",))
+    runner.program(main, __doc__, required=("output_dir",))
 
 
 if __name__ == "__main__":

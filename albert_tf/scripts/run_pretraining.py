@@ -9,15 +9,15 @@ Or, with dynamic masking from raw text: `--input_text='corpus/*.txt'
 --spm_model_file=30k-clean.model`. The work is `albert_tf.apps.pretraining.run`.
 """
 
-from albert_tf.apps import common, pretraining
+from albert_tf.apps import pretraining, runner
 
 pretraining.define_flags()
-main = common.app_main(pretraining)
+main = runner.app_main(pretraining)
 
 
 def run():
     """The program (`python run_pretraining.py` and the installed `albert-run-pretraining`)."""
-    common.program(main, __doc__, required=("output_dir",))
+    runner.program(main, __doc__, required=("output_dir",))
 
 
 if __name__ == "__main__":

@@ -12,15 +12,15 @@ null_odds.json) and the official EM / F1.
 The work is `albert_tf.apps.squad.run`.
 """
 
-from albert_tf.apps import common, squad
+from albert_tf.apps import runner, squad
 
 squad.define_flags()
-main = common.app_main(squad)
+main = runner.app_main(squad)
 
 
 def run():
     """The program (`python run_squad.py` and the installed `albert-run-squad`)."""
-    common.program(main, __doc__, required=("output_dir",))
+    runner.program(main, __doc__, required=("output_dir",))
 
 
 if __name__ == "__main__":

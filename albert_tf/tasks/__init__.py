@@ -87,7 +87,7 @@ def register(task: type[Task]) -> type[Task]:
     or a serving kind whose name another task's kind has, is refused."""
     task = _checked(task)
     known = _TASKS.get(task.name)
-    if known is not None and _same(known, task) is False:
+    if known is not None and not _same(known, task):
         raise TaskModuleError(f"{_place(task)}: a task named {task.name!r} is already "
                               f"registered: {_place(known)}")
     for kind in task.serving_kinds:

@@ -1,5 +1,5 @@
 """The checks of a run's options that the tasks make before any work, and that the
-scripts share (`albert_tf.apps.common` takes them from here): the splits a run reads
+scripts share (`albert_tf.apps` imports them from here): the splits a run reads
 (`wanted_splits`), the files its flags name (`check_file`), something to do, a tokenizer
 and a trained model where the run needs one (`check_run`). Options that cannot make a
 run raise `albert_tf.errors.UsageError`. `with_changes` gives a run's options with some

@@ -15,15 +15,23 @@ import json
 import os
 
 import numpy as np
+import tensorflow as tf
 from absl import logging
 
-from albert_tf import losses, names
+from albert_tf import losses, names, task_heads
+from albert_tf.config import AlbertConfig
 from albert_tf.data import glue, sentence_records, tabular
 from albert_tf.errors import UsageError
 from albert_tf.evaluation import glue_metrics
-from albert_tf.export.kinds import SERVING_KINDS
+from albert_tf.export import LabelRule, ServingKind, serving_text
 from albert_tf.fileio import write_text_atomically
-from albert_tf.modeling import AlbertClassifier
+from albert_tf.modeling.task_model import (
+    HEAD_DROPOUT_RATE,
+    AlbertTaskModel,
+    check_count,
+    check_rate,
+    choice_outputs,
+)
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import wanted_splits
@@ -49,10 +57,69 @@ def prediction_file(task_name: str, output_dir: str, rows) -> str:
     return path
 
 
+class AlbertClassifier(AlbertTaskModel):
+    """GLUE classification on the pooled output, as `classifier_utils.create_model`.
+
+    Variables (root scope): `output_weights` [num_labels, H], `output_bias` [num_labels].
+    logits = dropout(pooled_output) @ output_weights^T + output_bias, dropout
+    (`dropout_rate`, the original's 0.1) only when training.
+
+    Inputs: the encoder's dict. Outputs (float32):
+      classification (num_labels >= 2): `logits` [B, num_labels], `probabilities`
+        (softmax) and `predictions` (argmax, int32 [B]);
+      regression (num_labels == 1, STS-B): `logits` [B] (squeezed, as the original) and
+        `predictions` = `logits`.
+    Losses: `losses.classification_loss(logits, label_ids)`, or
+    `losses.regression_loss(predictions, label_ids)`.
+    """
+
+    hf_architecture = names.HF_SEQUENCE_CLASSIFICATION
+    heads = (task_heads.CLASSIFIER,)
+    outputs_argument = "num_labels"
+
+    def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
+                 dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
+        check_count("num_labels", num_labels)
+        dropout_rate = check_rate("dropout_rate", dropout_rate)
+        kwargs.setdefault("name", "albert_classifier")
+        super().__init__(config, seed, **kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        self._build_head(self.heads[0], num_labels, dropout_rate)
+        self.built = True
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    def call(self, inputs, training=None):
+        # Only the pooled output is read: the last block computes [CLS] alone.
+        pooled = self._encode(inputs, training, first_token_only=True)[names.POOLED_OUTPUT]
+        logits = tf.cast(self._score_pooled(pooled, training), tf.float32)  # [B, num_labels]
+        if self.is_regression:
+            logits = tf.squeeze(logits, -1)  # [B]
+            return {names.LOGITS: logits, names.PREDICTIONS: logits}
+        return choice_outputs(logits)
+
+    def get_config(self):
+        return {**super().get_config(), "num_labels": self.num_labels,
+                "dropout_rate": self.dropout_rate}
+
+
+# What a classifier's export returns (a regression's has no probabilities).
+CLASSIFIER_OUTPUTS = (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS)
+CLASSIFIER = ServingKind(
+    "classifier", AlbertClassifier, CLASSIFIER_OUTPUTS,
+    serving_text.sentence_specs, serving_text.pack_sentences,
+    model_arguments=("num_labels",),
+    labels=LabelRule("num_labels", str, none_for_one=True),
+    model_info=("num_labels",))
+
+
 @register
 class ClassificationTask(Task):
     name = "classification"
-    serving_kinds = (SERVING_KINDS["classifier"],)
+    serving_kinds = (CLASSIFIER,)
     label_features = (names.LABEL_IDS,)
 
     @classmethod
@@ -198,6 +265,3 @@ class ClassificationTask(Task):
         if self.is_file:
             return {"is_pair": self.sentence_task.is_pair}
         return {"task_name": self.name}
-
-
-TASK = ClassificationTask

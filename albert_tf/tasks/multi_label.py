@@ -38,9 +38,9 @@ from albert_tf.data.report import SkipLog
 from albert_tf.errors import UsageError
 from albert_tf.evaluation.results import write_results
 from albert_tf.export import kinds, serving_text
-from albert_tf.modeling import AlbertClassifier
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.classification import AlbertClassifier
 from albert_tf.training.objectives import MeanObjective
 
 HF_PROBLEM_TYPE = "multi_label_classification"
@@ -330,6 +330,3 @@ class MultiLabelTask(Task):
 
     def export_options(self) -> dict:
         return {"is_pair": self.options["text_b_field"] is not None}
-
-
-TASK = MultiLabelTask

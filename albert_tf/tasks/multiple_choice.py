@@ -10,19 +10,33 @@ than the task's most has absent ones, never predicted. `--do_predict` writes
 from __future__ import annotations
 
 import os
+import string
 
 import numpy as np
+import tensorflow as tf
 from absl import flags
 
-from albert_tf import losses, names, packing
+from albert_tf import losses, names, packing, task_heads
+from albert_tf.config import AlbertConfig
 from albert_tf.data import choice_records, multiple_choice, race
 from albert_tf.errors import UsageError
-from albert_tf.export.kinds import SERVING_KINDS
-from albert_tf.modeling import AlbertMultipleChoice
+from albert_tf.export import LabelRule, ServingKind, serving_text
+from albert_tf.modeling.encoder import INPUT_NAMES
+from albert_tf.modeling.task_model import (
+    HEAD_DROPOUT_RATE,
+    AlbertTaskModel,
+    check_count,
+    check_rate,
+    choice_outputs,
+)
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import check_file, wanted_splits, with_changes
-from albert_tf.tasks.classification import prediction_file, write_test_results
+from albert_tf.tasks.classification import (
+    CLASSIFIER_OUTPUTS,
+    prediction_file,
+    write_test_results,
+)
 from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
@@ -38,11 +52,99 @@ def with_max_qa_length(options: dict) -> dict:
         choice_records.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options["max_seq_length"])))
 
 
+# The logit of an absent choice (all-zero input_mask): finite, so that a row with no
+# choice at all still has a softmax, and far below any score.
+ABSENT_CHOICE_LOGIT = -1e9
+
+
+class AlbertMultipleChoice(AlbertTaskModel):
+    """RACE, as `race_utils.create_model`: every choice is scored from its pooled output.
+
+    Inputs: the encoder's names, each int [B, num_choices, S]; they are run as
+    [B * num_choices, S]. Variables (root scope): `output_weights` [1, H],
+    `output_bias` [1]; score = dropout(pooled) @ output_weights^T + output_bias (dropout
+    `dropout_rate`, the original's `--dropout_prob` 0.1, only when training).
+    A choice whose `input_mask` is all zeros is absent (an example with fewer choices
+    than `num_choices`, padded): its logit is `ABSENT_CHOICE_LOGIT`, so its probability
+    is 0 and it is never predicted (RACE, whose four choices are always there, is
+    unchanged).
+    Outputs (float32): `logits` [B, num_choices], `probabilities`, `predictions` (int32
+    [B]). Loss: `losses.classification_loss(logits, label_ids)`.
+    """
+
+    hf_architecture = names.HF_MULTIPLE_CHOICE
+    heads = (task_heads.MULTIPLE_CHOICE,)
+    detectable = False  # its head is the classifier's
+
+    def __init__(self, config: AlbertConfig, num_choices: int = 4, seed: int | None = None,
+                 dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
+        check_count("num_choices", num_choices)
+        dropout_rate = check_rate("dropout_rate", dropout_rate)
+        kwargs.setdefault("name", "albert_multiple_choice")
+        super().__init__(config, seed, **kwargs)
+        self.num_choices = num_choices
+        self.dropout_rate = dropout_rate
+        self._build_head(self.heads[0], 1, dropout_rate)
+        self.built = True
+
+    def _flatten(self, inputs) -> tuple[dict, tf.Tensor]:
+        """The inputs as [B * C, S], and [B, C]."""
+        if not isinstance(inputs, dict) or names.INPUT_WORD_IDS not in inputs:
+            raise KeyError(f"AlbertMultipleChoice takes a dict with '{names.INPUT_WORD_IDS}' "
+                           f"[B, num_choices, S] (and '{names.INPUT_MASK}', "
+                           f"'{names.INPUT_TYPE_IDS}')")
+        flat, batch_and_choices = {}, None
+        for name in INPUT_NAMES:
+            if inputs.get(name) is None:
+                continue
+            value = tf.convert_to_tensor(inputs[name])
+            if value.shape.rank != 3:
+                raise ValueError(
+                    f"AlbertMultipleChoice needs '{name}' of rank 3 [batch, num_choices, "
+                    f"seq_length]; got shape {value.shape}")
+            choices = value.shape[1]
+            if choices is not None and choices != self.num_choices:
+                raise ValueError(
+                    f"'{name}' has {choices} choices (shape {value.shape}); this model "
+                    f"was built for num_choices={self.num_choices}")
+            if name == names.INPUT_WORD_IDS:
+                batch_and_choices = tf.shape(value)[:2]
+            flat[name] = tf.reshape(value, [-1, tf.shape(value)[2]])
+        return flat, batch_and_choices
+
+    def call(self, inputs, training=None):
+        flat, batch_and_choices = self._flatten(inputs)
+        pooled = self._encode(flat, training, first_token_only=True)[names.POOLED_OUTPUT]
+        scores = self._score_pooled(pooled, training)  # [B * C, 1]
+        logits = tf.cast(tf.reshape(scores, batch_and_choices), tf.float32)  # [B, C]
+        if names.INPUT_MASK in flat:
+            present = tf.reshape(tf.reduce_any(flat[names.INPUT_MASK] > 0, axis=-1),
+                                 batch_and_choices)
+            logits = tf.where(present, logits, ABSENT_CHOICE_LOGIT)
+        return choice_outputs(logits)
+
+    def get_config(self):
+        return {**super().get_config(), "num_choices": self.num_choices,
+                "dropout_rate": self.dropout_rate}
+
+
+def _choice_letter(i: int) -> str:
+    return string.ascii_uppercase[i] if i < 26 else str(i)
+
+
+MULTIPLE_CHOICE = ServingKind(
+    "multiple_choice", AlbertMultipleChoice, CLASSIFIER_OUTPUTS,
+    serving_text.choice_specs, serving_text.pack_choices,
+    per_choice=True, model_arguments=("num_choices",),
+    labels=LabelRule("num_choices", _choice_letter),
+    model_info=("num_choices",), text_info=("max_qa_length",))
+
+
 @register
 class MultipleChoiceTask(Task):
     name = "multiple_choice"
     metric = "eval_accuracy"
-    serving_kinds = (SERVING_KINDS["multiple_choice"],)
+    serving_kinds = (MULTIPLE_CHOICE,)
 
     @classmethod
     def task_names(cls) -> tuple[str, ...]:
@@ -186,6 +288,3 @@ class MultipleChoiceTask(Task):
 
     def export_options(self) -> dict:
         return {"max_qa_length": self.options["max_qa_length"]}
-
-
-TASK = MultipleChoiceTask

@@ -16,18 +16,28 @@ driver.
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 from absl import flags
 
 from albert_tf import losses, names
 from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.errors import UsageError
-from albert_tf.export.kinds import SERVING_KINDS
+from albert_tf.export import ExtraInput, ServingKind, serving_text
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training.objectives import PretrainingObjective
+
+MASKED_LM_POSITIONS = ExtraInput(names.MASKED_LM_POSITIONS, tf.int32, pad_value=0,
+                                 per_position=False,
+                                 warmup=lambda mask: np.zeros([1, 1], np.int32))
+# The pretrainer's export: its heads' logits, raw text in at every position.
+MLM = ServingKind(
+    "mlm", AlbertPretrainer, (names.MLM_LOGITS, names.SOP_LOGITS),
+    serving_text.sentence_specs, serving_text.pack_sentences_for_mlm,
+    extra_inputs=(MASKED_LM_POSITIONS,), reusable=True)
 
 
 @register
@@ -36,7 +46,7 @@ class PretrainingTask(Task):
 
     name = "pretraining"
     metric = "masked_lm_accuracy"
-    serving_kinds = (SERVING_KINDS["mlm"],)
+    serving_kinds = (MLM,)
 
     @classmethod
     def define_flags(cls) -> None:
@@ -119,6 +129,3 @@ class PretrainingTask(Task):
             "sentence_order_loss": (tf.reduce_sum(losses.sentence_order_nll(sop, labels)),
                                     examples),
         }
-
-
-TASK = PretrainingTask

@@ -14,16 +14,24 @@ import json
 import math
 import os
 
+import numpy as np
 import tensorflow as tf
 from absl import flags
 
-from albert_tf import fileio, losses, names
+from albert_tf import fileio, losses, names, task_heads
+from albert_tf.config import AlbertConfig
 from albert_tf.data import cache, squad
 from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad_metrics, squad_postprocess
 from albert_tf.evaluation.results import write_results
-from albert_tf.export.kinds import SERVING_KINDS
-from albert_tf.modeling import AlbertSquadV1, AlbertSquadV2
+from albert_tf.export import ExtraInput, ServingKind, serving_text
+from albert_tf.modeling import common
+from albert_tf.modeling.task_model import (
+    HEAD_DROPOUT_RATE,
+    AlbertTaskModel,
+    check_count,
+    check_rate,
+)
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import check_file
@@ -35,11 +43,192 @@ V2_OUTPUTS = names.SQUAD_V2_OUTPUTS
 SPLIT_FILES = {"train": "train_file", "test": "predict_file"}
 
 
+class AlbertSquadV1(AlbertTaskModel):
+    """SQuAD v1.1, as `squad_utils.create_v1_model`: a linear map of every position.
+
+    Variables: `cls/squad/output_weights` [2, H], `cls/squad/output_bias` [2]; no head
+    dropout. [start, end] = sequence_output @ output_weights^T + output_bias.
+    Outputs (float32): `start_logits`, `end_logits` [B, S] — over every position, not
+    masked (the original masks neither `p_mask` nor padding; its prediction step keeps
+    only spans inside the paragraph). Loss: `losses.squad_v1_loss`.
+    """
+
+    hf_architecture = names.HF_QUESTION_ANSWERING
+    heads = (task_heads.SQUAD_V1,)
+
+    reads_pooled_output = False
+
+    def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
+        kwargs.setdefault("name", "albert_squad_v1")
+        super().__init__(config, seed, **kwargs)
+        self._build_head(self.heads[0], 2)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence = self._encode(inputs, training)[names.SEQUENCE_OUTPUT]  # [B, S, H]
+        logits = tf.einsum("BSH,NH->BSN", sequence,
+                           tf.cast(self.output_weights, sequence.dtype))
+        logits = tf.cast(logits + tf.cast(self.output_bias, sequence.dtype), tf.float32)
+        return {names.START_LOGITS: logits[:, :, 0], names.END_LOGITS: logits[:, :, 1]}
+
+
+# What the original SQuAD v2 head subtracts from the logits of positions p_mask excludes.
+P_MASK_PENALTY = 1e30
+
+
+def _apply_p_mask(logits, p_mask):
+    """The original: logits * (1 - p_mask) - 1e30 * p_mask (1 = not an answer)."""
+    return logits * (1.0 - p_mask) - P_MASK_PENALTY * p_mask
+
+
+class AlbertSquadV2(AlbertTaskModel):
+    """SQuAD v2.0 with ALBERT's own head, as `squad_utils.create_v2_model`.
+
+    Variables (root scope; initializer_range truncated normal, zero biases):
+      `start_logits/dense` (H -> 1),
+      `end_logits/dense_0` (2H -> H, tanh), `end_logits/LayerNorm`,
+      `end_logits/dense_1` (H -> 1),
+      `answer_class/dense_0` (2H -> H, tanh), `answer_class/dense_1` (H -> 1, no bias).
+
+    Inputs: the encoder's dict plus `p_mask` [B, S] (1 where no answer may start or end:
+    question, [SEP], padding), and in training `start_positions` [B] (or [B, 1]).
+    Every logit is masked as the original: logits * (1 - p_mask) - 1e30 * p_mask.
+
+    - start: log_softmax of the masked `start_logits/dense` of each position.
+    - end for a start s: concat(sequence_output[i], sequence_output[s]) -> dense_0 (tanh)
+      -> LayerNorm -> dense_1, masked, log_softmax over i.
+    - answerability: concat(sum_i softmax(start)_i sequence_output[i], sequence_output[0])
+      -> dense_0 (tanh) -> dropout (`dropout_rate`, only when training) -> dense_1.
+
+    With `start_positions` in the inputs (the original's training graph), the end is
+    conditioned on the gold start; outputs `start_log_probs` [B, S], `end_log_probs`
+    [B, S] and `cls_logits` [B] for `losses.squad_v2_loss`. Without them (its predict
+    graph), the beam search: the top `start_n_top` starts, for each the top `end_n_top`
+    ends; outputs `start_top_log_probs`, `start_top_index` [B, start_n_top],
+    `end_top_log_probs`, `end_top_index` [B, start_n_top * end_n_top] (entry
+    i * end_n_top + j: end j of start i), `cls_logits` [B], and `start_log_probs`.
+    Dropout follows `training` only, whichever path is taken. Outputs are float32.
+    """
+
+    heads = (task_heads.SQUAD_V2,)
+    reads_pooled_output = False
+
+    def __init__(self, config: AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,
+                 seed: int | None = None, dropout_rate: float = HEAD_DROPOUT_RATE,
+                 **kwargs):
+        check_count("start_n_top", start_n_top)
+        check_count("end_n_top", end_n_top)
+        dropout_rate = check_rate("dropout_rate", dropout_rate)
+        kwargs.setdefault("name", "albert_squad_v2")
+        super().__init__(config, seed, **kwargs)
+        self.start_n_top = start_n_top
+        self.end_n_top = end_n_top
+        self.dropout_rate = dropout_rate
+        # The head's layers, as its parts (`task_heads.SQUAD_V2`) say.
+        layers = self.head_layers(self.heads[0], 1, dropout_rate)
+        self.start_dense = layers["start_logits/dense"]
+        self.end_dense_0 = layers["end_logits/dense_0"]
+        self.end_layer_norm = layers["end_logits/LayerNorm"]
+        self.end_dense_1 = layers["end_logits/dense_1"]
+        self.answer_dense_0 = layers["answer_class/dense_0"]
+        self.answer_dropout = layers["answer_class/dropout"]
+        self.answer_dense_1 = layers["answer_class/dense_1"]
+        layers.build()
+        self.built = True
+
+    def _end_logits(self, sequence, start_features):
+        """End logits [B, K, S] (float32, unmasked) for K start representations
+        `start_features` [B, K, H]: dense_1(LayerNorm(dense_0([seq_i ; start_k])))."""
+        length, k = tf.shape(sequence)[1], tf.shape(start_features)[1]
+        # (expand_dims, not [:, None]: LiteRT has no StridedSlice that adds axes)
+        pairs = tf.concat([tf.tile(tf.expand_dims(sequence, 2), [1, 1, k, 1]),
+                           tf.tile(tf.expand_dims(start_features, 1), [1, length, 1, 1])],
+                          axis=-1)  # [B, S, K, 2H]
+        x = self.end_dense_1(self.end_layer_norm(self.end_dense_0(pairs)))  # [B, S, K, 1]
+        return tf.cast(tf.transpose(x[..., 0], [0, 2, 1]), tf.float32)
+
+    def call(self, inputs, training=None):
+        if not isinstance(inputs, dict) or "p_mask" not in inputs:
+            keys = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+            raise KeyError("AlbertSquadV2 needs the input 'p_mask' [B, S] (1 where no "
+                           f"answer may be: question, [SEP], padding); got {keys}")
+        sequence = self._encode(inputs, training)[names.SEQUENCE_OUTPUT]  # [B, S, H]
+        p_mask = tf.cast(inputs["p_mask"], tf.float32)  # [B, S]
+        start_logits = tf.cast(self.start_dense(sequence)[..., 0], tf.float32)
+        start_masked = _apply_p_mask(start_logits, p_mask)
+        start_log_probs = tf.nn.log_softmax(start_masked, axis=-1)
+        outputs = {"start_log_probs": start_log_probs}
+
+        if inputs.get("start_positions") is not None:
+            positions = tf.reshape(tf.cast(inputs["start_positions"], tf.int32), [-1, 1])
+            start_features = tf.gather(sequence, positions, batch_dims=1)  # [B, 1, H]
+            end_logits = self._end_logits(sequence, start_features)[:, 0]  # [B, S]
+            outputs["end_log_probs"] = tf.nn.log_softmax(
+                _apply_p_mask(end_logits, p_mask), axis=-1)
+        else:
+            length = sequence.shape[1]
+            if length is not None and length < max(self.start_n_top, self.end_n_top):
+                raise ValueError(
+                    f"sequence length {length} is shorter than start_n_top "
+                    f"({self.start_n_top}) or end_n_top ({self.end_n_top})")
+            start_top_log_probs, start_top_index = tf.nn.top_k(
+                start_log_probs, k=self.start_n_top)  # [B, K]
+            start_features = tf.gather(sequence, start_top_index, batch_dims=1)  # [B, K, H]
+            end_logits = self._end_logits(sequence, start_features)  # [B, K, S]
+            end_log_probs = tf.nn.log_softmax(
+                _apply_p_mask(end_logits, tf.expand_dims(p_mask, 1)), axis=-1)
+            end_top_log_probs, end_top_index = tf.nn.top_k(end_log_probs, k=self.end_n_top)
+            beams = self.start_n_top * self.end_n_top
+            outputs.update({
+                "start_top_log_probs": start_top_log_probs,
+                "start_top_index": start_top_index,
+                "end_top_log_probs": tf.reshape(end_top_log_probs, [-1, beams]),
+                "end_top_index": tf.reshape(end_top_index, [-1, beams]),
+            })
+
+        # Answerability from the start-weighted representation and [CLS]; it does not
+        # depend on the end, so there is one cls_logits per example.
+        start_p = tf.cast(tf.nn.softmax(start_masked, axis=-1), sequence.dtype)
+        # [B, 1, S] @ [B, S, H] (an einsum here has no LiteRT kernel)
+        start_feature = tf.squeeze(tf.matmul(tf.expand_dims(start_p, 1), sequence), 1)
+        x = self.answer_dense_0(tf.concat([start_feature, sequence[:, 0]], axis=-1))
+        x = common.apply_dropout(self.answer_dropout, x, training)
+        outputs["cls_logits"] = tf.cast(self.answer_dense_1(x)[:, 0], tf.float32)
+        return outputs
+
+    def get_config(self):
+        return {**super().get_config(), "start_n_top": self.start_n_top,
+                "end_n_top": self.end_n_top, "dropout_rate": self.dropout_rate}
+
+
+def _p_mask_warmup(mask: np.ndarray) -> np.ndarray:
+    p_mask = (1 - mask).astype(np.float32)  # [1, L]: 1 past the end ...
+    p_mask[0, 0] = 0  # ... and an answer possible at [CLS] (no answer)
+    return p_mask
+
+
+# SQuAD v2.0: 1 where no answer may be; padding positions never hold one.
+P_MASK = ExtraInput(names.P_MASK, tf.float32, pad_value=1, per_position=True,
+                    warmup=_p_mask_warmup)
+SQUAD_V1 = ServingKind(
+    "squad_v1", AlbertSquadV1, (names.START_LOGITS, names.END_LOGITS),
+    serving_text.squad_specs, serving_text.pack_squad,
+    text_info=("max_query_length",), text_offsets=True)
+SQUAD_V2 = ServingKind(
+    "squad_v2", AlbertSquadV2, names.SQUAD_V2_OUTPUTS,
+    serving_text.squad_specs, serving_text.pack_squad,
+    extra_inputs=(P_MASK,),
+    model_info=("start_n_top", "end_n_top"), text_info=("max_query_length",),
+    text_offsets=True,
+    # The beam takes the top start_n_top / end_n_top positions.
+    min_length=lambda model: max(model.start_n_top, model.end_n_top))
+
+
 @register
 class SquadTask(Task):
     name = "squad"
     metric = "f1"  # of the predictions (the official script's), with no dev split
-    serving_kinds = (SERVING_KINDS["squad_v1"], SERVING_KINDS["squad_v2"])
+    serving_kinds = (SQUAD_V1, SQUAD_V2)
     label_features = (names.UNIQUE_IDS,)
 
     @classmethod
@@ -69,7 +258,7 @@ class SquadTask(Task):
         self.version_2 = options["version_2_with_negative"]
         self.serving_kind = self.serving_kinds[1 if self.version_2 else 0]
         self.eval_outputs = V2_OUTPUTS if self.version_2 else V1_OUTPUTS
-        self.features: dict[str, squad.SquadFeatureFile] = {}
+        self.feature_files: dict[str, squad.SquadFeatureFile] = {}
 
     def validate(self) -> None:
         o = self.options
@@ -106,7 +295,7 @@ class SquadTask(Task):
             shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED if training else None,
             max_seq_length=o["max_seq_length"], doc_stride=o["doc_stride"],
             max_query_length=o["max_query_length"], examples=data)
-        self.features[split] = features
+        self.feature_files[split] = features
         return cache.CachedRecords(features.record_file, len(features.examples), 0,
                                    not features.rebuilt)
 
@@ -147,7 +336,7 @@ class SquadTask(Task):
         """predictions.json, nbest_predictions.json (and null_odds.json); where the file
         has answers, the official scores to eval_results.txt and eval_results.json."""
         o = self.options
-        evaluation = self.features["test"]
+        evaluation = self.feature_files["test"]
         results = {int(uid): {k: outputs[k][i] for k in self.eval_outputs}
                    for i, uid in enumerate(outputs[names.UNIQUE_IDS])}
         options = dict(n_best_size=o["n_best_size"], max_answer_length=o["max_answer_length"])
@@ -178,6 +367,3 @@ class SquadTask(Task):
 
     def export_options(self) -> dict:
         return {"max_query_length": self.options["max_query_length"]}
-
-
-TASK = SquadTask

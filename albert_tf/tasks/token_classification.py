@@ -15,15 +15,24 @@ import os
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import names
+from albert_tf import names, task_heads
+from albert_tf.config import AlbertConfig
 from albert_tf.data import cache, ner
 from albert_tf.errors import UsageError
 from albert_tf.evaluation.results import write_results
-from albert_tf.export.kinds import SERVING_KINDS
-from albert_tf.modeling import AlbertTokenClassifier
+from albert_tf.export import LabelRule, ServingKind, serving_text
+from albert_tf.modeling import common
+from albert_tf.modeling.task_model import (
+    HEAD_DROPOUT_RATE,
+    AlbertTaskModel,
+    check_count,
+    check_rate,
+    choice_outputs,
+)
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import check_file, wanted_splits
+from albert_tf.tasks.classification import CLASSIFIER_OUTPUTS
 from albert_tf.training.objectives import TokenObjective
 
 # --data_dir + --task_name: the file names of each split.
@@ -34,15 +43,68 @@ TASK_FILES = {
 PREDICTION_FILES = {"conll": "test_predictions.conll", "cluener": "test_predictions.json"}
 
 
+class AlbertTokenClassifier(AlbertTaskModel):
+    """Token classification (NER), as Model Garden's tagging and Hugging Face's
+    `AlbertForTokenClassification`: dropout, then a score per label at every position.
+
+    Variables (ours: the original has no NER head; `tf1_variables.token_classification_variables`):
+    `cls/ner/output_weights` [num_labels, H], `cls/ner/output_bias` [num_labels];
+    logits = dropout(sequence_output) @ output_weights^T + output_bias, dropout
+    (`dropout_rate`) only when training. Outputs (float32): `logits` [B, S, num_labels],
+    `probabilities`, `predictions` (int32 [B, S]). Loss:
+    `losses.token_classification_loss(logits, label_ids)` (label -1: not scored).
+    """
+
+    hf_architecture = names.HF_TOKEN_CLASSIFICATION
+    heads = (task_heads.TOKEN_CLASSIFIER,)
+    outputs_argument = "num_labels"
+    reads_pooled_output = False
+
+    def __init__(self, config: AlbertConfig, num_labels: int, seed: int | None = None,
+                 dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
+        check_count("num_labels", num_labels)
+        dropout_rate = check_rate("dropout_rate", dropout_rate)
+        kwargs.setdefault("name", "albert_token_classifier")
+        super().__init__(config, seed, **kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        self._build_head(self.heads[0], num_labels, dropout_rate)
+        self.built = True
+
+    def call(self, inputs, training=None):
+        sequence = self._encode(inputs, training)[names.SEQUENCE_OUTPUT]  # [B, S, H]
+        sequence = common.apply_dropout(self.dropout, sequence, training)
+        logits = tf.einsum("BSH,NH->BSN", sequence,
+                           tf.cast(self.output_weights, sequence.dtype))
+        logits = tf.cast(logits + tf.cast(self.output_bias, sequence.dtype), tf.float32)
+        return choice_outputs(logits)
+
+    def get_config(self):
+        return {**super().get_config(), "num_labels": self.num_labels,
+                "dropout_rate": self.dropout_rate}
+
+
+TOKEN_CLASSIFIER = ServingKind(
+    "token_classifier", AlbertTokenClassifier, CLASSIFIER_OUTPUTS,
+    serving_text.word_specs, serving_text.pack_words,
+    model_arguments=("num_labels",),
+    labels=LabelRule("num_labels", lambda i: f"LABEL_{i}"),
+    model_info=("num_labels",), text_info=("word_split",), label_output=names.TAGS)
+
+
 @register
 class TokenClassificationTask(Task):
     name = "ner"
     metric = "f1"
-    serving_kinds = (SERVING_KINDS["token_classifier"],)
+    serving_kinds = (TOKEN_CLASSIFIER,)
     has_labels = True
     label_features = ()
     sequence_features = (names.LABEL_IDS,)
     padding_values = {names.LABEL_IDS: ner.IGNORE}  # padding positions are not scored
+
+    @classmethod
+    def task_names(cls) -> tuple[str, ...]:
+        return (cls.name, *TASK_FILES)  # its data sets name their files' format
 
     def __init__(self, options):
         super().__init__(options)
@@ -53,6 +115,7 @@ class TokenClassificationTask(Task):
         name>."""
         o = self.options
         task = (o["task_name"] or "").lower() or None
+        task = None if task == self.name else task  # no data set named
         if task is not None and task not in TASK_FILES:
             raise UsageError(f"--task_name={o['task_name']} is not one of "
                              f"{', '.join(TASK_FILES)}")
@@ -151,6 +214,3 @@ class TokenClassificationTask(Task):
     def export_options(self) -> dict:
         # serve_text cuts raw text into words as the data read here were cut.
         return {"word_split": self.word_split}
-
-
-TASK = TokenClassificationTask

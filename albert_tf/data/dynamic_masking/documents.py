@@ -29,7 +29,7 @@ def _blank_lines(lines, sentencepiece: bool, lower: bool):
     SentencePiece preprocessing (or, with WordPiece, after `str.strip`)."""
     if sentencepiece:
         return tf.equal(tf.strings.length(preprocess_text(lines, lower=lower)), 0)
-    from albert_tf.text import character_classes  # str.isspace as an RE2 class
+    from albert_tf.text.unicode_classes import character_classes  # str.isspace, in RE2
 
     return tf.strings.regex_full_match(lines, f"{character_classes()['space']}*")
 

@@ -5,87 +5,46 @@
 tf.data or a SavedModel: no Python in the loop. Packing the ids into model inputs is
 `albert_tf.packing` (`pack_inputs`, re-exported here).
 
-The character classes below (Python's whitespace, combining marks, control characters,
-punctuation) are built from Python's own `unicodedata`, so the graph makes the same
-decisions as the Python tokenizer for every code point.
+The character classes it reads (Python's whitespace, combining marks, control
+characters, punctuation) are `albert_tf.text.unicode_classes`, built from Python's own
+`unicodedata`, so the graph makes the same decisions as the Python tokenizer for every
+code point (`python -m albert_tf.text` stores them); where each piece lies in the raw
+text (`tokenize_with_offsets`) is computed with `albert_tf.text.offsets`.
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import sys
-import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
 from albert_tf import fileio
 from albert_tf.packing import pack_inputs, pair_lengths, take_first  # noqa: F401 (public)
-from albert_tf.tokenization import CLS, MASK, SEP, UNK, FullTokenizer, TokenizerError
+from albert_tf.text.offsets import (
+    gather_rows,
+    piece_units,
+    preprocessed_lengths,
+    row_cumsum,
+    search_rows,
+    to_their_bytes,
+    units_of_unknowns,
+)
+from albert_tf.text.unicode_classes import character_classes
+from albert_tf.tokenization import (
+    CLS,
+    MASK,
+    SEP,
+    SPIECE_UNDERLINE,
+    UNK,
+    FullTokenizer,
+    TokenizerError,
+)
 
-_SPIECE_UNDERLINE = "▁"
 truncated_lengths = pair_lengths  # the name this module gave it before albert_tf.packing
 
 
-# --------------------------------------------------------------- character classes
-def _ranges_class(predicate) -> str:
-    """An RE2 character class of every code point for which `predicate(char)` holds."""
-    ranges, start, previous = [], None, None
-    for cp in range(sys.maxunicode + 1):
-        if 0xD800 <= cp <= 0xDFFF:  # surrogates never occur in UTF-8 text
-            continue
-        if predicate(chr(cp)):
-            if start is None:
-                start = cp
-            elif cp != previous + 1:
-                ranges.append((start, previous))
-                start = cp
-            previous = cp
-    if start is not None:
-        ranges.append((start, previous))
-    parts = [f"\\x{{{a:X}}}" if a == b else f"\\x{{{a:X}}}-\\x{{{b:X}}}" for a, b in ranges]
-    return "[" + "".join(parts) + "]"
-
-
-# `computed_character_classes()` for the Unicode versions of the Pythons we run on, by
-# `unicodedata.unidata_version`: computing them takes seconds (every code point through
-# each rule), which every process that builds a tokenizer graph would pay. Checked by
-# tests/test_text.py; `python -m albert_tf.text` adds the running Python's version.
-CHARACTER_CLASSES_FILE = os.path.join(os.path.dirname(__file__), "character_classes.json")
-
-
-@functools.lru_cache(maxsize=None)
-def character_classes() -> dict[str, str]:
-    """RE2 classes of the Python tokenizers' character rules, by name: `space`
-    (str.isspace), `combining`, `control`, `bert_space`, `nonspacing`, `punctuation`,
-    `cjk` (`computed_character_classes()`, read from `CHARACTER_CLASSES_FILE` when it
-    holds those of this Python's Unicode version)."""
-    import json
-
-    with open(CHARACTER_CLASSES_FILE, encoding="utf-8") as f:
-        stored = json.load(f).get(unicodedata.unidata_version)
-    return stored if stored is not None else computed_character_classes()
-
-
-def computed_character_classes() -> dict[str, str]:
-    """`character_classes()` computed from this Python's `unicodedata`."""
-    from albert_tf.tokenization import _is_chinese_char, _is_control, _is_punctuation
-
-    return {
-        # str.split() / str.strip() whitespace.
-        "space": _ranges_class(str.isspace),
-        # What `preprocess_text` drops after NFKD.
-        "combining": _ranges_class(lambda c: unicodedata.combining(c) != 0),
-        # What BERT's basic tokenizer drops and turns into spaces.
-        "control": _ranges_class(lambda c: ord(c) in (0, 0xFFFD) or _is_control(c)),
-        "bert_space": _ranges_class(lambda c: c in " \t\n\r" or unicodedata.category(c) == "Zs"),
-        "nonspacing": _ranges_class(lambda c: unicodedata.category(c) == "Mn"),
-        "punctuation": _ranges_class(_is_punctuation),
-        "cjk": _ranges_class(lambda c: _is_chinese_char(ord(c))),
-    }
-
-
+# ------------------------------------------------------------------- preprocessing
 def _valid_utf8(texts):
     # Python decodes bytes with errors="ignore": drop invalid sequences the same way.
     return tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="ignore")
@@ -273,7 +232,7 @@ class AlbertTextTokenizer(tf.Module):
         keep_at = tf.where(tf.logical_not(needs_split))[:, 0]
         to_split = tf.gather(flat, split_at)  # [K]
         text = tf.strings.regex_replace(
-            tf.strings.regex_replace(to_split, ",$", ""), _SPIECE_UNDERLINE, "")
+            tf.strings.regex_replace(to_split, ",$", ""), SPIECE_UNDERLINE, "")
         resplit = self._encode(text)  # [K, (Q)]
         # When the piece did not start with ▁ but its re-encoding does, drop that ▁
         # (the whole first piece when it is just ▁). Rows are never empty: the text
@@ -281,9 +240,9 @@ class AlbertTextTokenizer(tf.Module):
         row_starts = resplit.row_starts()
         first = tf.gather(self._id_to_piece, tf.gather(resplit.flat_values, row_starts))
         fix = tf.logical_and(
-            tf.logical_not(tf.strings.regex_full_match(to_split, f"{_SPIECE_UNDERLINE}.*")),
-            tf.strings.regex_full_match(first, f"{_SPIECE_UNDERLINE}.*"))  # [K]
-        stripped = tf.strings.regex_replace(first, f"^{_SPIECE_UNDERLINE}", "")
+            tf.logical_not(tf.strings.regex_full_match(to_split, f"{SPIECE_UNDERLINE}.*")),
+            tf.strings.regex_full_match(first, f"{SPIECE_UNDERLINE}.*"))  # [K]
+        stripped = tf.strings.regex_replace(first, f"^{SPIECE_UNDERLINE}", "")
         dropped = tf.cast(tf.logical_and(fix, tf.equal(stripped, "")), tf.int64)  # [K]
         row_of = resplit.value_rowids()  # [V]
         index_in_row = tf.range(tf.size(row_of, tf.int64)) - tf.gather(row_starts, row_of)
@@ -317,7 +276,7 @@ class AlbertTextTokenizer(tf.Module):
         Three maps are composed. (1) Raw code points -> bytes of the preprocessed text:
         `preprocess_text` acts on each code point on its own except for whitespace runs,
         so each code point's share of the output is computed
-        (`_preprocessed_lengths`). (2) Preprocessed bytes -> SentencePiece pieces:
+        (`preprocessed_lengths`). (2) Preprocessed bytes -> SentencePiece pieces:
         tensorflow-text's older SentencepieceTokenizer gives these offsets, through
         SentencePiece's own normalization (NFKC, dropped zero-width characters). (3)
         Its pieces -> ours: both are a segmentation of the same normalized text (they
@@ -331,39 +290,39 @@ class AlbertTextTokenizer(tf.Module):
         byte_starts = tf.cast(byte_starts, tf.int64)
         byte_ends = tf.cast(byte_ends, tf.int64)
         # Positions in the normalized text, counting bytes with ▁ as one space.
-        their_units = _piece_units(pieces)
-        their_ends = _row_cumsum(their_units)  # [N, (O)]
+        their_units = piece_units(pieces)
+        their_ends = row_cumsum(their_units)  # [N, (O)]
         our_pieces = tf.gather(self._id_to_piece, ids)
-        our_units = _piece_units(our_pieces)
+        our_units = piece_units(our_pieces)
         # An unknown piece's text is not its vocabulary entry: take its length from the
         # same-ranked unknown piece of the older op's row.
         their_unknown = tf.equal(self._piece_to_id.lookup(pieces), self.unk_id)
-        our_units = _units_of_unknowns(ids == self.unk_id, our_units, their_unknown,
-                                       their_units)
+        our_units = units_of_unknowns(ids == self.unk_id, our_units, their_unknown,
+                                      their_units)
         # From here on dense [N, F]; padding positions are dropped at the end.
         leading_space = tf.cast(tf.logical_and(
-            tf.strings.regex_full_match(our_pieces, f"{_SPIECE_UNDERLINE}.*"),
+            tf.strings.regex_full_match(our_pieces, f"{SPIECE_UNDERLINE}.*"),
             our_units > 0), tf.int64).to_tensor()
-        our_ends = _row_cumsum(our_units).to_tensor()
+        our_ends = row_cumsum(our_units).to_tensor()
         our_starts = our_ends - our_units.to_tensor() + leading_space
-        start_bytes = _to_their_bytes(our_starts, their_ends, byte_starts, byte_ends,
-                                      side="right")
-        end_bytes = _to_their_bytes(our_ends, their_ends, byte_starts, byte_ends,
-                                    side="left")
+        start_bytes = to_their_bytes(our_starts, their_ends, byte_starts, byte_ends,
+                                     side="right")
+        end_bytes = to_their_bytes(our_ends, their_ends, byte_starts, byte_ends,
+                                   side="left")
         end_bytes = tf.maximum(end_bytes, start_bytes)
         # Preprocessed bytes -> raw code points.
-        lengths, attached = _preprocessed_lengths(texts, self.do_lower_case)
-        char_ends = _row_cumsum(lengths)
+        lengths, attached = preprocessed_lengths(texts, self.do_lower_case)
+        char_ends = row_cumsum(lengths)
         # A piece starts at the code point that gives its first byte and ends after the
         # one that gives its last byte, and after the non-space code points next to
         # that which give no byte (a detached combining mark). Pieces inside one code
         # point's bytes ("½" -> "1⁄2") all get it.
-        starts = _search_rows(char_ends, start_bytes, side="right")
-        ends = _search_rows(char_ends, end_bytes - 1, side="right") + 1
+        starts = search_rows(char_ends, start_bytes, side="right")
+        ends = search_rows(char_ends, end_bytes - 1, side="right") + 1
         positions = tf.ragged.range(attached.row_lengths())
         stops = tf.ragged.boolean_mask(positions, tf.logical_not(attached))
         stops = tf.concat([stops, attached.row_lengths()[:, tf.newaxis]], axis=1)
-        ends = _gather_rows(stops, _search_rows(stops, ends, side="left"))
+        ends = gather_rows(stops, search_rows(stops, ends, side="left"))
         ends = tf.where(end_bytes > start_bytes, ends, starts)
 
         def ragged(dense):
@@ -386,137 +345,3 @@ class AlbertTextTokenizer(tf.Module):
         words = tf_text.regex_split(texts, delimiters, keep_delim_regex_pattern=c["punctuation"])
         ids = self._wordpiece.tokenize(words)  # [N, (W), (P)]
         return tf.cast(ids.merge_dims(1, 2), tf.int32)
-
-
-# ------------------------------------------------------------------------- offsets
-_BIG = tf.int64.max
-
-
-def _row_cumsum(ragged):
-    """Inclusive cumulative sum within each row of a ragged [N, (T)] int tensor."""
-    values = tf.cast(ragged.flat_values, tf.int64)
-    running = tf.cumsum(values)
-    before = tf.concat([[0], running], 0)
-    row_offset = tf.gather(before, ragged.row_starts())
-    return ragged.with_flat_values(running - tf.gather(row_offset, ragged.value_rowids()))
-
-
-def _search_rows(sorted_rows, values, side: str):
-    """Row-wise `searchsorted`: for each value of row i of dense [N, K] `values`, its
-    index in row i of ragged `sorted_rows` [N, (O)]."""
-    sequence = sorted_rows.to_tensor(default_value=_BIG)
-    # A row of `sorted_rows` may be empty, and a batch may have no rows: searchsorted
-    # wants at least one column on both sides (a 0 x 0 batch would not reshape).
-    sequence = tf.pad(sequence, [[0, 0], [0, 1]], constant_values=_BIG)
-    index = tf.searchsorted(sequence, tf.pad(values, [[0, 0], [0, 1]]), side=side,
-                            out_type=tf.int64)
-    return index[:, :-1]
-
-
-def _gather_rows(ragged, index):
-    """ragged[i][index[i, k]] for ragged [N, (O)] and dense index [N, K], the index
-    clipped to the row (0 for an empty row)."""
-    table = tf.pad(ragged.to_tensor(default_value=0), [[0, 0], [0, 1]])
-    last = tf.maximum(ragged.row_lengths() - 1, 0)
-    return tf.gather(table, tf.minimum(index, last[:, tf.newaxis]), batch_dims=1)
-
-
-def _piece_units(pieces):
-    """Length of each piece's text in bytes, `▁` counting as the one space it stands
-    for."""
-    return tf.strings.length(
-        tf.strings.regex_replace(pieces, _SPIECE_UNDERLINE, " "))
-
-
-def _units_of_unknowns(ours_unknown, our_units, theirs_unknown, their_units):
-    """`our_units` where our k-th unknown piece of a row takes the length of the k-th
-    unknown piece of that row of theirs."""
-    def keys(unknown):  # row * 2^32 + rank among the row's unknowns, for each unknown
-        flat = tf.cast(unknown.flat_values, tf.int64)
-        rank = _row_cumsum(unknown.with_flat_values(flat)).flat_values - 1
-        key = unknown.value_rowids() * (1 << 32) + rank
-        return tf.boolean_mask(key, unknown.flat_values)
-
-    their_keys = keys(theirs_unknown)
-    their_lengths = tf.boolean_mask(tf.cast(their_units.flat_values, tf.int64),
-                                    theirs_unknown.flat_values)
-    our_keys = keys(ours_unknown)
-    at = tf.minimum(tf.searchsorted(their_keys, our_keys, out_type=tf.int64),
-                    tf.maximum(tf.size(their_keys, tf.int64) - 1, 0))
-    padded_keys = tf.concat([their_keys, [-1]], 0)
-    padded_lengths = tf.concat([their_lengths, [0]], 0)
-    matched = tf.gather(padded_keys, at) == our_keys
-    lengths = tf.where(matched, tf.gather(padded_lengths, at), 0)
-    units = tf.cast(our_units.flat_values, tf.int64)
-    positions = tf.where(ours_unknown.flat_values)
-    units = tf.tensor_scatter_nd_update(units, positions, lengths)
-    return our_units.with_flat_values(units)
-
-
-def _to_their_bytes(positions, their_ends, byte_starts, byte_ends, side: str):
-    """Byte offsets in the preprocessed text of `positions` (in the normalized text) by
-    the piece of theirs that holds them: a piece start (`side="right"`) falls in the
-    piece ending after it, a piece end (`"left"`) in the piece ending at or after it.
-    Counted back from that piece's end, so a leading ▁ the text lacks (the first piece
-    of a text) does not shift it."""
-    index = _search_rows(their_ends, positions, side=side)
-    start = _gather_rows(byte_starts, index)
-    end = _gather_rows(byte_ends, index)
-    return tf.clip_by_value(end - (_gather_rows(their_ends, index) - positions), start, end)
-
-
-def _preprocessed_lengths(texts, lower: bool):
-    """For each code point of `texts` [N], the number of bytes it becomes in
-    `preprocess_text(texts, lower)`, and whether it is a non-space that becomes
-    nothing (so belongs to the code point before): [N, (C)] int64 and bool.
-
-    Whitespace: the first of a run between two non-space characters becomes one space,
-    the rest nothing; other characters are normalized on their own (NFKD, combining marks dropped,
-    lower-cased), which equals normalizing the whole text because the only
-    characters NFKD moves across each other are combining marks, and those are dropped.
-    """
-    c = character_classes()
-    chars = tf.strings.unicode_split(texts, "UTF-8")  # [N, (C)]
-    flat = chars.flat_values
-    rows = chars.value_rowids()
-    index = tf.range(tf.size(flat, tf.int64))
-    row_start = tf.gather(chars.row_starts(), rows)
-    at_row_start = tf.equal(index, row_start)
-
-    def previous(flags):  # the flag of the previous character of the row, else False
-        shifted = tf.concat([[False], flags[:-1]], 0)
-        return tf.logical_and(shifted, tf.logical_not(at_row_start))
-
-    normalized = tf_text.normalize_utf8(flat, "NFKD")
-    normalized = tf.strings.regex_replace(normalized, f"{c['combining']}+", "")
-    if lower:
-        normalized = tf.strings.lower(normalized, encoding="utf-8")
-    lengths = tf.cast(tf.strings.length(normalized), tf.int64)
-
-    is_space = tf.strings.regex_full_match(flat, c["space"])
-    non_space = chars.with_flat_values(tf.cast(tf.logical_not(is_space), tf.int64))
-    seen = _row_cumsum(non_space).flat_values
-    after = tf.gather(seen, tf.gather(chars.row_limits() - 1, rows)) - seen
-    kept_space = tf.logical_and(
-        tf.logical_and(is_space, tf.logical_not(previous(is_space))),
-        tf.logical_and(tf.logical_not(at_row_start), after > 0))
-    lengths = tf.where(is_space, tf.cast(kept_space, tf.int64), lengths)
-
-    attached = tf.logical_and(tf.equal(lengths, 0), tf.logical_not(is_space))
-    return chars.with_flat_values(lengths), chars.with_flat_values(attached)
-
-
-def _store_character_classes() -> None:
-    """Adds this Python's `computed_character_classes()` to `CHARACTER_CLASSES_FILE`."""
-    import json
-
-    with open(CHARACTER_CLASSES_FILE, encoding="utf-8") as f:
-        stored = json.load(f)
-    stored[unicodedata.unidata_version] = computed_character_classes()
-    fileio.write_text_atomically(CHARACTER_CLASSES_FILE,
-                                 json.dumps(stored, indent=1, sort_keys=True) + "\n")
-    print(f"{CHARACTER_CLASSES_FILE}: Unicode {', '.join(sorted(stored))}")
-
-
-if __name__ == "__main__":
-    _store_character_classes()

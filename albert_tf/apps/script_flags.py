@@ -1,67 +1,31 @@
-"""What the absl scripts share before a run: flags with the original names, the errors
-that mean bad input, the config and model files, and the checks made before any work.
+"""The flags the absl scripts share, with the original names, and the names of the
+flags a module defines.
 
-The scripts (`run_pretraining.py`, `run_classifier.py`, `run_squad.py`, `run_ner.py`)
-only define flags and call `albert_tf.apps.<script>.run`; everything they do is
-reachable from Python. `export_savedmodel.py` takes the model and tokenizer flags
-defined here too, so every script reads `--albert_config_file` (a file or a shipped
-name) the same way. The run itself (strategy, trainer, best checkpoint, exports) is
-`albert_tf.apps.session`.
+Every script reads the model and its tokenizer the same way (`define_model_file_flags`:
+`--albert_config_file` is a file or a shipped name), `export_savedmodel.py` included;
+the training scripts add the run's flags (`define_model_flags`), the fine-tuning ones
+their lengths and batch sizes (`define_fine_tuning_flags`). `FlagNames` reads which
+module defined each flag from absl's record, so no list restates the definitions:
+`MODEL_FLAG_NAMES` are the flags the functions here define.
 """
 
 from __future__ import annotations
 
 import collections.abc
-import os
 
-import tensorflow as tf
-from absl import flags, logging
+from absl import flags
 
-from albert_tf import fileio
-from albert_tf.apps import options
-from albert_tf.checkpoints import release
-from albert_tf.config import AlbertConfig
-from albert_tf.errors import UsageError, UserError
-from albert_tf.export.savedmodel import SERVING_PRECISIONS, ExportError
-from albert_tf.export.tflite import TFLITE_PRECISIONS, check_tflite_path
+from albert_tf.export.savedmodel import SERVING_PRECISIONS
+from albert_tf.export.tflite import TFLITE_PRECISIONS
 from albert_tf.modeling.recompute import UNITS as RECOMPUTE_UNITS
-from albert_tf.tasks.checks import (  # noqa: F401 (the tasks' checks, the scripts' too)
-    BEST_CHECKPOINT,
-    check_file,
-    check_run,
-    wanted_splits,
-    with_changes,
-)
 from albert_tf.training import distribute
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
-LABELS_FILE = "labels.txt"  # beside the checkpoints: the model's labels, one per line
-
-
-def user_errors() -> tuple[type[Exception], ...]:
-    """The errors that mean bad flags or input, or a batch that does not fit in memory
-    (reported as one line, not a traceback):
-    kinds of error, not one per task: every `albert_tf.errors.UserError` (`UsageError`,
-    `OptionsError`, `TaskModuleError`, `CheckpointError`, `ConfigError`, `DataError`,
-    `TokenizerError`, `ExportError`, `DistributionError`, `OutputDirLocked`; every
-    task's data errors are `DataError`s), a missing file, `TrainingOutOfMemory`."""
-    from albert_tf.training.loop import TrainingOutOfMemory
-
-    return (UserError, FileNotFoundError, TrainingOutOfMemory)
-
-
-def run_script(run, flag_names) -> None:
-    """The body of every script's `main`: the flags to `run`, bad input to one line,
-    `error: <why>` on stderr, once (exit status 1)."""
-    try:
-        run(flag_values(flag_names))
-    except user_errors() as e:
-        raise SystemExit(f"error: {e}") from None
 
 
 def define_model_file_flags():
     """The model and its tokenizer, as every script takes them (training or export);
-    `load_config` reads `--albert_config_file`."""
+    `albert_tf.apps.model_files.load_config` reads `--albert_config_file`."""
     flags.DEFINE_string("albert_config_file", None,
                         "albert_config.json of the model (or a shipped name such as "
                         "albert_base_v2).")
@@ -90,16 +54,6 @@ def define_tflite_flags():
                       "ops the app's runtime registers (<path>.json names them). For the "
                       "kinds that pack one text or a pair (classifier, regression, "
                       "multi-label, encoder, mlm); see albert_tf.export.export_tflite.")
-
-
-def checked_tflite_path(path):
-    """`--export_tflite`, checked before any work starts (None when not given)."""
-    if not path:
-        return None
-    try:
-        return check_tflite_path(path)
-    except ExportError as e:
-        raise UsageError(f"--export_tflite: {e}") from None
 
 
 def define_model_flags(*, learning_rate: float = 5e-5, optimizer: str = "adamw"):
@@ -231,148 +185,13 @@ class FlagNames(collections.abc.Sequence):
         return f"FlagNames({', '.join(map(repr, self.modules))})"
 
 
-# The flags `define_model_flags` defines (those of this module), which every script
-# passes to its `run`; an app adds its own: `MODEL_FLAG_NAMES + FlagNames(__name__)`.
+# The flags the functions of this module define (`define_model_flags`'s, and those of
+# `define_fine_tuning_flags` and `define_skip_flag` where a script calls them), which
+# every script passes to its `run`; an app adds its own:
+# `MODEL_FLAG_NAMES + FlagNames(__name__)`.
 MODEL_FLAG_NAMES = FlagNames(__name__)
 
 
 def flag_values(names) -> dict:
+    """The parsed values of the flags `names`, by name."""
     return {name: flags.FLAGS[name].value for name in names}
-
-
-def load_config(albert_config_file, checkpoint_layout: str = "google") -> AlbertConfig:
-    """`--albert_config_file`: a shipped config name (`albert_base_v2`, ...) or the path
-    of an albert_config.json (or a Hugging Face config.json); the error for neither
-    lists the shipped names. For brightmart weights (`checkpoint_layout`), the
-    Google-layout equivalent of the config."""
-    if not albert_config_file:
-        raise UsageError("--albert_config_file is required")
-    return release.layout_config(AlbertConfig.from_name_or_file(albert_config_file),
-                                 checkpoint_layout)
-
-
-def typed_options(settings, flag_names, *, exclusive=()) -> options.Options:
-    """The run's options as a frozen dataclass of the script's flags
-    (`albert_tf.apps.options`): unknown options, values of the wrong type and options
-    that exclude each other are named before any work; options left out take the
-    flags' defaults."""
-    return options.build(settings, options.options_class(flag_names, exclusive=exclusive))
-
-
-def complete_model_files(settings: dict) -> dict:
-    """The settings with what `--init_checkpoint` brings: the layout of its weights
-    (`checkpoint_layout`), and the config and tokenizer files found beside them where
-    the flags give none (a release directory of any layout), `do_lower_case` too. A
-    copy (of the same type: typed options stay typed); checked before any work starts."""
-    given, settings = settings, dict(settings)
-    if not settings.get("init_checkpoint"):
-        if "do_lower_case" in settings and settings["do_lower_case"] is None:
-            settings["do_lower_case"] = True
-        return with_changes(given, **settings)
-    files = release.describe_checkpoint(settings["init_checkpoint"])
-    settings["checkpoint_layout"] = files.layout
-    if not settings.get("albert_config_file"):
-        if files.config_file is None:
-            raise UsageError(
-                f"--albert_config_file is required: there is no config beside "
-                f"--init_checkpoint={settings['init_checkpoint']}")
-        settings["albert_config_file"] = files.config_file
-        logging.info("config: %s", files.config_file)
-    if "spm_model_file" in settings and not (
-            settings.get("spm_model_file") or settings.get("vocab_file")):
-        if files.spm_model_file:
-            settings["spm_model_file"] = files.spm_model_file
-        elif files.vocab_file:
-            settings["vocab_file"] = files.vocab_file
-        logging.info("tokenizer: %s", settings["spm_model_file"] or settings["vocab_file"])
-    said = files.do_lower_case
-    if "do_lower_case" in settings:
-        if settings["do_lower_case"] is None:
-            settings["do_lower_case"] = True if said is None else said
-        elif said is not None and settings["do_lower_case"] != said:
-            logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
-                            settings["do_lower_case"], files.directory, said)
-    return with_changes(given, **settings)
-
-
-def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
-    """A model's labels: `--labels`, else the labels.txt of a model in `output_dir`,
-    else `discover()` (the training file's). A training run whose labels differ from
-    those already saved is refused (they would not fit its checkpoints). Nothing is
-    written: `save_labels` keeps them once the data is checked."""
-    path = os.path.join(output_dir, LABELS_FILE)
-    saved = fileio.read_bytes(path).decode("utf-8").splitlines() \
-        if tf.io.gfile.exists(path) else None
-    if settings.get("labels"):
-        labels = list(settings["labels"])
-    elif saved is not None:
-        labels = saved
-    else:
-        labels = list(discover())
-    if len(set(labels)) != len(labels) or not labels:
-        raise UsageError(f"the labels must be distinct and not empty: {labels}")
-    if settings["do_train"] and saved is not None and saved != labels:
-        raise UsageError(
-            f"{path} holds other labels ({', '.join(saved)}) than this run's "
-            f"({', '.join(labels)}): use another --output_dir")
-    logging.info("labels: %s", ", ".join(labels))
-    return labels
-
-
-def save_labels(settings: dict, output_dir: str, labels: list[str]) -> None:
-    """A training run's labels as labels.txt (atomically), unless it is there."""
-    path = os.path.join(output_dir, LABELS_FILE)
-    if settings["do_train"] and not tf.io.gfile.exists(path):
-        fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
-
-
-def check_labels_known(settings: dict) -> None:
-    """Without --do_train, the labels come from --labels or the labels.txt of the model
-    in --output_dir: a UsageError when neither is there."""
-    path = os.path.join(settings["output_dir"] or "", LABELS_FILE)
-    if not settings["do_train"] and not settings["labels"] and not tf.io.gfile.exists(path):
-        raise UsageError(f"no {LABELS_FILE} in --output_dir={settings['output_dir']}: "
-                         f"give --labels")
-
-
-def app_main(app_module):
-    """The `main(argv)` of a run_* script: no positional arguments, the flags to
-    `app_module.run` (`run_script`)."""
-    def main(argv):
-        from absl import app
-
-        if len(argv) > 1:
-            raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-        run_script(app_module.run, app_module.FLAG_NAMES)
-    return main
-
-
-def program(main, doc: str, required=("output_dir",)) -> None:
-    """Runs an absl script's `main` with `required` flags, whether started as
-    `python <script>.py` or as its installed command: `--help` shows `doc` and the
-    program's flags (absl shows the __main__ module's docstring and the flags it
-    defines; here the modules of albert_tf define them). An `app.UsageError` of `main`
-    is one line, `error: <why>` (exit status 1), as the other bad input."""
-    import sys
-
-    from absl import app
-
-    sys.modules["__main__"].__doc__ = doc
-    from albert_tf.tasks import loaded_modules
-
-    task_modules = set(loaded_modules())  # a --task_module's flags are the program's too
-    for module, defined in flags.FLAGS.flags_by_module_dict().items():
-        if module.startswith("albert_tf.") or module in task_modules:
-            for flag in defined:
-                flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-    for name in required:
-        flags.mark_flag_as_required(name)
-
-    def one_line_usage_errors(argv):
-        # absl would print the usage and every flag's help before an app.UsageError
-        try:
-            return main(argv)
-        except app.UsageError as e:
-            raise SystemExit(f"error: {e}") from None
-
-    app.run(one_line_usage_errors)

@@ -1,0 +1,60 @@
+"""The model's files: the config a run reads (`load_config`: a shipped name or a file),
+and what `--init_checkpoint` brings beside its weights (`complete_model_files`: their
+layout, the config and tokenizer files of a release directory, `do_lower_case`).
+"""
+
+from __future__ import annotations
+
+from absl import logging
+
+from albert_tf.checkpoints import release
+from albert_tf.config import AlbertConfig
+from albert_tf.errors import UsageError
+from albert_tf.tasks.checks import with_changes
+
+
+def load_config(albert_config_file, checkpoint_layout: str = "google") -> AlbertConfig:
+    """`--albert_config_file`: a shipped config name (`albert_base_v2`, ...) or the path
+    of an albert_config.json (or a Hugging Face config.json); the error for neither
+    lists the shipped names. For brightmart weights (`checkpoint_layout`), the
+    Google-layout equivalent of the config."""
+    if not albert_config_file:
+        raise UsageError("--albert_config_file is required")
+    return release.layout_config(AlbertConfig.from_name_or_file(albert_config_file),
+                                 checkpoint_layout)
+
+
+def complete_model_files(settings: dict) -> dict:
+    """The settings with what `--init_checkpoint` brings: the layout of its weights
+    (`checkpoint_layout`), and the config and tokenizer files found beside them where
+    the flags give none (a release directory of any layout), `do_lower_case` too. A
+    copy (of the same type: typed options stay typed); checked before any work starts."""
+    given, settings = settings, dict(settings)
+    if not settings.get("init_checkpoint"):
+        if "do_lower_case" in settings and settings["do_lower_case"] is None:
+            settings["do_lower_case"] = True
+        return with_changes(given, **settings)
+    files = release.describe_checkpoint(settings["init_checkpoint"])
+    settings["checkpoint_layout"] = files.layout
+    if not settings.get("albert_config_file"):
+        if files.config_file is None:
+            raise UsageError(
+                f"--albert_config_file is required: there is no config beside "
+                f"--init_checkpoint={settings['init_checkpoint']}")
+        settings["albert_config_file"] = files.config_file
+        logging.info("config: %s", files.config_file)
+    if "spm_model_file" in settings and not (
+            settings.get("spm_model_file") or settings.get("vocab_file")):
+        if files.spm_model_file:
+            settings["spm_model_file"] = files.spm_model_file
+        elif files.vocab_file:
+            settings["vocab_file"] = files.vocab_file
+        logging.info("tokenizer: %s", settings["spm_model_file"] or settings["vocab_file"])
+    said = files.do_lower_case
+    if "do_lower_case" in settings:
+        if settings["do_lower_case"] is None:
+            settings["do_lower_case"] = True if said is None else said
+        elif said is not None and settings["do_lower_case"] != said:
+            logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
+                            settings["do_lower_case"], files.directory, said)
+    return with_changes(given, **settings)

@@ -1,0 +1,79 @@
+"""How an absl script runs: its `main` (`app_main`: the flags to the app's `run`),
+started by `program` with its `--help` and required flags, and bad input reported as
+one line, `error: <why>` (`user_errors`: the errors that mean bad input).
+
+The scripts (`run_pretraining.py`, `run_classifier.py`, `run_squad.py`, `run_ner.py`)
+only define flags (`albert_tf.apps.script_flags`, and the app's own) and call
+`albert_tf.apps.<script>.run`; everything they do is reachable from Python.
+"""
+
+from __future__ import annotations
+
+from absl import flags
+
+from albert_tf.apps.script_flags import flag_values
+from albert_tf.errors import UserError
+
+
+def user_errors() -> tuple[type[Exception], ...]:
+    """The errors that mean bad flags or input, or a batch that does not fit in memory
+    (reported as one line, not a traceback):
+    kinds of error, not one per task: every `albert_tf.errors.UserError` (`UsageError`,
+    `OptionsError`, `TaskModuleError`, `CheckpointError`, `ConfigError`, `DataError`,
+    `TokenizerError`, `ExportError`, `DistributionError`, `OutputDirLocked`; every
+    task's data errors are `DataError`s), a missing file, `TrainingOutOfMemory`."""
+    from albert_tf.training.loop import TrainingOutOfMemory
+
+    return (UserError, FileNotFoundError, TrainingOutOfMemory)
+
+
+def run_script(run, flag_names) -> None:
+    """The body of every script's `main`: the flags to `run`, bad input to one line,
+    `error: <why>` on stderr, once (exit status 1)."""
+    try:
+        run(flag_values(flag_names))
+    except user_errors() as e:
+        raise SystemExit(f"error: {e}") from None
+
+
+def app_main(app_module):
+    """The `main(argv)` of a run_* script: no positional arguments, the flags to
+    `app_module.run` (`run_script`)."""
+    def main(argv):
+        from absl import app
+
+        if len(argv) > 1:
+            raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+        run_script(app_module.run, app_module.FLAG_NAMES)
+    return main
+
+
+def program(main, doc: str, required=("output_dir",)) -> None:
+    """Runs an absl script's `main` with `required` flags, whether started as
+    `python <script>.py` or as its installed command: `--help` shows `doc` and the
+    program's flags (absl shows the __main__ module's docstring and the flags it
+    defines; here the modules of albert_tf define them). An `app.UsageError` of `main`
+    is one line, `error: <why>` (exit status 1), as the other bad input."""
+    import sys
+
+    from absl import app
+
+    sys.modules["__main__"].__doc__ = doc
+    from albert_tf.tasks import loaded_modules
+
+    task_modules = set(loaded_modules())  # a --task_module's flags are the program's too
+    for module, defined in flags.FLAGS.flags_by_module_dict().items():
+        if module.startswith("albert_tf.") or module in task_modules:
+            for flag in defined:
+                flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    for name in required:
+        flags.mark_flag_as_required(name)
+
+    def one_line_usage_errors(argv):
+        # absl would print the usage and every flag's help before an app.UsageError
+        try:
+            return main(argv)
+        except app.UsageError as e:
+            raise SystemExit(f"error: {e}") from None
+
+    app.run(one_line_usage_errors)

@@ -110,13 +110,14 @@ def test_an_unknown_config_name_lists_the_shipped_ones(tmp_path, script, args):
 # ------------------------------------------------------- --init_checkpoint of any layout
 def test_init_checkpoint_directory_brings_its_files(tmp_path):
     from albert_tf.apps.model_files import complete_model_files, load_config
+    from albert_tf.checkpoints.release import describe_checkpoint
     from tests.helpers.layouts import brightmart_release, hf_release
 
     hf = hf_release(tmp_path / "hf", tokenizer="wordpiece")  # do_lower_case false
     settings = complete_model_files({
         "init_checkpoint": str(hf), "albert_config_file": None, "spm_model_file": None,
         "vocab_file": None, "do_lower_case": None})
-    assert (settings["checkpoint_layout"], settings["albert_config_file"],
+    assert (settings["init_files"].layout, settings["albert_config_file"],
             settings["spm_model_file"], settings["vocab_file"],
             settings["do_lower_case"]) == (
         "huggingface", str(hf / "config.json"), None, str(hf / "vocab.txt"), False)
@@ -128,9 +129,10 @@ def test_init_checkpoint_directory_brings_its_files(tmp_path):
     given = {"init_checkpoint": str(zh / "albert_model.ckpt"), "albert_config_file":
              "albert_base_zh", "spm_model_file": None, "vocab_file": "my_vocab.txt"}
     settings = complete_model_files(given)
-    # The flags given win; the layout decides how the config is read.
-    assert settings == {**given, "checkpoint_layout": "brightmart"}
-    config = load_config(settings["albert_config_file"], settings["checkpoint_layout"])
+    # The flags given win; the layout decides how the config is read. The checkpoint
+    # is described once, and that description travels with the settings.
+    assert settings == {**given, "init_files": describe_checkpoint(given["init_checkpoint"])}
+    config = load_config(settings["albert_config_file"], settings["init_files"].layout)
     assert config.embedding_size == config.hidden_size == 768
     settings = complete_model_files({**given, "albert_config_file": None,
                                      "vocab_file": None})
@@ -189,7 +191,7 @@ def test_typed_options_name_what_is_wrong_before_any_work():
         "attempt({'precision': 'float64'})\n"
         "attempt({'high_only': True, 'middle_only': True})\n"
         "typed = attempt({'task_name': 'mrpc', 'train_step': 3})\n"
-        "print(typed['train_step'], typed['max_seq_length'], typed.checkpoint_layout)\n"
+        "print(typed['train_step'], typed['max_seq_length'], typed.init_files)\n"
         "try:\n"
         "    typed.train_step = 4\n"
         "except Exception as e:\n"
@@ -201,7 +203,7 @@ def test_typed_options_name_what_is_wrong_before_any_work():
         "error: --precision='float64': expected one of float32, mixed_bfloat16, "
         "mixed_float16",
         "error: --high_only and --middle_only exclude each other",
-        "3 512 google",
+        "3 512 None",
         "frozen: FrozenInstanceError",
         "5 3",
     ]

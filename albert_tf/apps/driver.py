@@ -162,7 +162,7 @@ def run(task_class, settings: dict) -> dict:
         session.check_batch_sizes(settings, strategy)
         with strategy.scope():
             model = task.build_model(context.config)
-        session.initialize_from(model, settings["init_checkpoint"], output_dir)
+        session.initialize_from(model, context)
         if "dev" in data:
             check_metric(task, data["dev"], model, strategy, settings)
     # The data and the task are known good: from here on the run writes.

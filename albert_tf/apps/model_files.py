@@ -25,17 +25,19 @@ def load_config(albert_config_file, checkpoint_layout: str = "google") -> Albert
 
 
 def complete_model_files(settings: dict) -> dict:
-    """The settings with what `--init_checkpoint` brings: the layout of its weights
-    (`checkpoint_layout`), and the config and tokenizer files found beside them where
-    the flags give none (a release directory of any layout), `do_lower_case` too. A
-    copy (of the same type: typed options stay typed); checked before any work starts."""
+    """The settings with what `--init_checkpoint` brings: its description
+    (`init_files`, a `release.ReleaseFiles`: the layout of its weights, read once and
+    used by the config and the load), and the config and tokenizer files found beside
+    them where the flags give none (a release directory of any layout), `do_lower_case`
+    too. A copy (of the same type: typed options stay typed); checked before any work
+    starts."""
     given, settings = settings, dict(settings)
     if not settings.get("init_checkpoint"):
         if "do_lower_case" in settings and settings["do_lower_case"] is None:
             settings["do_lower_case"] = True
         return with_changes(given, **settings)
     files = release.describe_checkpoint(settings["init_checkpoint"])
-    settings["checkpoint_layout"] = files.layout
+    settings["init_files"] = files
     if not settings.get("albert_config_file"):
         if files.config_file is None:
             raise UsageError(

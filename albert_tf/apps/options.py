@@ -26,9 +26,10 @@ from absl import flags
 
 from albert_tf.errors import UserError
 
-# Options a run derives from its flags before any work (`model_files.complete_model_files`:
-# the layout of the --init_checkpoint weights), with their defaults.
-DERIVED = {"checkpoint_layout": "google"}
+# Options a run derives from its flags before any work, with their defaults:
+# `init_files`, the --init_checkpoint described once (`release.ReleaseFiles`: its layout
+# and files; `model_files.complete_model_files`), then read by the config and the load.
+DERIVED = {"init_files": None}
 
 
 class OptionsError(UserError):

@@ -62,7 +62,7 @@ def run(settings: dict) -> dict:
             optimizer=settings["optimizer"], precision=settings["precision"],
             start_warmup_step=settings["start_warmup_step"],
             poly_power=settings["poly_power"])
-    session.initialize_from(model, settings["init_checkpoint"], context.output_dir)
+    session.initialize_from(model, context)
     trainer = session.make_trainer(settings, strategy, model, optimizer, task.objective(),
                                    context.output_dir, settings["num_train_steps"])
     results = {}

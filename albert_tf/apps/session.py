@@ -45,6 +45,8 @@ class RunContext:
     config: AlbertConfig
     output_dir: str
     created_output_dir: bool = False  # this run made the directory
+    # --init_checkpoint, described once (`model_files.complete_model_files`), or None
+    init_files: object = None
 
 
 def checked_tflite_path(path):
@@ -58,7 +60,7 @@ def checked_tflite_path(path):
 
 
 def check_setup(*, albert_config_file, output_dir, max_seq_length=None,
-                checkpoint_layout="google", export_tflite=None, **_) -> AlbertConfig:
+                init_files=None, export_tflite=None, **_) -> AlbertConfig:
     """What `setup` checks before it starts anything (`UsageError`s): the output
     directory given, the LiteRT path, weights that training can change, the config and
     `max_seq_length` within it. Returns the config."""
@@ -67,7 +69,8 @@ def check_setup(*, albert_config_file, output_dir, max_seq_length=None,
     checked_tflite_path(export_tflite)
     # Training, and evaluating one checkpoint after another, change the weights.
     refuse_frozen_weights("this script", UsageError)
-    config = load_config(albert_config_file, checkpoint_layout)
+    config = load_config(albert_config_file,
+                         init_files.layout if init_files is not None else "google")
     if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
         raise UsageError(
             f"--max_seq_length={max_seq_length} is longer than the model's "
@@ -94,7 +97,8 @@ def setup(*, output_dir, distribution_strategy="one_device", tpu=None,
         lock.acquire(output_dir)
     logging.info("%s with %d replicas; precision %s", type(strategy).__name__,
                  strategy.num_replicas_in_sync, precision)
-    return RunContext(strategy, config, os.fspath(output_dir), created)
+    return RunContext(strategy, config, os.fspath(output_dir), created,
+                      settings.get("init_files"))
 
 
 @contextlib.contextmanager
@@ -171,17 +175,19 @@ def train(trainer, dataset_fn):
     return result
 
 
-def initialize_from(model, init_checkpoint, output_dir) -> None:
-    """Loads `init_checkpoint` (any layout, by name: `release.load_checkpoint`) unless
-    `output_dir` holds a checkpoint to resume from (which then wins, as in the
-    original)."""
-    if not init_checkpoint:
+def initialize_from(model, context: RunContext) -> None:
+    """Loads the run's --init_checkpoint (`context.init_files`, any layout, by name:
+    `release.load_checkpoint`) unless the output directory holds a checkpoint to resume
+    from (which then wins, as in the original)."""
+    files = context.init_files
+    if files is None:
         return
-    if tf.train.latest_checkpoint(output_dir):
-        logging.info("not loading %s: resuming from %s", init_checkpoint, output_dir)
+    if tf.train.latest_checkpoint(context.output_dir):
+        logging.info("not loading %s: resuming from %s", files.checkpoint,
+                     context.output_dir)
         return
-    report = release.load_checkpoint(model, init_checkpoint)
-    logging.info("initialized from %s:\n%s", init_checkpoint, report)
+    report = release.load_checkpoint(model, files)
+    logging.info("initialized from %s:\n%s", files.checkpoint, report)
 
 
 # The flags that each ask for the trained model in some form (`export_if_asked`).

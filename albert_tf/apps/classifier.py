@@ -76,14 +76,14 @@ FLAG_NAMES = MODEL_FLAG_NAMES + FlagNames(
     __name__, *(task.__module__ for task in TASKS)) + driver.TASK_MODULE_FLAG_NAMES
 
 
-def task_class(settings: dict):
+def task_class(options: dict):
     """The `albert_tf.tasks.Task` of the run: `--task_module`'s, or `--task_name`'s
     among `TASKS` (`driver.task_of`)."""
-    return driver.task_of(settings, named=TASKS)
+    return driver.task_of(options, named=TASKS)
 
 
-def run(settings: dict) -> dict:
+def run(options: dict) -> dict:
     """Trains, evaluates (keeping the best checkpoint) and predicts; returns the best
     eval results."""
-    settings = typed_options(settings, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
-    return driver.run(task_class(settings), settings)
+    options = typed_options(options, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
+    return driver.run(task_class(options), options)

@@ -1,6 +1,6 @@
 """The fine-tuning driver: train, evaluate, predict and export any `albert_tf.tasks.Task`.
 
-    best = driver.run(MultiLabelTask, settings)
+    best = driver.run(MultiLabelTask, options)
 
 The steps, each the same for every task: the model files the `--init_checkpoint`
 brings; the task's checks, every split's files and the config, before any work; the
@@ -9,8 +9,8 @@ every split read, each row whole or skipped, then checked against `--max_skipped
 and summed up once (`albert_tf.data.report`), before anything is written; the strategy,
 seeds and output directory (`session.setup`); the model, and the task's metric checked
 on the first dev batch; then, the run's data known good, labels.txt and
-data_report.json written, each split's records converted once and cached beside their
-settings; the optimizer; training with checkpoints and exact resume; every kept
+data_report.json written, each split's records converted once and cached beside what
+made them; the optimizer; training with checkpoints and exact resume; every kept
 checkpoint evaluated on dev, the best by the task's metric (and `metric_goal`) kept as
 `model.ckpt-best`; the test split predicted with the best; the exports asked for
 (`--export_dir`, `--export_tflite`, `--export_hf_dir`). A run stopped before training
@@ -48,13 +48,13 @@ def define_task_module_flag(what: str) -> None:
     tasks.load_task_module_in(sys.argv[1:])
 
 
-def task_of(settings, named=(), default=None):
+def task_of(options, named=(), default=None):
     """The task of a run: `--task_module`'s; else `default` (the script's one task);
     else the registered task that `--task_name` names (`tasks.find`) among `named`, the
     tasks whose flags the script has. With `named`, a --task_name given with a
     --task_module must be that task's."""
-    name = settings.get("task_name")
-    module = settings.get(tasks.TASK_MODULE_FLAG)
+    name = options.get("task_name")
+    module = options.get(tasks.TASK_MODULE_FLAG)
     if module:
         task = tasks.load_task_module(module)
         if named and name and not task.answers(name):
@@ -78,15 +78,15 @@ def task_of(settings, named=(), default=None):
 TASK_MODULE_FLAG_NAMES = FlagNames(__name__, tasks.loaded_modules)
 
 
-def skip_limit(settings) -> SkipLimit:
+def skip_limit(options) -> SkipLimit:
     """`--max_skipped_rows`, checked before any work."""
     try:
-        return SkipLimit.parse(settings.get("max_skipped_rows"))
+        return SkipLimit.parse(options.get("max_skipped_rows"))
     except ValueError as e:
         raise UsageError(str(e)) from None
 
 
-def read_splits(task, settings, files, report: DataReport) -> dict:
+def read_splits(task, options, files, report: DataReport) -> dict:
     """Every split's data, read once the labels are known (`--labels`, else a model's
     labels.txt, else the task's `discover_labels` of the training split), each inside
     `report.reading(split)`. Nothing is written."""
@@ -102,7 +102,7 @@ def read_splits(task, settings, files, report: DataReport) -> dict:
 
     if task.has_labels:
         task.labels = resolve_labels(
-            settings, settings["output_dir"], lambda: task.discover_labels(read("train")))
+            options, options["output_dir"], lambda: task.discover_labels(read("train")))
     for split in files:
         read(split)
     return data
@@ -118,13 +118,13 @@ def check_data(task, report: DataReport) -> None:
             report.check_labels(split, task.labels)
 
 
-def check_metric(task, dev, model, strategy, settings) -> None:
+def check_metric(task, dev, model, strategy, options) -> None:
     """The task's `metric` among what its `metrics` returns, on the first dev batch
     (`task.head`), before training: a task whose promise does not hold stops here,
     not after training and evaluating."""
     from albert_tf.tasks import TaskModuleError
 
-    count = settings["eval_batch_size"]
+    count = options["eval_batch_size"]
     head = task.head("dev", dev, count)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "dev_head.tf_record")
@@ -139,38 +139,38 @@ def check_metric(task, dev, model, strategy, settings) -> None:
             f"; checked on the first {count} dev examples before training)")
 
 
-def run(task_class, settings: dict) -> dict:
+def run(task_class, options: dict) -> dict:
     """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
     test split and exports; returns the best dev results."""
-    settings = complete_model_files(settings)
-    task = task_class(settings)
-    session.check_recompute(settings)
+    options = complete_model_files(options)
+    task = task_class(options)
+    session.check_recompute(options)
     task.validate()
-    session.check_exports(settings, task.serving_kind)
+    session.check_exports(options, task.serving_kind)
     files = task.data_files()
     if task.has_labels:
-        check_labels_known(settings)
-    session.check_setup(**settings)
-    report = DataReport(skip_limit(settings))
-    task.tokenizer = session.tokenizer(settings)
-    data = read_splits(task, settings, files, report)
+        check_labels_known(options)
+    session.check_setup(**options)
+    report = DataReport(skip_limit(options))
+    task.tokenizer = session.tokenizer(options)
+    data = read_splits(task, options, files, report)
     check_data(task, report)
 
-    context = session.setup(**settings)
+    context = session.setup(**options)
     strategy, output_dir = context.strategy, context.output_dir
     with session.removed_if_stopped(context):
-        session.check_batch_sizes(settings, strategy)
+        session.check_batch_sizes(options, strategy)
         with strategy.scope():
             model = task.build_model(context.config)
         session.initialize_from(model, context)
         if "dev" in data:
-            check_metric(task, data["dev"], model, strategy, settings)
+            check_metric(task, data["dev"], model, strategy, options)
     # The data and the task are known good: from here on the run writes.
     if task.has_labels:
-        save_labels(settings, output_dir, task.labels)
+        save_labels(options, output_dir, task.labels)
     if distribute.is_chief(strategy):
         logging.info("what was read: %s", report.write(output_dir))
-    cache_dir = settings.get("cached_dir") or output_dir
+    cache_dir = options.get("cached_dir") or output_dir
     converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
                  for split in files}
     paths = {split: c.path for split, c in converted.items()}
@@ -178,26 +178,26 @@ def run(task_class, settings: dict) -> dict:
                                      if "train" in converted else None)
     with strategy.scope():
         optimizer = session.make_optimizer(
-            learning_rate=settings["learning_rate"], num_train_steps=steps,
-            num_warmup_steps=warmup, optimizer=settings["optimizer"],
-            precision=settings["precision"])
-    trainer = session.make_trainer(settings, strategy, model, optimizer, task.objective(),
+            learning_rate=options["learning_rate"], num_train_steps=steps,
+            num_warmup_steps=warmup, optimizer=options["optimizer"],
+            precision=options["precision"])
+    trainer = session.make_trainer(options, strategy, model, optimizer, task.objective(),
                                    output_dir, steps)
     if "train" in paths:
-        micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
+        micro_batch = options["train_batch_size"] // options["gradient_accumulation_steps"]
         session.train(trainer, lambda skip: task.dataset(
             paths["train"], micro_batch, True, drop_remainder=True).skip(skip))
     best = {}
     if "dev" in paths:
-        best = session.evaluate_checkpoints(task, data["dev"], trainer, settings,
+        best = session.evaluate_checkpoints(task, data["dev"], trainer, options,
                                             paths["dev"], output_dir)
         if distribute.is_chief(strategy):
             task.evaluated(best, output_dir)
-    if "test" in paths or session.exporting(settings):
+    if "test" in paths or session.exporting(options):
         session.load_best_or_latest(trainer, output_dir)
         task.prepare_model(trainer.model, output_dir)
     if "test" in paths:
-        dataset = task.dataset(paths["test"], settings["predict_batch_size"], False)
+        dataset = task.dataset(paths["test"], options["predict_batch_size"], False)
         outputs = predict(strategy, trainer.model, dataset,
                           list(task.predict_outputs or task.eval_outputs),
                           list(task.label_features))
@@ -205,6 +205,6 @@ def run(task_class, settings: dict) -> dict:
             written = task.write_predictions(data["test"], outputs, output_dir, trainer.step)
             if written:
                 logging.info("predictions: %s", written)
-    session.export_if_asked(settings, strategy, trainer.model, task.serving_kind,
+    session.export_if_asked(options, strategy, trainer.model, task.serving_kind,
                             labels=task.labels, **task.export_options())
     return best or task.results

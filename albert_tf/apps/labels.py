@@ -28,22 +28,22 @@ def saved_labels(model_path) -> list[str] | None:
     return fileio.read_bytes(path).decode("utf-8").splitlines()
 
 
-def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
+def resolve_labels(options: dict, output_dir: str, discover) -> list[str]:
     """A model's labels: `--labels`, else the labels.txt of a model in `output_dir`,
     else `discover()` (the training file's). A training run whose labels differ from
     those already saved is refused (they would not fit its checkpoints). Nothing is
     written: `save_labels` keeps them once the data is checked."""
     path = os.path.join(output_dir, LABELS_FILE)
     saved = saved_labels(output_dir) if tf.io.gfile.isdir(output_dir) else None
-    if settings.get("labels"):
-        labels = list(settings["labels"])
+    if options.get("labels"):
+        labels = list(options["labels"])
     elif saved is not None:
         labels = saved
     else:
         labels = list(discover())
     if len(set(labels)) != len(labels) or not labels:
         raise UsageError(f"the labels must be distinct and not empty: {labels}")
-    if settings["do_train"] and saved is not None and saved != labels:
+    if options["do_train"] and saved is not None and saved != labels:
         raise UsageError(
             f"{path} holds other labels ({', '.join(saved)}) than this run's "
             f"({', '.join(labels)}): use another --output_dir")
@@ -51,17 +51,17 @@ def resolve_labels(settings: dict, output_dir: str, discover) -> list[str]:
     return labels
 
 
-def save_labels(settings: dict, output_dir: str, labels: list[str]) -> None:
+def save_labels(options: dict, output_dir: str, labels: list[str]) -> None:
     """A training run's labels as labels.txt (atomically), unless it is there."""
     path = os.path.join(output_dir, LABELS_FILE)
-    if settings["do_train"] and not tf.io.gfile.exists(path):
+    if options["do_train"] and not tf.io.gfile.exists(path):
         fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
 
 
-def check_labels_known(settings: dict) -> None:
+def check_labels_known(options: dict) -> None:
     """Without --do_train, the labels come from --labels or the labels.txt of the model
     in --output_dir: a UsageError when neither is there."""
-    path = os.path.join(settings["output_dir"] or "", LABELS_FILE)
-    if not settings["do_train"] and not settings["labels"] and not tf.io.gfile.exists(path):
-        raise UsageError(f"no {LABELS_FILE} in --output_dir={settings['output_dir']}: "
+    path = os.path.join(options["output_dir"] or "", LABELS_FILE)
+    if not options["do_train"] and not options["labels"] and not tf.io.gfile.exists(path):
+        raise UsageError(f"no {LABELS_FILE} in --output_dir={options['output_dir']}: "
                          f"give --labels")

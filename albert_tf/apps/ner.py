@@ -50,8 +50,8 @@ def define_flags():
 FLAG_NAMES = MODEL_FLAG_NAMES + FlagNames(__name__) + driver.TASK_MODULE_FLAG_NAMES
 
 
-def run(settings: dict) -> dict:
+def run(options: dict) -> dict:
     """Trains, evaluates every kept checkpoint on the dev file (keeping the best),
     predicts the test file; returns the best dev scores."""
-    settings = typed_options(settings, FLAG_NAMES)
-    return driver.run(driver.task_of(settings, default=TokenClassificationTask), settings)
+    options = typed_options(options, FLAG_NAMES)
+    return driver.run(driver.task_of(options, default=TokenClassificationTask), options)

@@ -1,6 +1,6 @@
 """A run's options, typed: a frozen dataclass built once from a script's flags.
 
-    options = typed_options(settings, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
+    options = typed_options(options, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
 
 Its fields are the flags the script defines (`absl` gives each its type, default and
 allowed values) plus the values the run derives before any work (`DERIVED`). Built from
@@ -126,8 +126,8 @@ def build(values: Mapping[str, Any], cls: type[Options]) -> Options:
     return cls(**values)
 
 
-def typed_options(settings, flag_names, *, exclusive=()) -> Options:
+def typed_options(options, flag_names, *, exclusive=()) -> Options:
     """The run's options as a frozen dataclass of the script's flags: unknown options,
     values of the wrong type and options that exclude each other are named before any
     work; options left out take the flags' defaults."""
-    return build(settings, options_class(flag_names, exclusive=exclusive))
+    return build(options, options_class(flag_names, exclusive=exclusive))

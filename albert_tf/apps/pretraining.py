@@ -42,43 +42,43 @@ def define_flags():
 FLAG_NAMES = MODEL_FLAG_NAMES + FlagNames(__name__, PretrainingTask.__module__)
 
 
-def run(settings: dict) -> dict:
+def run(options: dict) -> dict:
     """Trains and/or evaluates; returns the eval results (empty without do_eval)."""
-    settings = complete_model_files(typed_options(settings, FLAG_NAMES))
-    task = PretrainingTask(settings)
-    session.check_recompute(settings)
+    options = complete_model_files(typed_options(options, FLAG_NAMES))
+    task = PretrainingTask(options)
+    session.check_recompute(options)
     task.validate()
-    session.check_exports(settings, task.serving_kind)
-    context = session.setup(**settings)
+    session.check_exports(options, task.serving_kind)
+    context = session.setup(**options)
     strategy, config = context.strategy, context.config
-    distribute.per_replica_batch_size(settings["train_batch_size"], strategy)
-    distribute.per_replica_batch_size(settings["eval_batch_size"], strategy, "eval_batch_size")
+    distribute.per_replica_batch_size(options["train_batch_size"], strategy)
+    distribute.per_replica_batch_size(options["eval_batch_size"], strategy, "eval_batch_size")
     with strategy.scope():
         model = task.build_model(config)
         optimizer = session.make_optimizer(
-            learning_rate=settings["learning_rate"],
-            num_train_steps=settings["num_train_steps"],
-            num_warmup_steps=settings["num_warmup_steps"],
-            optimizer=settings["optimizer"], precision=settings["precision"],
-            start_warmup_step=settings["start_warmup_step"],
-            poly_power=settings["poly_power"])
+            learning_rate=options["learning_rate"],
+            num_train_steps=options["num_train_steps"],
+            num_warmup_steps=options["num_warmup_steps"],
+            optimizer=options["optimizer"], precision=options["precision"],
+            start_warmup_step=options["start_warmup_step"],
+            poly_power=options["poly_power"])
     session.initialize_from(model, context)
-    trainer = session.make_trainer(settings, strategy, model, optimizer, task.objective(),
-                                   context.output_dir, settings["num_train_steps"])
+    trainer = session.make_trainer(options, strategy, model, optimizer, task.objective(),
+                                   context.output_dir, options["num_train_steps"])
     results = {}
-    if settings["do_train"]:
-        micro_batch = settings["train_batch_size"] // settings["gradient_accumulation_steps"]
+    if options["do_train"]:
+        micro_batch = options["train_batch_size"] // options["gradient_accumulation_steps"]
         session.train(trainer, task.stream(micro_batch, training=True))
     else:
         trainer.restore()
-    if settings["do_eval"]:
-        dataset = task.stream(settings["eval_batch_size"], training=False)(0)
+    if options["do_eval"]:
+        dataset = task.stream(options["eval_batch_size"], training=False)(0)
         results = evaluate(strategy, model, dataset, task.batch_metrics,
-                           max_steps=settings["max_eval_steps"])
+                           max_steps=options["max_eval_steps"])
         results["global_step"] = trainer.step
         if distribute.is_chief(strategy):
             session.write_results(os.path.join(context.output_dir, "eval_results.txt"),
                                   results, summary_step=trainer.step)
-    session.export_if_asked(settings, strategy, model, task.serving_kind)
+    session.export_if_asked(options, strategy, model, task.serving_kind)
     logging.info("done: step %d", trainer.step)
     return results

@@ -81,10 +81,10 @@ def check_setup(*, albert_config_file, output_dir, max_seq_length=None,
 
 def setup(*, output_dir, distribution_strategy="one_device", tpu=None,
           precision="float32", seed=12345, heartbeat_timeout=None,
-          **settings) -> RunContext:
+          **options) -> RunContext:
     """Config, strategy, precision and seeds; errors before any work starts
     (`check_setup`). Creates and locks the output directory."""
-    config = check_setup(output_dir=output_dir, **settings)
+    config = check_setup(output_dir=output_dir, **options)
     keras.utils.set_random_seed(seed)
     keras.mixed_precision.set_dtype_policy(precision)
     strategy = distribute.get_strategy(distribution_strategy, tpu=tpu,
@@ -98,7 +98,7 @@ def setup(*, output_dir, distribution_strategy="one_device", tpu=None,
     logging.info("%s with %d replicas; precision %s", type(strategy).__name__,
                  strategy.num_replicas_in_sync, precision)
     return RunContext(strategy, config, os.fspath(output_dir), created,
-                      settings.get("init_files"))
+                      options.get("init_files"))
 
 
 @contextlib.contextmanager
@@ -119,21 +119,21 @@ def removed_if_stopped(context: RunContext):
         raise
 
 
-def tokenizer(settings: dict):
+def tokenizer(options: dict):
     """The run's Python tokenizer (`--spm_model_file` or `--vocab_file`,
     `--do_lower_case`)."""
     from albert_tf.tokenization import FullTokenizer
 
-    return FullTokenizer(vocab_file=settings["vocab_file"],
-                         do_lower_case=settings["do_lower_case"],
-                         spm_model_file=settings["spm_model_file"])
+    return FullTokenizer(vocab_file=options["vocab_file"],
+                         do_lower_case=options["do_lower_case"],
+                         spm_model_file=options["spm_model_file"])
 
 
-def check_batch_sizes(settings: dict, strategy) -> None:
+def check_batch_sizes(options: dict, strategy) -> None:
     """The batch sizes checked against the replicas."""
     for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if flag in settings:
-            distribute.per_replica_batch_size(settings[flag], strategy, flag)
+        if flag in options:
+            distribute.per_replica_batch_size(options[flag], strategy, flag)
 
 
 def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimizer="adamw",
@@ -146,19 +146,19 @@ def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimize
     return result
 
 
-def make_trainer(settings: dict, strategy, model, optimizer, objective, output_dir: str,
+def make_trainer(options: dict, strategy, model, optimizer, objective, output_dir: str,
                  train_steps: int):
     """The run's `Trainer`: checkpoints, loop length, accumulation, XLA and the seed of
     its random draws (dropout) from the common flags."""
     return Trainer(
         strategy=strategy, model=model, optimizer=optimizer, objective=objective,
         output_dir=output_dir, train_steps=train_steps,
-        steps_per_loop=settings["iterations_per_loop"],
-        save_checkpoints_steps=settings["save_checkpoints_steps"],
-        keep_checkpoint_max=settings["keep_checkpoint_max"],
-        gradient_accumulation_steps=settings["gradient_accumulation_steps"],
-        enable_xla=settings["enable_xla"], seed=settings["seed"],
-        recompute=settings["recompute_unit"] if settings["recompute"] else None)
+        steps_per_loop=options["iterations_per_loop"],
+        save_checkpoints_steps=options["save_checkpoints_steps"],
+        keep_checkpoint_max=options["keep_checkpoint_max"],
+        gradient_accumulation_steps=options["gradient_accumulation_steps"],
+        enable_xla=options["enable_xla"], seed=options["seed"],
+        recompute=options["recompute_unit"] if options["recompute"] else None)
 
 
 def train(trainer, dataset_fn):
@@ -194,20 +194,20 @@ def initialize_from(model, context: RunContext) -> None:
 EXPORT_FLAGS = ("export_dir", "export_tflite", "export_hf_dir")
 
 
-def exporting(settings: dict) -> bool:
+def exporting(options: dict) -> bool:
     """Whether the run writes its model in any form at the end."""
-    return any(settings.get(flag) for flag in EXPORT_FLAGS)
+    return any(options.get(flag) for flag in EXPORT_FLAGS)
 
 
-def check_recompute(settings: dict) -> None:
+def check_recompute(options: dict) -> None:
     """`--recompute`, checked before any work: it changes how training keeps what its
     backward pass needs, so a run that does not train is refused."""
-    if settings["recompute"] and not settings["do_train"]:
+    if options["recompute"] and not options["do_train"]:
         raise UsageError("--recompute changes what training keeps in memory; this run "
                          "does not train (--do_train is off): leave --recompute out")
 
 
-def check_exports(settings: dict, kind: str) -> None:
+def check_exports(options: dict, kind: str) -> None:
     """The exports asked for, checked before any work (one-line `UsageError`s naming
     the flag): `--export_dir` (and export_savedmodel.py's `--export_preprocessor`, at
     `--version`) can hold a new version directory (`albert_tf.export.check_export_dir`:
@@ -218,13 +218,13 @@ def check_exports(settings: dict, kind: str) -> None:
     from albert_tf.export.base import check_export_dir, file_in_the_way
 
     for flag in ("export_dir", "export_preprocessor"):
-        if settings.get(flag):
+        if options.get(flag):
             try:
-                check_export_dir(settings[flag], settings.get("version"))
+                check_export_dir(options[flag], options.get("version"))
             except ValueError as e:
                 raise UsageError(f"--{flag}: {e}") from None
-    checked_tflite_path(settings.get("export_tflite"))
-    hf_dir = settings.get("export_hf_dir")
+    checked_tflite_path(options.get("export_tflite"))
+    hf_dir = options.get("export_hf_dir")
     if hf_dir:
         in_the_way = file_in_the_way(hf_dir)
         if in_the_way is not None:
@@ -233,20 +233,20 @@ def check_exports(settings: dict, kind: str) -> None:
         if tf.io.gfile.isdir(hf_dir) and tf.io.gfile.listdir(hf_dir):
             raise UsageError(f"--export_hf_dir: {hf_dir} exists and is not empty; an "
                              "export is never written over: give a new directory")
-    if not settings.get("tflite_text"):
+    if not options.get("tflite_text"):
         return
-    if not settings.get("export_tflite"):
+    if not options.get("export_tflite"):
         raise UsageError("--tflite_text describes the --export_tflite file: give both")
     from albert_tf.export.tflite import check_text_export
 
     try:
-        check_text_export(kind, settings["spm_model_file"], settings["vocab_file"])
+        check_text_export(kind, options["spm_model_file"], options["vocab_file"])
     except ValueError as e:
         raise UsageError(f"--tflite_text: {e}") from None
 
 
-def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
-                    **options) -> str | None:
+def export_if_asked(options: dict, strategy, model, kind: str, *, labels=None,
+                    **export_options) -> str | None:
     """With `--export_hf_dir`, writes `model` as a Hugging Face directory (`labels` name
     a classifier's outputs); with `--export_dir`, exports it as `kind` (see
     `albert_tf.export`) with the run's tokenizer and `max_seq_length`; with
@@ -256,42 +256,42 @@ def export_if_asked(settings: dict, strategy, model, kind: str, *, labels=None,
     export goes): that is a one-line `UsageError` naming the flag too."""
     if not distribute.is_chief(strategy):
         return None
-    if settings.get("export_hf_dir"):
+    if options.get("export_hf_dir"):
         from albert_tf.checkpoints.huggingface import save_hf_checkpoint
 
         with _export_errors("export_hf_dir"):
-            save_hf_checkpoint(model, settings["export_hf_dir"],
-                               spm_model_file=settings["spm_model_file"],
-                               vocab_file=settings["vocab_file"],
-                               do_lower_case=settings["do_lower_case"], labels=labels)
-        logging.info("wrote the Hugging Face directory %s", settings["export_hf_dir"])
-    if settings.get("export_tflite"):
+            save_hf_checkpoint(model, options["export_hf_dir"],
+                               spm_model_file=options["spm_model_file"],
+                               vocab_file=options["vocab_file"],
+                               do_lower_case=options["do_lower_case"], labels=labels)
+        logging.info("wrote the Hugging Face directory %s", options["export_hf_dir"])
+    if options.get("export_tflite"):
         from albert_tf.export import export_tflite
 
         with _export_errors("export_tflite"):
-            export_tflite(model, settings["export_tflite"], kind=kind,
-                          precision=settings["tflite_precision"], labels=labels,
-                          task_name=options.get("task_name"),
-                          max_seq_length=settings["max_seq_length"],
-                          do_lower_case=settings["do_lower_case"],
-                          with_text=settings.get("tflite_text", False),
-                          spm_model_file=settings["spm_model_file"],
-                          vocab_file=settings["vocab_file"],
-                          is_pair=options.get("is_pair"))
-        logging.info("wrote the LiteRT file %s", settings["export_tflite"])
-    if not settings.get("export_dir"):
+            export_tflite(model, options["export_tflite"], kind=kind,
+                          precision=options["tflite_precision"], labels=labels,
+                          task_name=export_options.get("task_name"),
+                          max_seq_length=options["max_seq_length"],
+                          do_lower_case=options["do_lower_case"],
+                          with_text=options.get("tflite_text", False),
+                          spm_model_file=options["spm_model_file"],
+                          vocab_file=options["vocab_file"],
+                          is_pair=export_options.get("is_pair"))
+        logging.info("wrote the LiteRT file %s", options["export_tflite"])
+    if not options.get("export_dir"):
         return None
     if labels is not None:
-        options["labels"] = labels
+        export_options["labels"] = labels
     from albert_tf.export import export_savedmodel
 
     with _export_errors("export_dir"):
         path = export_savedmodel(
-            model, settings["export_dir"], kind=kind,
-            spm_model_file=settings["spm_model_file"], vocab_file=settings["vocab_file"],
-            do_lower_case=settings["do_lower_case"],
-            max_seq_length=settings["max_seq_length"],
-            serving_precision=settings["serving_precision"], **options)
+            model, options["export_dir"], kind=kind,
+            spm_model_file=options["spm_model_file"], vocab_file=options["vocab_file"],
+            do_lower_case=options["do_lower_case"],
+            max_seq_length=options["max_seq_length"],
+            serving_precision=options["serving_precision"], **export_options)
     logging.info("exported the SavedModel to %s", path)
     return path
 
@@ -323,7 +323,7 @@ def better(value, best, goal: str = "max") -> bool:
     return value < best if goal == "min" else value > best
 
 
-def evaluate_checkpoints(task, dev, trainer, settings, path, output_dir) -> dict:
+def evaluate_checkpoints(task, dev, trainer, options, path, output_dir) -> dict:
     """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
     latest; TensorBoard gets each) and keeps the best by the task's metric as
     `model.ckpt-best` (TF1 format, readable by the original code) with
@@ -332,7 +332,7 @@ def evaluate_checkpoints(task, dev, trainer, settings, path, output_dir) -> dict
     outputs `task.eval_outputs` and the features `task.label_features`) and
     `task.metric` names the result to keep the best of, the highest or, where
     `task.metric_goal` is "min" (an error, a loss), the lowest; the first of ties."""
-    dataset = task.dataset(path, settings["eval_batch_size"], False)
+    dataset = task.dataset(path, options["eval_batch_size"], False)
     # every worker evaluates the chief's checkpoints, once they are written
     distribute.barrier(trainer.strategy)
     checkpoints_to_try = trainer.checkpoints_oldest_first() or [None]

@@ -32,8 +32,8 @@ FLAG_NAMES = MODEL_FLAG_NAMES + FlagNames("albert_tf.tasks.squad") + \
     driver.TASK_MODULE_FLAG_NAMES
 
 
-def run(settings: dict) -> dict:
+def run(options: dict) -> dict:
     """Trains and/or predicts; returns the official scores of the predictions when the
     predict file has answers."""
-    settings = typed_options(settings, FLAG_NAMES)
-    return driver.run(driver.task_of(settings, default=SquadTask), settings)
+    options = typed_options(options, FLAG_NAMES)
+    return driver.run(driver.task_of(options, default=SquadTask), options)

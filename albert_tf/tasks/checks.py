@@ -30,32 +30,32 @@ def check_file(path, flag: str) -> str:
     return path
 
 
-def wanted_splits(settings: dict) -> list[str]:
+def wanted_splits(options: dict) -> list[str]:
     """The splits a fine-tuning run reads: train, dev, test for --do_train, --do_eval,
     --do_predict."""
-    return [s for s, on in (("train", settings["do_train"]), ("dev", settings["do_eval"]),
-                            ("test", settings["do_predict"])) if on]
+    return [s for s, on in (("train", options["do_train"]), ("dev", options["do_eval"]),
+                            ("test", options["do_predict"])) if on]
 
 
-def check_run(settings: dict) -> None:
+def check_run(options: dict) -> None:
     """What run_classifier.py and run_ner.py check first: something to do, a tokenizer
     file that exists, and a trained model in --output_dir (a checkpoint or
     model.ckpt-best) for --do_eval / --do_predict without --do_train."""
-    if not wanted_splits(settings):
+    if not wanted_splits(options):
         raise UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
-    if not (settings["spm_model_file"] or settings["vocab_file"]):
+    if not (options["spm_model_file"] or options["vocab_file"]):
         raise UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
     for flag in ("spm_model_file", "vocab_file"):
-        if settings[flag]:
-            check_file(settings[flag], flag)
-    output_dir = settings["output_dir"] or ""
+        if options[flag]:
+            check_file(options[flag], flag)
+    output_dir = options["output_dir"] or ""
     trained = tf.io.gfile.isdir(output_dir) and (
         tf.train.latest_checkpoint(output_dir) or tf.io.gfile.exists(
             os.path.join(output_dir, BEST_CHECKPOINT + ".index")))
-    if not settings["do_train"] and not trained:
+    if not options["do_train"] and not trained:
         raise UsageError(
             f"--do_eval/--do_predict without --do_train need a trained model in "
-            f"--output_dir={settings['output_dir']}, and there is none")
+            f"--output_dir={options['output_dir']}, and there is none")
 
 
 def with_changes(values: Mapping[str, Any], **changes) -> Mapping[str, Any]:

@@ -196,7 +196,11 @@ def test_typed_options_name_what_is_wrong_before_any_work():
         "    typed.train_step = 4\n"
         "except Exception as e:\n"
         "    print('frozen:', type(e).__name__)\n"
-        "print(typed.replace(train_step=5)['train_step'], typed['train_step'])\n")
+        "print(typed.replace(train_step=5)['train_step'], typed['train_step'])\n"
+        "import dataclasses\n"
+        "types = {f.name: f.type for f in dataclasses.fields(typed)}\n"
+        "print(*(types[n] for n in ('train_step', 'learning_rate', 'do_train', 'labels',\n"
+        "                           'task_name', 'precision')), sep='; ')\n")
     assert out.splitlines() == [
         "error: unknown option(s): max_seq_lenght (did you mean max_seq_length?)",
         "error: --max_seq_length='64': expected an integer",
@@ -206,4 +210,6 @@ def test_typed_options_name_what_is_wrong_before_any_work():
         "3 512 None",
         "frozen: FrozenInstanceError",
         "5 3",
+        "int | None; float | None; bool | None; list[str] | None; str | None; "
+        "str | None",
     ]

@@ -65,8 +65,20 @@ class Options(collections.abc.Mapping):
                 raise OptionsError(f"--{a} and --{b} exclude each other")
 
 
-def _checker(flag) -> tuple[type, Any]:
-    """(annotation, check(name, value) -> error or None) for an absl flag."""
+# The Python type of a flag's value, by its absl parser (a flag with no default may be
+# None).
+_TYPES = {"IntegerParser": int, "FloatParser": float, "BooleanParser": bool,
+          "ListParser": list[str]}
+
+
+def _type(flag):
+    """The annotation of a flag's field: its value's type, or None."""
+    return _TYPES.get(type(flag.parser).__name__, str) | None
+
+
+def _checker(flag):
+    """check(value) -> what was expected, or None where the value fits: for an absl
+    flag."""
     kind = type(flag.parser).__name__
     enum = getattr(flag.parser, "enum_values", None)
 
@@ -94,7 +106,7 @@ def options_class(flag_names: Iterable[str], *,
                   exclusive: Iterable[tuple[str, str]] = ()) -> type[Options]:
     """The frozen dataclass of the flags `flag_names` (defined with absl) and `DERIVED`."""
     defined = flags.FLAGS
-    fields = [(name, Any, dataclasses.field(default=defined[name].default))
+    fields = [(name, _type(defined[name]), dataclasses.field(default=defined[name].default))
               for name in flag_names]
     fields += [(name, Any, dataclasses.field(default=value))
                for name, value in DERIVED.items() if name not in set(flag_names)]

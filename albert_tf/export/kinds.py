@@ -78,7 +78,7 @@ class ServingKind:
     min_length: Callable[[object], int] = lambda model: 1  # shortest input the model takes
     label_output: str | None = None         # serve_text: the predictions' label names
     reusable: bool = False                  # also TF Hub's Reusable SavedModel API
-    # (checkpoint path, the export's given model arguments) -> model arguments
+    # (the checkpoint's directory, the export's given model arguments) -> model arguments
     checkpoint_arguments: Callable[[str, dict], dict] | None = None
 
     @property

@@ -16,6 +16,7 @@ from absl import logging
 
 from albert_tf import fileio, packing
 from albert_tf.checkpoints.release import (
+    ReleaseFiles,
     describe_checkpoint,
     head_outputs,
     layout_config,
@@ -112,8 +113,9 @@ def load_model_from_checkpoint(kind: str | ServingKind, albert_config_file, chec
                                num_labels: int | None = None, num_choices: int = 4,
                                **kwargs):
     """Builds the model of `kind` and loads `checkpoint` (any layout that
-    `release.load_checkpoint` reads) strictly: any model variable missing from it, or
-    of another shape, raises `CheckpointError` (nothing is written). The model's
+    `release.load_checkpoint` reads, or its `ReleaseFiles`) strictly: any model variable
+    missing from it, or of another shape, raises `CheckpointError` (nothing is
+    written). The model's
     number of outputs (`outputs_argument`: `num_labels`), where not given, is that of
     the checkpoint's head; the arguments the kind keeps beside a checkpoint
     (`checkpoint_arguments`: multi-label's threshold) come from there unless given.
@@ -123,13 +125,14 @@ def load_model_from_checkpoint(kind: str | ServingKind, albert_config_file, chec
     `model.load_report`."""
     config = albert_config_file if isinstance(albert_config_file, AlbertConfig) \
         else AlbertConfig.from_name_or_file(albert_config_file)
-    files = describe_checkpoint(checkpoint)
+    files = checkpoint if isinstance(checkpoint, ReleaseFiles) \
+        else describe_checkpoint(checkpoint)
     config = layout_config(config, files.layout)
     entry = serving_kind(kind)
     if entry.model_class.outputs_argument == "num_labels" and num_labels is None:
         num_labels = head_outputs(files, entry.model_class, config)
     if entry.checkpoint_arguments is not None:
-        kwargs.update(entry.checkpoint_arguments(os.fspath(checkpoint), kwargs))
+        kwargs.update(entry.checkpoint_arguments(files.directory, kwargs))
     model = build_model(entry, config, num_labels=num_labels, num_choices=num_choices,
                         **kwargs)
     model.load_report = load_checkpoint(model, files, strict=True)

@@ -127,8 +127,9 @@ def main(argv):
             config.max_position_embeddings,
             _positions_of(config.max_position_embeddings, files["albert_config_file"]))
         # Strict: a checkpoint that lacks any variable stops before anything is written.
-        # (The number of outputs, where not given, is the checkpoint head's.)
-        model = load_model_from_checkpoint(kind, config, FLAGS.checkpoint,
+        # (The number of outputs, where not given, is the checkpoint head's; the
+        # checkpoint described once, by `_model_files`.)
+        model = load_model_from_checkpoint(kind, config, files["init_files"],
                                            num_labels=FLAGS.num_labels,
                                            num_choices=FLAGS.num_choices,
                                            **_given_model_arguments(kind))

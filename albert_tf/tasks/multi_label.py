@@ -118,8 +118,8 @@ SERVING_KIND = kinds.ServingKind(
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",), labels=kinds.LabelRule("num_labels", str),
     model_info=("num_labels", "threshold"),
-    checkpoint_arguments=lambda checkpoint, given: {
-        "threshold": threshold_for(given.get("threshold"), checkpoint)})
+    checkpoint_arguments=lambda directory, given: {
+        "threshold": threshold_for(given.get("threshold"), directory)})
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,12 +13,12 @@ task in one file". The one registration is `@tasks.register` on the task: the ta
 its serving kind, the kind its model, the model its head.
 """
 
+import dataclasses
 import json
 import os
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 
 from albert_tf import names, task_heads, tasks
 from albert_tf.data import tabular
@@ -80,9 +80,9 @@ class MeanPoolTask(tasks.Task):
     serving_kinds = (SERVING_KIND,)
     has_labels = True
 
-    @classmethod
-    def define_flags(cls):
-        flags.DEFINE_string("text_key", "text", "mean_pool: the JSON key of the text.")
+    @dataclasses.dataclass(frozen=True)
+    class Options(tasks.Task.Options):  # its options: flags of the scripts too
+        text_key: str = tasks.option("text", "mean_pool: the JSON key of the text.")
 
     def read(self, split, paths):
         rows = []
@@ -91,9 +91,9 @@ class MeanPoolTask(tasks.Task):
             # run's data_report.json, --max_skipped_rows), as the built-in tasks do.
             skips = SkipLog(f"{split} row", path)
             for where, row, _ in tabular.rows(path, skips):
-                text, label = row.get(self.options["text_key"]), row.get("label")
+                text, label = row.get(self.options.text_key), row.get("label")
                 if not isinstance(text, str):
-                    skips.skip(where, "missing field", f"no {self.options['text_key']!r} text")
+                    skips.skip(where, "missing field", f"no {self.options.text_key!r} text")
                 elif split != "test" and not (isinstance(label, str) and label):
                     skips.skip(where, "no label", f"label {label!r}")
                 elif split != "test" and self.labels and label not in self.labels:
@@ -115,7 +115,7 @@ class MeanPoolTask(tasks.Task):
         return {names.LABEL_IDS: tf.io.FixedLenFeature([1], tf.int64)}
 
     def build_model(self, config):
-        return MeanPoolClassifier(config, len(self.labels), seed=self.options["seed"])
+        return MeanPoolClassifier(config, len(self.labels), seed=self.options.seed)
 
     def objective(self):
         def loss(outputs, features):  # per example [B]

@@ -1,11 +1,15 @@
-"""What the scripts share (`albert_tf.apps.script_flags`, `model_files`, `labels`,
-`options`): flag names read from the definitions, the model flags every script takes
-the same way, the files --init_checkpoint brings, labels.txt and typed options."""
+"""What the scripts share (`albert_tf.apps.options`, `model_files`, `labels`): each
+script's flags made from its tasks' options, the model flags every script takes the same
+way, the files --init_checkpoint brings, labels.txt; and the options themselves
+(`albert_tf.tasks.options`), typed and checked with no flag at all."""
+
+import dataclasses
 
 import pytest
 from conftest import FIXTURE_CHECKPOINT
 
 from albert_tf.config import available_configs
+from albert_tf.tasks.options import RunOptions, TaskOptions
 from tests.helpers.forked import run_python
 from tests.helpers.scripts import FIXTURES, ROOT, SPM, run_script
 
@@ -17,7 +21,8 @@ MODEL_FLAGS = {
     "gradient_accumulation_steps", "seed", "recompute", "recompute_unit", "export_dir",
     "serving_precision", "export_tflite", "tflite_precision", "tflite_text",
     "export_hf_dir"}
-# The flags each script passed to its `run` when the lists were written by hand.
+# The flags of each script, as when the lists were written by hand (run_squad.py has
+# --task_name and --cached_dir since every run script has them).
 APP_FLAGS = {
     "classifier": {
         "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length",
@@ -28,14 +33,18 @@ APP_FLAGS = {
         "label_field", "labels", "header",
         # Your own task in a file, and the built-in task modules' flags (multi_label).
         "task_module", "label_separator", "threshold", "tune_threshold",
-        "max_skipped_rows"},
+        "max_skipped_rows",
+        # SQuAD's, since --task_name picks any fine-tuning task.
+        "predict_file", "train_feature_file", "predict_feature_file",
+        "version_2_with_negative", "doc_stride", "max_query_length", "n_best_size",
+        "max_answer_length", "start_n_top", "end_n_top", "null_score_diff_threshold"},
     "ner": {
         "do_predict", "data_dir", "task_name", "train_file", "dev_file", "test_file",
         "labels", "cached_dir", "max_seq_length", "train_batch_size", "eval_batch_size",
         "predict_batch_size", "train_step", "num_train_epochs", "warmup_step",
         "warmup_proportion", "dropout_prob", "max_skipped_rows", "task_module"},
     "squad": {
-        "do_predict", "train_file", "predict_file", "train_feature_file",
+        "task_name", "cached_dir", "do_predict", "train_file", "predict_file", "train_feature_file",
         "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
         "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
         "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
@@ -54,28 +63,45 @@ def python(code: str) -> str:
     return result.stdout
 
 
-def test_each_app_passes_the_flags_it_defines():
+def test_each_script_has_its_tasks_options_as_flags():
     # One process per app: their flags share names (max_seq_length, ...), as the
-    # scripts, each of which defines one app's flags.
+    # scripts, each of which defines one app's flags. Each flag is an option of the
+    # script's task, filled back from the parsed flags with the value given.
     for app, own in APP_FLAGS.items():
-        names = python(
+        out = python(
+            "import sys\n"
+            "from absl import flags\n"
             f"from albert_tf.apps import {app}\n"
-            f"before = list({app}.FLAG_NAMES)\n"
             f"{app}.define_flags()\n"
-            f"print(len(before), *{app}.FLAG_NAMES)\n").split()
-        assert names[0] == "0"  # read when used: nothing before the definitions
-        assert len(names[1:]) == len(set(names[1:])), app
-        assert set(names[1:]) == MODEL_FLAGS | own, app
+            f"task = {['--task_name=mrpc'] if app == 'classifier' else []}\n"
+            "flags.FLAGS(['x', '--seed=7', *task])\n"
+            "names = [f.name for module, defined in "
+            "flags.FLAGS.flags_by_module_dict().items() if module.startswith('albert_tf.')"
+            " for f in defined]\n"
+            f"options = {app}.options_from_flags()\n"
+            "print(type(options).__qualname__, options.seed, *names)\n").split()
+        assert out[1] == "7", app
+        names = out[2:]
+        assert len(names) == len(set(names)), app
+        assert set(names) == MODEL_FLAGS | own, app
+        assert out[0] == {"classifier": "ClassificationTask.Options",
+                          "ner": "TokenClassificationTask.Options",
+                          "squad": "SquadTask.Options",
+                          "pretraining": "PretrainingTask.Options"}[app]
 
 
 def test_export_takes_the_model_flags_of_the_run_scripts():
-    names = python("import sys; sys.argv = ['export_savedmodel.py']\n"
-                   "import runpy; runpy.run_path('export_savedmodel.py')\n"
-                   "from albert_tf.apps.script_flags import MODEL_FLAG_NAMES\n"
-                   "print(*MODEL_FLAG_NAMES)\n")
-    assert names.split() == ["albert_config_file", "spm_model_file", "vocab_file",
-                             "do_lower_case", "export_tflite", "tflite_precision",
-                             "tflite_text"]
+    out = python("import sys; sys.argv = ['export_savedmodel.py']\n"
+                 "import runpy; runpy.run_path('export_savedmodel.py')\n"
+                 "from absl import flags\n"
+                 "from albert_tf.tasks.options import RunOptions\n"
+                 "mine = [f for f in flags.FLAGS.get_flags_for_module("
+                 "'albert_tf.apps.options')]\n"
+                 "print(*(f.name for f in mine))\n"
+                 "print(all(f.help.endswith(RunOptions.help_of(f.name)) for f in mine))\n")
+    assert out.split() == ["albert_config_file", "spm_model_file", "vocab_file",
+                           "do_lower_case", "export_tflite", "tflite_precision",
+                           "tflite_text", "True"]
 
 
 def test_export_resolves_a_shipped_config_name(tmp_path):
@@ -114,30 +140,26 @@ def test_init_checkpoint_directory_brings_its_files(tmp_path):
     from tests.helpers.layouts import brightmart_release, hf_release
 
     hf = hf_release(tmp_path / "hf", tokenizer="wordpiece")  # do_lower_case false
-    settings = complete_model_files({
-        "init_checkpoint": str(hf), "albert_config_file": None, "spm_model_file": None,
-        "vocab_file": None, "do_lower_case": None})
-    assert (settings["init_files"].layout, settings["albert_config_file"],
-            settings["spm_model_file"], settings["vocab_file"],
-            settings["do_lower_case"]) == (
+    options = complete_model_files(RunOptions(init_checkpoint=str(hf)))
+    assert (options.init_files.layout, options.albert_config_file, options.spm_model_file,
+            options.vocab_file, options.do_lower_case) == (
         "huggingface", str(hf / "config.json"), None, str(hf / "vocab.txt"), False)
     # Given, the flag wins; without --init_checkpoint, the original's default.
-    assert complete_model_files({**settings, "do_lower_case": True})[
-        "do_lower_case"] is True
-    assert complete_model_files({"do_lower_case": None}) == {"do_lower_case": True}
+    assert complete_model_files(options.replace(do_lower_case=True)).do_lower_case is True
+    assert complete_model_files(RunOptions()) == RunOptions(do_lower_case=True)
     zh = brightmart_release(tmp_path / "zh")
-    given = {"init_checkpoint": str(zh / "albert_model.ckpt"), "albert_config_file":
-             "albert_base_zh", "spm_model_file": None, "vocab_file": "my_vocab.txt"}
-    settings = complete_model_files(given)
+    given = RunOptions(init_checkpoint=str(zh / "albert_model.ckpt"),
+                       albert_config_file="albert_base_zh", vocab_file="my_vocab.txt")
+    options = complete_model_files(given)
     # The flags given win; the layout decides how the config is read. The checkpoint
-    # is described once, and that description travels with the settings.
-    assert settings == {**given, "init_files": describe_checkpoint(given["init_checkpoint"])}
-    config = load_config(settings["albert_config_file"], settings["init_files"].layout)
+    # is described once, and that description travels with the options.
+    assert options == given.replace(do_lower_case=True, init_files=describe_checkpoint(
+        given.init_checkpoint))
+    config = load_config(options.albert_config_file, options.init_files.layout)
     assert config.embedding_size == config.hidden_size == 768
-    settings = complete_model_files({**given, "albert_config_file": None,
-                                     "vocab_file": None})
-    assert settings["albert_config_file"] == str(zh / "albert_config_tiny.json")
-    assert settings["vocab_file"] == str(zh / "vocab.txt")
+    options = complete_model_files(given.replace(albert_config_file=None, vocab_file=None))
+    assert options.albert_config_file == str(zh / "albert_config_tiny.json")
+    assert options.vocab_file == str(zh / "vocab.txt")
 
 
 def test_init_checkpoint_without_config_beside_it(tmp_path):
@@ -148,7 +170,7 @@ def test_init_checkpoint_without_config_beside_it(tmp_path):
     prefix = copy_checkpoint(tmp_path / "bare")
     with pytest.raises(UsageError, match="--albert_config_file is required: there "
                        f"is no config beside --init_checkpoint={prefix}"):
-        complete_model_files({"init_checkpoint": prefix, "albert_config_file": None})
+        complete_model_files(RunOptions(init_checkpoint=prefix))
 
 
 def test_labels_are_saved_once_and_other_labels_refused(tmp_path):
@@ -157,59 +179,58 @@ def test_labels_are_saved_once_and_other_labels_refused(tmp_path):
     from albert_tf.apps.labels import resolve_labels, save_labels
     from albert_tf.errors import UsageError
 
-    settings = {"labels": None, "do_train": True}
-    first = resolve_labels(settings, str(tmp_path), lambda: ["O", "B-X", "I-X"])
+    training = TaskOptions(do_train=True)
+    first = resolve_labels(training, str(tmp_path), lambda: ["O", "B-X", "I-X"])
     assert not (tmp_path / "labels.txt").exists()  # kept once the data is checked
-    save_labels(settings, str(tmp_path), first)
+    save_labels(training, str(tmp_path), first)
     assert (tmp_path / "labels.txt").read_text() == "O\nB-X\nI-X\n"
-    later = resolve_labels({"labels": None, "do_train": False}, str(tmp_path),
+    later = resolve_labels(TaskOptions(), str(tmp_path),
                            lambda: pytest.fail("the saved labels are used"))
     assert later == first
     with pytest.raises(UsageError, match="holds other labels"):
-        resolve_labels({"labels": ["O", "B-Y"], "do_train": True}, str(tmp_path),
+        resolve_labels(TaskOptions(labels=["O", "B-Y"], do_train=True), str(tmp_path),
                        lambda: [])
     with pytest.raises(UsageError, match="distinct"):
-        resolve_labels({"labels": ["O", "O"], "do_train": False}, str(tmp_path / "x"),
+        resolve_labels(TaskOptions(labels=["O", "O"]), str(tmp_path / "x"),
                        lambda: [])
 
 
-def test_typed_options_name_what_is_wrong_before_any_work():
-    """A run's options are a frozen dataclass of the script's flags: an unknown option
-    (with the closest name), a wrong type, an enum value outside its set and two options
-    that exclude each other are named; those left out take the flags' defaults."""
-    out = python(
-        "from albert_tf.apps import classifier, options\n"
-        "classifier.define_flags()\n"
-        "def attempt(values):\n"
-        "    try:\n"
-        "        return options.typed_options(values, classifier.FLAG_NAMES,\n"
-        "                                     exclusive=[('high_only', 'middle_only')])\n"
-        "    except options.OptionsError as e:\n"
-        "        print('error:', e)\n"
-        "attempt({'task_name': 'mrpc', 'max_seq_lenght': 64})\n"
-        "attempt({'max_seq_length': '64'})\n"
-        "attempt({'precision': 'float64'})\n"
-        "attempt({'high_only': True, 'middle_only': True})\n"
-        "typed = attempt({'task_name': 'mrpc', 'train_step': 3})\n"
-        "print(typed['train_step'], typed['max_seq_length'], typed.init_files)\n"
-        "try:\n"
-        "    typed.train_step = 4\n"
-        "except Exception as e:\n"
-        "    print('frozen:', type(e).__name__)\n"
-        "print(typed.replace(train_step=5)['train_step'], typed['train_step'])\n"
-        "import dataclasses\n"
-        "types = {f.name: f.type for f in dataclasses.fields(typed)}\n"
-        "print(*(types[n] for n in ('train_step', 'learning_rate', 'do_train', 'labels',\n"
-        "                           'task_name', 'precision')), sep='; ')\n")
-    assert out.splitlines() == [
-        "error: unknown option(s): max_seq_lenght (did you mean max_seq_length?)",
-        "error: --max_seq_length='64': expected an integer",
-        "error: --precision='float64': expected one of float32, mixed_bfloat16, "
-        "mixed_float16",
-        "error: --high_only and --middle_only exclude each other",
-        "3 512 None",
-        "frozen: FrozenInstanceError",
-        "5 3",
-        "int | None; float | None; bool | None; list[str] | None; str | None; "
-        "str | None",
-    ]
+def test_options_are_typed_and_name_what_is_wrong_before_any_work():
+    """A run's options are its task's frozen dataclass, made from Python with no flag:
+    an unknown option (with the closest name), a wrong type, a value outside its
+    choices and two options that exclude each other are named; those left out take
+    their defaults (the original script's); a list is kept as a tuple."""
+    from albert_tf.tasks.classification import ClassificationTask
+    from albert_tf.tasks.multiple_choice import MultipleChoiceTask
+    from albert_tf.tasks.options import OptionsError
+
+    def error(cls, values):
+        with pytest.raises(OptionsError) as e:
+            cls.build(values)
+        return str(e.value)
+
+    options = ClassificationTask.Options
+    assert error(options, {"task_name": "mrpc", "max_seq_lenght": 64}) == (
+        "unknown option(s) of ClassificationTask.Options: max_seq_lenght (did you mean "
+        "max_seq_length?)")
+    assert error(options, {"max_seq_length": "64"}) == \
+        "--max_seq_length='64': expected an integer"
+    assert error(options, {"do_train": 1}) == "--do_train=1: expected true or false"
+    assert error(options, {"precision": "float64"}) == (
+        "--precision='float64': expected one of float32, mixed_bfloat16, mixed_float16")
+    assert error(MultipleChoiceTask.Options, {"high_only": True, "middle_only": True}) \
+        == "--high_only and --middle_only exclude each other"
+    typed = options.build({"task_name": "mrpc", "train_step": 3, "labels": ["a", "b"],
+                           "learning_rate": 1})
+    assert (typed.train_step, typed.max_seq_length, typed.warmup_step, typed.init_files,
+            typed.labels, typed.learning_rate) == (3, 512, 0, None, ("a", "b"), 1.0)
+    assert isinstance(typed.learning_rate, float)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        typed.train_step = 4
+    assert (typed.replace(train_step=5).train_step, typed.train_step) == (5, 3)
+    with pytest.raises(OptionsError, match="expected an integer"):
+        typed.replace(train_step=5.5)
+    assert {name: options.type_of(name) for name in (
+        "train_step", "learning_rate", "do_train", "labels", "task_name")} == {
+        "train_step": (int, True), "learning_rate": (float, False),
+        "do_train": (bool, False), "labels": (tuple, True), "task_name": (str, True)}

@@ -937,6 +937,7 @@ def test_an_export_dir_that_is_a_file_is_refused_before_any_work(tmp_path):
         export_preprocessor,
         export_savedmodel,
     )
+    from albert_tf.tasks.options import RunOptions
     from tests.helpers.scripts import run_script
     from tests.helpers.tiny import tiny_config
 
@@ -979,16 +980,16 @@ def test_an_export_dir_that_is_a_file_is_refused_before_any_work(tmp_path):
     full = tmp_path / "hf"
     full.mkdir()
     (full / "config.json").write_text("{}\n")
-    settings = {"spm_model_file": SPM, "vocab_file": None}
+    options = RunOptions(spm_model_file=SPM)
     with pytest.raises(UsageError, match=re.escape(
             f"--export_hf_dir: {full} exists and is not empty; an export is never "
             "written over")):
-        check_exports({**settings, "export_hf_dir": str(full)}, "classifier")
+        check_exports(options.replace(export_hf_dir=str(full)), "classifier")
     with pytest.raises(UsageError,
                        match=re.escape(f"--export_hf_dir: {in_the_way} is a file")):
-        check_exports({**settings, "export_hf_dir": str(under)}, "classifier")
+        check_exports(options.replace(export_hf_dir=str(under)), "classifier")
     (tmp_path / "empty").mkdir()  # an empty directory is taken (and replaced)
-    check_exports({**settings, "export_hf_dir": str(tmp_path / "empty")}, "classifier")
+    check_exports(options.replace(export_hf_dir=str(tmp_path / "empty")), "classifier")
 
     assert in_the_way.read_text() == "a file\n"
     assert (full / "config.json").read_text() == "{}\n"

@@ -92,10 +92,14 @@ def test_own_tasks_section_runs(release_dir, capsys):  # noqa: F811
     for code in blocks("python", OWN_TASKS):
         run_example(code, namespace)
     printed = capsys.readouterr().out.splitlines()
-    assert len(printed) == 3
+    assert len(printed) == 4
     for line in printed[:2]:  # the entities of each text: a list of tuples
         assert line.startswith("[") and line.endswith("]")
     assert any(printed[2].startswith(e) for e in namespace["endings"])
+    # The run from Python (no flag defined in this process is read): its accuracy.
+    assert 0.0 <= float(printed[3]) <= 1.0
+    assert (root / "reviews_py_out" / "labels.txt").read_text() == "neg\npos\n"
+    assert "eval_accuracy" in (root / "reviews_py_out" / "eval_results.txt").read_text()
     predicted = (root / "ner_zh_out" / "test_predictions.json").read_text(encoding="utf-8")
     assert [json.loads(line)["id"] for line in predicted.splitlines()] == list(range(20))
     assert (root / "ner_en_out" / "test_predictions.conll").exists()

@@ -135,7 +135,8 @@ def test_conll_windows_predictions_written_back(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--do_train", "--task_name=msra", "--data_dir=/tmp"], "--task_name=msra is not one"),
+    (["--do_train", "--task_name=msra", "--data_dir=/tmp"],
+     "--task_name=msra: this script runs ner, cluener, conll"),
     (["--do_predict", f"--test_file={NER / 'cluener_dev.json'}"], "need a trained model"),
     ([], "nothing to do"),
 ])

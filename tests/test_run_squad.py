@@ -108,6 +108,16 @@ def test_export_serve_text_reproduces_run_squad(tmp_path, version):
                    f"--albert_config_file={config}", f"--spm_model_file={SPM}",
                    "--max_seq_length=384", "--max_query_length=64",
                    f"--export_dir={out / 'export'}")
+        # run_classifier.py --task_name=squad runs the same task: the same predictions
+        # of the trained model (and the same official scores).
+        by_run_squad = {name: (out / name).read_text()
+                        for name in ("predictions.json", "eval_results.json")}
+        run_script("run_classifier.py", "--task_name=squad", "--do_predict",
+                   f"--predict_file={data}", f"--spm_model_file={SPM}",
+                   f"--albert_config_file={config}", f"--output_dir={out}",
+                   "--max_seq_length=384", "--doc_stride=128", "--max_query_length=64",
+                   "--predict_batch_size=4")
+        assert {name: (out / name).read_text() for name in by_run_squad} == by_run_squad
     items, skipped = one_window_questions(data, 384, 64)
     assert len(items) >= 20 and len(skipped) <= 4  # only the 1042-piece v1.1 paragraph
     (tmp_path / "items.json").write_text(json.dumps(items))

@@ -46,6 +46,14 @@ def test_bad_input_is_one_line_once(tmp_path):
         ("run_classifier.py", out, "--do_train"): "error: --task_name is required",
         ("run_classifier.py", out, "--task_name=MRPC", "extra"):
             "error: unexpected arguments: extra",
+        # A flag of another task of the script is refused, not ignored.
+        ("run_classifier.py", out, "--task_name=MRPC", "--do_train",
+         "--label_separator=|", "--high_only"):
+            "error: --high_only, --label_separator: not an option of the task "
+            "'classification'",
+        ("run_ner.py", out, "--task_name=mrpc"):
+            "error: --task_name=mrpc: this script runs ner, cluener, conll, or give "
+            "--task_module",
         ("run_ner.py", out, "--do_train"):
             "error: give --spm_model_file (or --vocab_file for WordPiece)",
         ("run_squad.py", out): "error: nothing to do: give --do_train and/or --do_predict",

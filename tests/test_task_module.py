@@ -94,6 +94,21 @@ def test_a_task_module_must_register_one_task(tmp_path):
     with pytest.raises(tasks.TaskModuleError, match=r"registers 2 tasks \(two_a, two_b\); "
                                                     "a task module registers one"):
         tasks.load_task_module(tmp_path / "two.py")
+    # Its options: a frozen dataclass of the task API's options.
+    (tmp_path / "undecorated.py").write_text(
+        "from albert_tf import tasks\n@tasks.register\nclass T(tasks.Task):\n"
+        "    name, metric = 'undecorated', 'f1'\n"
+        "    class Options(tasks.Task.Options):\n        key: str = tasks.option('k')\n")
+    with pytest.raises(tasks.TaskModuleError, match=re.escape(
+            "T.Options with @dataclasses.dataclass(frozen=True) (it declares key)")):
+        tasks.load_task_module(tmp_path / "undecorated.py")
+    (tmp_path / "plain.py").write_text(
+        "import dataclasses\nfrom albert_tf import tasks\n@tasks.register\n"
+        "class T(tasks.Task):\n    name, metric = 'plain', 'f1'\n"
+        "    @dataclasses.dataclass(frozen=True)\n    class Options:\n        key: str = 'k'\n")
+    with pytest.raises(tasks.TaskModuleError, match="T.Options must derive from "
+                                                    "albert_tf.tasks.Task.Options"):
+        tasks.load_task_module(tmp_path / "plain.py")
     with pytest.raises(tasks.TaskModuleError, match="missing.py does not exist"):
         tasks.load_task_module(tmp_path / "missing.py")
     (tmp_path / "folder.py").mkdir()
@@ -184,10 +199,12 @@ def test_task_name_and_task_module_must_agree():
     assert classifier.task_class({"task_name": "multi_label"}).name == "multi_label"
     # --task_name names a task or a data set it runs, in every script.
     assert classifier.task_class({"task_name": "cluener"}).name == "ner"
-    with pytest.raises(UsageError, match="--task_name=squad: no such task here; "
-                                         "expected one of .*cola.* or give "
+    assert classifier.task_class({"task_name": "squad"}).name == "squad"
+    # Pretraining reads streams, not splits: run_pretraining.py runs it.
+    with pytest.raises(UsageError, match="--task_name=pretraining: no such task here; "
+                                         "expected one of .*cola.*squad, or give "
                                          "--task_module"):
-        classifier.task_class({"task_name": "squad"})
+        classifier.task_class({"task_name": "pretraining"})
 
 
 def test_every_tasks_data_error_is_one_kind_the_scripts_report():

@@ -309,12 +309,11 @@ def test_an_existing_file_is_never_overwritten(models, tmp_path, monkeypatch):
     # one line too (session.export_if_asked).
     from albert_tf.apps.session import export_if_asked
     from albert_tf.errors import UsageError
+    from albert_tf.tasks.options import RunOptions
 
-    settings = {"export_hf_dir": None, "export_dir": None, "export_tflite": str(old),
-                "tflite_precision": "float32", "max_seq_length": 32,
-                "do_lower_case": True, "spm_model_file": None, "vocab_file": None}
+    options = RunOptions(export_tflite=str(old), max_seq_length=32, do_lower_case=True)
     with pytest.raises(UsageError, match=re.escape(f"--export_tflite: {old} exists; {never}")):
-        export_if_asked(settings, tf.distribute.get_strategy(), model, "classifier")
+        export_if_asked(options, tf.distribute.get_strategy(), model, "classifier")
 
     # Another writer's file that appears while the model is converted stays.
     convert = tflite._convert

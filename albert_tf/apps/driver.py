@@ -22,39 +22,49 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from typing import Mapping
 
 from absl import flags, logging
 
 from albert_tf import tasks
 from albert_tf.apps import session
 from albert_tf.apps.labels import check_labels_known, resolve_labels, save_labels
-from albert_tf.apps.model_files import complete_model_files
-from albert_tf.apps.script_flags import FlagNames
+from albert_tf.apps.options import OptionsError, define_flags, from_flags
 from albert_tf.data.report import DataReport, SkipLimit
 from albert_tf.errors import UsageError
+from albert_tf.tasks.options import FineTuningOptions
 from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
 
 def define_task_module_flag(what: str) -> None:
     """Defines `--task_module` in a run script (`what`: the tasks it runs otherwise) and
-    loads the module named among the command-line arguments, so that its task's flags
-    exist before absl parses them (`tasks.load_task_module_in`)."""
-    flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
-                        "A task of your own: a Python file (or module) that registers an "
-                        "albert_tf.tasks.Task subclass (@albert_tf.tasks.register); its "
-                        "flags are added to these. Trained, evaluated, predicted and "
-                        f"exported as {what}.")
-    tasks.load_task_module_in(sys.argv[1:])
+    loads the module named among the command-line arguments, whose task's options
+    become flags before absl parses them (`tasks.load_task_module_in`). A module that
+    cannot be loaded, or whose options clash with the script's flags, stops the program
+    with one line, `error: <why>`."""
+    define_flags(FineTuningOptions, only=[tasks.TASK_MODULE_FLAG], helps={
+        tasks.TASK_MODULE_FLAG: FineTuningOptions.help_of(tasks.TASK_MODULE_FLAG) +
+        f" Trained, evaluated, predicted and exported as {what}."})
+    task = tasks.load_task_module_in(sys.argv[1:])
+    if task is not None:
+        try:
+            define_flags(task.Options)
+        except OptionsError as e:
+            raise SystemExit(f"error: --{tasks.TASK_MODULE_FLAG}: {e}") from None
 
 
 def task_of(options, named=(), default=None):
-    """The task of a run: `--task_module`'s; else `default` (the script's one task);
-    else the registered task that `--task_name` names (`tasks.find`) among `named`, the
-    tasks whose flags the script has. With `named`, a --task_name given with a
-    --task_module must be that task's."""
-    name = options.get("task_name")
-    module = options.get(tasks.TASK_MODULE_FLAG)
+    """The task of a run (`options`: a mapping, or a task's options): `--task_module`'s;
+    else `default` (the script's one task); else the registered task that `--task_name`
+    names (`tasks.find`) among `named`, the tasks whose flags the script has. With
+    `named`, a --task_name given with a --task_module must be that task's."""
+    def value(name):
+        return options.get(name) if isinstance(options, Mapping) else \
+            getattr(options, name, None)
+
+    name = value("task_name")
+    module = value(tasks.TASK_MODULE_FLAG)
     if module:
         task = tasks.load_task_module(module)
         if named and name and not task.answers(name):
@@ -62,6 +72,9 @@ def task_of(options, named=(), default=None):
                              f"the task {task.name!r}")
         return task
     if default is not None:
+        if name and not default.answers(name):
+            raise UsageError(f"--task_name={name}: this script runs "
+                             f"{', '.join(default.task_names())}, or give --task_module")
         return default
     if not name:
         raise UsageError("--task_name is required")
@@ -74,14 +87,20 @@ def task_of(options, named=(), default=None):
     return task
 
 
-# The flags of `define_task_module_flag` and those of the task module it loads.
-TASK_MODULE_FLAG_NAMES = FlagNames(__name__, tasks.loaded_modules)
+def options_from_flags(named=(), default=None):
+    """The run's options from the parsed flags: those of its task (`task_of`), filled
+    by `albert_tf.apps.options.from_flags` (a flag given that the task has no option
+    for is an error)."""
+    given = {name: flags.FLAGS[name].value for name in ("task_name", tasks.TASK_MODULE_FLAG)
+             if name in flags.FLAGS}
+    task = task_of(given, named, default)
+    return from_flags(task.Options, f"the task {task.name!r}")
 
 
 def skip_limit(options) -> SkipLimit:
     """`--max_skipped_rows`, checked before any work."""
     try:
-        return SkipLimit.parse(options.get("max_skipped_rows"))
+        return SkipLimit.parse(options.max_skipped_rows)
     except ValueError as e:
         raise UsageError(str(e)) from None
 
@@ -102,7 +121,7 @@ def read_splits(task, options, files, report: DataReport) -> dict:
 
     if task.has_labels:
         task.labels = resolve_labels(
-            options, options["output_dir"], lambda: task.discover_labels(read("train")))
+            options, options.output_dir, lambda: task.discover_labels(read("train")))
     for split in files:
         read(split)
     return data
@@ -124,7 +143,7 @@ def check_metric(task, dev, model, strategy, options) -> None:
     not after training and evaluating."""
     from albert_tf.tasks import TaskModuleError
 
-    count = options["eval_batch_size"]
+    count = options.eval_batch_size
     head = task.head("dev", dev, count)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "dev_head.tf_record")
@@ -139,24 +158,21 @@ def check_metric(task, dev, model, strategy, options) -> None:
             f"; checked on the first {count} dev examples before training)")
 
 
-def run(task_class, options: dict) -> dict:
+def run(task_class, options) -> dict:
     """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
-    test split and exports; returns the best dev results."""
-    options = complete_model_files(options)
-    task = task_class(options)
-    session.check_recompute(options)
-    task.validate()
-    session.check_exports(options, task.serving_kind)
+    test split and exports; returns the best dev results. `options`: the task's
+    `Options`, or a mapping that makes them."""
+    task, options = session.checked_task(task_class, options)
     files = task.data_files()
     if task.has_labels:
         check_labels_known(options)
-    session.check_setup(**options)
+    session.check_setup(options)
     report = DataReport(skip_limit(options))
     task.tokenizer = session.tokenizer(options)
     data = read_splits(task, options, files, report)
     check_data(task, report)
 
-    context = session.setup(**options)
+    context = session.setup(options)
     strategy, output_dir = context.strategy, context.output_dir
     with session.removed_if_stopped(context):
         session.check_batch_sizes(options, strategy)
@@ -170,7 +186,7 @@ def run(task_class, options: dict) -> dict:
         save_labels(options, output_dir, task.labels)
     if distribute.is_chief(strategy):
         logging.info("what was read: %s", report.write(output_dir))
-    cache_dir = options.get("cached_dir") or output_dir
+    cache_dir = options.cached_dir or output_dir
     converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
                  for split in files}
     paths = {split: c.path for split, c in converted.items()}
@@ -178,13 +194,13 @@ def run(task_class, options: dict) -> dict:
                                      if "train" in converted else None)
     with strategy.scope():
         optimizer = session.make_optimizer(
-            learning_rate=options["learning_rate"], num_train_steps=steps,
-            num_warmup_steps=warmup, optimizer=options["optimizer"],
-            precision=options["precision"])
+            learning_rate=options.learning_rate, num_train_steps=steps,
+            num_warmup_steps=warmup, optimizer=options.optimizer,
+            precision=options.precision)
     trainer = session.make_trainer(options, strategy, model, optimizer, task.objective(),
                                    output_dir, steps)
     if "train" in paths:
-        micro_batch = options["train_batch_size"] // options["gradient_accumulation_steps"]
+        micro_batch = options.train_batch_size // options.gradient_accumulation_steps
         session.train(trainer, lambda skip: task.dataset(
             paths["train"], micro_batch, True, drop_remainder=True).skip(skip))
     best = {}
@@ -197,7 +213,7 @@ def run(task_class, options: dict) -> dict:
         session.load_best_or_latest(trainer, output_dir)
         task.prepare_model(trainer.model, output_dir)
     if "test" in paths:
-        dataset = task.dataset(paths["test"], options["predict_batch_size"], False)
+        dataset = task.dataset(paths["test"], options.predict_batch_size, False)
         outputs = predict(strategy, trainer.model, dataset,
                           list(task.predict_outputs or task.eval_outputs),
                           list(task.label_features))

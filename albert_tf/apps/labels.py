@@ -35,15 +35,15 @@ def resolve_labels(options: dict, output_dir: str, discover) -> list[str]:
     written: `save_labels` keeps them once the data is checked."""
     path = os.path.join(output_dir, LABELS_FILE)
     saved = saved_labels(output_dir) if tf.io.gfile.isdir(output_dir) else None
-    if options.get("labels"):
-        labels = list(options["labels"])
+    if options.labels:
+        labels = list(options.labels)
     elif saved is not None:
         labels = saved
     else:
         labels = list(discover())
     if len(set(labels)) != len(labels) or not labels:
         raise UsageError(f"the labels must be distinct and not empty: {labels}")
-    if options["do_train"] and saved is not None and saved != labels:
+    if options.do_train and saved is not None and saved != labels:
         raise UsageError(
             f"{path} holds other labels ({', '.join(saved)}) than this run's "
             f"({', '.join(labels)}): use another --output_dir")
@@ -54,14 +54,14 @@ def resolve_labels(options: dict, output_dir: str, discover) -> list[str]:
 def save_labels(options: dict, output_dir: str, labels: list[str]) -> None:
     """A training run's labels as labels.txt (atomically), unless it is there."""
     path = os.path.join(output_dir, LABELS_FILE)
-    if options["do_train"] and not tf.io.gfile.exists(path):
+    if options.do_train and not tf.io.gfile.exists(path):
         fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
 
 
 def check_labels_known(options: dict) -> None:
     """Without --do_train, the labels come from --labels or the labels.txt of the model
     in --output_dir: a UsageError when neither is there."""
-    path = os.path.join(options["output_dir"] or "", LABELS_FILE)
-    if not options["do_train"] and not options["labels"] and not tf.io.gfile.exists(path):
-        raise UsageError(f"no {LABELS_FILE} in --output_dir={options['output_dir']}: "
+    path = os.path.join(options.output_dir or "", LABELS_FILE)
+    if not options.do_train and not options.labels and not tf.io.gfile.exists(path):
+        raise UsageError(f"no {LABELS_FILE} in --output_dir={options.output_dir}: "
                          f"give --labels")

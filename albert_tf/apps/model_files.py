@@ -10,7 +10,7 @@ from absl import logging
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
-from albert_tf.tasks.checks import with_changes
+from albert_tf.tasks.options import RunOptions
 
 
 def load_config(albert_config_file, checkpoint_layout: str = "google") -> AlbertConfig:
@@ -24,39 +24,34 @@ def load_config(albert_config_file, checkpoint_layout: str = "google") -> Albert
                                  checkpoint_layout)
 
 
-def complete_model_files(options: dict) -> dict:
+def complete_model_files(options: RunOptions) -> RunOptions:
     """The options with what `--init_checkpoint` brings: its description
     (`init_files`, a `release.ReleaseFiles`: the layout of its weights, read once and
     used by the config and the load), and the config and tokenizer files found beside
-    them where the flags give none (a release directory of any layout), `do_lower_case`
-    too. A copy (of the same type: typed options stay typed); checked before any work
-    starts."""
-    given, options = options, dict(options)
-    if not options.get("init_checkpoint"):
-        if "do_lower_case" in options and options["do_lower_case"] is None:
-            options["do_lower_case"] = True
-        return with_changes(given, **options)
-    files = release.describe_checkpoint(options["init_checkpoint"])
-    options["init_files"] = files
-    if not options.get("albert_config_file"):
+    them where the options give none (a release directory of any layout),
+    `do_lower_case` too. A copy, checked before any work starts."""
+    if not options.init_checkpoint:
+        return options.replace(
+            do_lower_case=True if options.do_lower_case is None else options.do_lower_case)
+    files = release.describe_checkpoint(options.init_checkpoint)
+    changes = {"init_files": files}
+    if not options.albert_config_file:
         if files.config_file is None:
             raise UsageError(
                 f"--albert_config_file is required: there is no config beside "
-                f"--init_checkpoint={options['init_checkpoint']}")
-        options["albert_config_file"] = files.config_file
+                f"--init_checkpoint={options.init_checkpoint}")
+        changes["albert_config_file"] = files.config_file
         logging.info("config: %s", files.config_file)
-    if "spm_model_file" in options and not (
-            options.get("spm_model_file") or options.get("vocab_file")):
+    if not (options.spm_model_file or options.vocab_file):
         if files.spm_model_file:
-            options["spm_model_file"] = files.spm_model_file
+            changes["spm_model_file"] = files.spm_model_file
         elif files.vocab_file:
-            options["vocab_file"] = files.vocab_file
-        logging.info("tokenizer: %s", options["spm_model_file"] or options["vocab_file"])
-    said = files.do_lower_case
-    if "do_lower_case" in options:
-        if options["do_lower_case"] is None:
-            options["do_lower_case"] = True if said is None else said
-        elif said is not None and options["do_lower_case"] != said:
-            logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s",
-                            options["do_lower_case"], files.directory, said)
-    return with_changes(given, **options)
+            changes["vocab_file"] = files.vocab_file
+        logging.info("tokenizer: %s", files.spm_model_file or files.vocab_file)
+    said, given = files.do_lower_case, options.do_lower_case
+    if given is None:
+        changes["do_lower_case"] = True if said is None else said
+    elif said is not None and given != said:
+        logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s", given,
+                        files.directory, said)
+    return options.replace(**changes)

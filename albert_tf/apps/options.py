@@ -1,145 +1,101 @@
-"""A run's options, typed: a frozen dataclass built once from a script's flags.
+"""The one adapter between options classes (`albert_tf.tasks.options`) and absl flags:
+the scripts' flags are made from the classes' fields, and a run's options filled from
+the parsed flags.
 
-    options = typed_options(options, FLAG_NAMES, exclusive=[("high_only", "middle_only")])
+    define_flags(ClassificationTask.Options, MultiLabelTask.Options, omit=("tpu",))
+    options = from_flags(MultiLabelTask.Options)
 
-Its fields are the flags the script defines (`absl` gives each its type, default and
-allowed values) plus the values the run derives before any work (`DERIVED`). Built from
-a mapping (the parsed flags, or a dict given from Python), it names before any work:
-
-- an option that is no flag of the script (with the closest names);
-- a value of the wrong type (a string for an integer flag, ...) or outside an enum;
-- two options given together that exclude each other.
-
-An option left out takes the flag's default, as on the command line. The object reads
-as a read-only mapping too (`options["max_seq_length"]`), and `replace` gives a changed
-copy, checked again.
+`define_flags` defines a flag per field (its type, default, help and choices), once: a
+field another class (or the script) already made a flag of must have its type; the
+first class given sets a shared flag's default and help, which is how a script keeps its
+original defaults. `from_flags` gives the options of one class from the parsed flags: a
+field that is no flag of the script takes its default, and a flag given on the command
+line that the class has no field for (another task's) is an error, not ignored.
 """
 
 from __future__ import annotations
 
-import collections.abc
-import dataclasses
-import difflib
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
 from absl import flags
 
-from albert_tf.errors import UserError
+from albert_tf.errors import UsageError
+from albert_tf.tasks.options import Options, OptionsError
 
-# Options a run derives from its flags before any work, with their defaults:
-# `init_files`, the --init_checkpoint described once (`release.ReleaseFiles`: its layout
-# and files; `model_files.complete_model_files`), then read by the config and the load.
-DERIVED = {"init_files": None}
+__all__ = ["OptionsError", "define_flags", "flag_values", "from_flags"]
 
-
-class OptionsError(UserError):
-    """Options that cannot make a run: reported before any work."""
-
-
-class Options(collections.abc.Mapping):
-    """Base of the generated classes: a mapping view of the fields."""
-
-    _exclusive: tuple[tuple[str, str], ...] = ()
-
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._fields():
-            raise KeyError(name)
-        return getattr(self, name)
-
-    def __iter__(self):
-        return iter(self._fields())
-
-    def __len__(self) -> int:
-        return len(self._fields())
-
-    @classmethod
-    def _fields(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    def replace(self, **changes) -> Options:
-        return build({**self, **changes}, type(self))
-
-    def __post_init__(self):
-        for a, b in self._exclusive:
-            if getattr(self, a) and getattr(self, b):
-                raise OptionsError(f"--{a} and --{b} exclude each other")
+_DEFINE = {bool: flags.DEFINE_bool, int: flags.DEFINE_integer,
+           float: flags.DEFINE_float, str: flags.DEFINE_string, tuple: flags.DEFINE_list}
+_PARSERS = {bool: "BooleanParser", int: "IntegerParser", float: "FloatParser",
+            tuple: "ListParser"}
 
 
-# The Python type of a flag's value, by its absl parser (a flag with no default may be
-# None).
-_TYPES = {"IntegerParser": int, "FloatParser": float, "BooleanParser": bool,
-          "ListParser": list[str]}
+# Every flag defined here in this process (a script's): `from_flags` names those given
+# that a run's options have no field for.
+_DEFINED: list[str] = []
 
 
-def _type(flag):
-    """The annotation of a flag's field: its value's type, or None."""
-    return _TYPES.get(type(flag.parser).__name__, str) | None
+def define_flags(*classes: type[Options], omit: Iterable[str] = (),
+                 only: Iterable[str] | None = None,
+                 helps: Mapping[str, str] | None = None,
+                 keep_others: bool = False) -> list[str]:
+    """Defines a flag for each field of `classes` that is not one yet (not those in
+    `omit`; with `only`, those alone; `helps`: a script's own words for some); returns
+    the names of the flags defined. A flag of the field's name and another type is an
+    `OptionsError`, or with `keep_others` left as it is (the field is no flag then)."""
+    omit, only, helps = set(omit), (set(only) if only is not None else None), helps or {}
+    defined = []
+    for cls in classes:
+        for field in cls.flag_fields():
+            name = field.name
+            if name in omit or (only is not None and name not in only):
+                continue
+            kind, _ = cls.type_of(name)
+            if kind is None:
+                raise TypeError(f"{cls.__qualname__}.{name}: a flag's type is bool, int, "
+                                "float, str or tuple[str, ...] (or that | None)")
+            if name in flags.FLAGS:
+                if not (_same_kind(name, kind) or keep_others):
+                    raise OptionsError(
+                        f"{cls.__qualname__}.{name} is a {kind.__name__} option, but the "
+                        f"flag --{name} is already defined with another type")
+                continue
+            choices = field.metadata.get("choices")
+            help_text = helps.get(name) or cls.help_of(name)
+            if choices:
+                flags.DEFINE_enum(name, field.default, list(choices), help_text)
+            else:
+                default = field.default
+                if kind is tuple and default is not None:
+                    default = list(default)
+                _DEFINE[kind](name, default, help_text)
+            defined.append(name)
+    _DEFINED.extend(defined)
+    return defined
 
 
-def _checker(flag):
-    """check(value) -> what was expected, or None where the value fits: for an absl
-    flag."""
-    kind = type(flag.parser).__name__
-    enum = getattr(flag.parser, "enum_values", None)
-
-    def check(value):
-        if value is None:
-            return None
-        if enum is not None:
-            return None if value in enum else f"one of {', '.join(map(str, enum))}"
-        if kind == "IntegerParser":
-            return None if isinstance(value, int) and not isinstance(value, bool) \
-                else "an integer"
-        if kind == "FloatParser":
-            return None if isinstance(value, (int, float)) and not isinstance(value, bool) \
-                else "a number"
-        if kind == "BooleanParser":
-            return None if isinstance(value, bool) else "true or false"
-        if kind == "ListParser":
-            return None if isinstance(value, (list, tuple)) and all(
-                isinstance(v, str) for v in value) else "a list of strings"
-        return None if isinstance(value, str) else "a string"
-    return check
+def _same_kind(name: str, kind: type | None) -> bool:
+    """Whether the flag `name` holds values of the type `kind`."""
+    parser = type(flags.FLAGS[name].parser).__name__
+    return kind is not None and parser in ((_PARSERS[kind],) if kind in _PARSERS else
+                                           ("ArgumentParser", "EnumParser"))
 
 
-def options_class(flag_names: Iterable[str], *,
-                  exclusive: Iterable[tuple[str, str]] = ()) -> type[Options]:
-    """The frozen dataclass of the flags `flag_names` (defined with absl) and `DERIVED`."""
-    defined = flags.FLAGS
-    fields = [(name, _type(defined[name]), dataclasses.field(default=defined[name].default))
-              for name in flag_names]
-    fields += [(name, Any, dataclasses.field(default=value))
-               for name, value in DERIVED.items() if name not in set(flag_names)]
-    cls = dataclasses.make_dataclass("RunOptions", fields, bases=(Options,), frozen=True,
-                                     eq=True)
-    cls._exclusive = tuple(exclusive)
-    cls._checks = {name: _checker(defined[name]) for name in flag_names}
-    return cls
+def flag_values(cls: type[Options]) -> dict:
+    """The values of the flags that are fields of `cls` (of the field's type)."""
+    return {field.name: flags.FLAGS[field.name].value for field in cls.flag_fields()
+            if field.name in flags.FLAGS and _same_kind(field.name,
+                                                        cls.type_of(field.name)[0])}
 
 
-def build(values: Mapping[str, Any], cls: type[Options]) -> Options:
-    """`values` as `cls` (see the module's docstring); `OptionsError` names what is
-    wrong."""
-    if isinstance(values, cls):
-        return values
-    known = cls._fields()
-    unknown = [name for name in values if name not in known]
-    if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, known, n=1)
-            hints.append(f"{name}" + (f" (did you mean {close[0]}?)" if close else ""))
-        raise OptionsError(f"unknown option(s): {', '.join(hints)}")
-    for name, value in values.items():
-        check = cls._checks.get(name)
-        problem = check(value) if check else None
-        if problem:
-            raise OptionsError(f"--{name}={value!r}: expected {problem}")
-    return cls(**values)
-
-
-def typed_options(options, flag_names, *, exclusive=()) -> Options:
-    """The run's options as a frozen dataclass of the script's flags: unknown options,
-    values of the wrong type and options that exclude each other are named before any
-    work; options left out take the flags' defaults."""
-    return build(options, options_class(flag_names, exclusive=exclusive))
+def from_flags(cls: type[Options], what: str = ""):
+    """The options of `cls` from the parsed flags (a field that is no flag takes its
+    default). A flag defined here and given on the command line that `cls` has no field
+    for is a `UsageError` (`what`: whose options `cls` are)."""
+    names = set(cls.names())
+    given = sorted({name for name in _DEFINED
+                    if name not in names and flags.FLAGS[name].present})
+    if given:
+        raise UsageError(f"{', '.join('--' + name for name in given)}: not an option of "
+                         f"{what or cls.__qualname__}")
+    return cls.build(flag_values(cls))

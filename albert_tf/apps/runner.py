@@ -3,15 +3,15 @@ started by `program` with its `--help` and required flags, and bad input reporte
 one line, `error: <why>` (`user_errors`: the errors that mean bad input).
 
 The scripts (`run_pretraining.py`, `run_classifier.py`, `run_squad.py`, `run_ner.py`)
-only define flags (`albert_tf.apps.script_flags`, and the app's own) and call
-`albert_tf.apps.<script>.run`; everything they do is reachable from Python.
+only define flags (their tasks' options, `albert_tf.apps.options`) and call
+`albert_tf.apps.<script>.run`; everything they do is reachable from Python, with no
+flag: `run` takes a mapping of the options, or the task's `Options`.
 """
 
 from __future__ import annotations
 
 from absl import flags
 
-from albert_tf.apps.script_flags import flag_values
 from albert_tf.errors import UserError
 
 
@@ -27,24 +27,25 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (UserError, FileNotFoundError, TrainingOutOfMemory)
 
 
-def run_script(run, flag_names) -> None:
-    """The body of every script's `main`: the flags to `run`, bad input to one line,
-    `error: <why>` on stderr, once (exit status 1)."""
+def run_script(run, options_from_flags) -> None:
+    """The body of every script's `main`: the options from the flags
+    (`options_from_flags()`) to `run`, bad input to one line, `error: <why>` on stderr,
+    once (exit status 1)."""
     try:
-        run(flag_values(flag_names))
+        run(options_from_flags())
     except user_errors() as e:
         raise SystemExit(f"error: {e}") from None
 
 
 def app_main(app_module):
-    """The `main(argv)` of a run_* script: no positional arguments, the flags to
-    `app_module.run` (`run_script`)."""
+    """The `main(argv)` of a run_* script: no positional arguments, the options from
+    the flags (`app_module.options_from_flags`) to `app_module.run` (`run_script`)."""
     def main(argv):
         from absl import app
 
         if len(argv) > 1:
             raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
-        run_script(app_module.run, app_module.FLAG_NAMES)
+        run_script(app_module.run, app_module.options_from_flags)
     return main
 
 
@@ -59,11 +60,8 @@ def program(main, doc: str, required=("output_dir",)) -> None:
     from absl import app
 
     sys.modules["__main__"].__doc__ = doc
-    from albert_tf.tasks import loaded_modules
-
-    task_modules = set(loaded_modules())  # a --task_module's flags are the program's too
     for module, defined in flags.FLAGS.flags_by_module_dict().items():
-        if module.startswith("albert_tf.") or module in task_modules:
+        if module.startswith("albert_tf."):  # a --task_module's options too
             for flag in defined:
                 flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
     for name in required:

@@ -6,9 +6,9 @@ directory a run made before it stopped), the tokenizer; the original optimizer a
 evaluated with the best (`metric_goal`) kept as `model.ckpt-best`; results files
 (`albert_tf.evaluation.results`); the exports a run asks for.
 
-(The flags are `albert_tf.apps.script_flags`, the model's files
-`albert_tf.apps.model_files`, the errors that mean bad input `albert_tf.apps.runner`, the
-checks before a run `albert_tf.tasks.checks`.)
+(The options are `albert_tf.tasks.options`, made flags by `albert_tf.apps.options`; the
+model's files `albert_tf.apps.model_files`, the errors that mean bad input
+`albert_tf.apps.runner`, the checks before a run `albert_tf.tasks.checks`.)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import checkpoints
-from albert_tf.apps.model_files import load_config
+from albert_tf.apps.model_files import complete_model_files, load_config
 from albert_tf.apps.runner import user_errors
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
@@ -32,6 +32,7 @@ from albert_tf.export.base import ExportError
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.export.tflite import check_tflite_path
 from albert_tf.tasks.checks import BEST_CHECKPOINT
+from albert_tf.tasks.options import FineTuningOptions, RunOptions
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.optimizers import create_optimizer
@@ -59,36 +60,48 @@ def checked_tflite_path(path):
         raise UsageError(f"--export_tflite: {e}") from None
 
 
-def check_setup(*, albert_config_file, output_dir, max_seq_length=None,
-                init_files=None, export_tflite=None, **_) -> AlbertConfig:
+def checked_task(task_class, options):
+    """(the task, the run's options) of `options` (a mapping, or `task_class.Options`),
+    completed with what --init_checkpoint brings and checked before any work: the
+    task's own checks (`validate`), --recompute and the exports asked for."""
+    options = complete_model_files(task_class.Options.build(options))
+    task = task_class(options)
+    check_recompute(options)
+    task.validate()
+    check_exports(options, task.serving_kind)
+    return task, options
+
+
+def check_setup(options: RunOptions) -> AlbertConfig:
     """What `setup` checks before it starts anything (`UsageError`s): the output
     directory given, the LiteRT path, weights that training can change, the config and
     `max_seq_length` within it. Returns the config."""
-    if not output_dir:
+    if not options.output_dir:
         raise UsageError("--output_dir is required")
-    checked_tflite_path(export_tflite)
+    checked_tflite_path(options.export_tflite)
     # Training, and evaluating one checkpoint after another, change the weights.
     refuse_frozen_weights("this script", UsageError)
-    config = load_config(albert_config_file,
+    init_files = options.init_files
+    config = load_config(options.albert_config_file,
                          init_files.layout if init_files is not None else "google")
-    if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
+    length = options.max_seq_length
+    if length is not None and length > config.max_position_embeddings:
         raise UsageError(
-            f"--max_seq_length={max_seq_length} is longer than the model's "
+            f"--max_seq_length={length} is longer than the model's "
             f"max_position_embeddings ({config.max_position_embeddings}) in "
-            f"{albert_config_file}")
+            f"{options.albert_config_file}")
     return config
 
 
-def setup(*, output_dir, distribution_strategy="one_device", tpu=None,
-          precision="float32", seed=12345, heartbeat_timeout=None,
-          **options) -> RunContext:
+def setup(options: RunOptions) -> RunContext:
     """Config, strategy, precision and seeds; errors before any work starts
     (`check_setup`). Creates and locks the output directory."""
-    config = check_setup(output_dir=output_dir, **options)
-    keras.utils.set_random_seed(seed)
-    keras.mixed_precision.set_dtype_policy(precision)
-    strategy = distribute.get_strategy(distribution_strategy, tpu=tpu,
-                                       heartbeat_timeout=heartbeat_timeout)
+    config = check_setup(options)
+    output_dir = options.output_dir
+    keras.utils.set_random_seed(options.seed)
+    keras.mixed_precision.set_dtype_policy(options.precision)
+    strategy = distribute.get_strategy(options.distribution_strategy, tpu=options.tpu,
+                                       heartbeat_timeout=options.heartbeat_timeout)
     created = not tf.io.gfile.isdir(output_dir)
     tf.io.gfile.makedirs(output_dir)
     if distribute.is_chief(strategy):  # one run per output directory
@@ -96,9 +109,9 @@ def setup(*, output_dir, distribution_strategy="one_device", tpu=None,
 
         lock.acquire(output_dir)
     logging.info("%s with %d replicas; precision %s", type(strategy).__name__,
-                 strategy.num_replicas_in_sync, precision)
+                 strategy.num_replicas_in_sync, options.precision)
     return RunContext(strategy, config, os.fspath(output_dir), created,
-                      options.get("init_files"))
+                      options.init_files)
 
 
 @contextlib.contextmanager
@@ -119,21 +132,23 @@ def removed_if_stopped(context: RunContext):
         raise
 
 
-def tokenizer(options: dict):
+def tokenizer(options: RunOptions):
     """The run's Python tokenizer (`--spm_model_file` or `--vocab_file`,
     `--do_lower_case`)."""
     from albert_tf.tokenization import FullTokenizer
 
-    return FullTokenizer(vocab_file=options["vocab_file"],
-                         do_lower_case=options["do_lower_case"],
-                         spm_model_file=options["spm_model_file"])
+    return FullTokenizer(vocab_file=options.vocab_file,
+                         do_lower_case=options.do_lower_case,
+                         spm_model_file=options.spm_model_file)
 
 
-def check_batch_sizes(options: dict, strategy) -> None:
-    """The batch sizes checked against the replicas."""
-    for flag in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
-        if flag in options:
-            distribute.per_replica_batch_size(options[flag], strategy, flag)
+def check_batch_sizes(options: FineTuningOptions, strategy) -> None:
+    """The batch sizes the run uses, checked against the replicas."""
+    for flag, used in (("train_batch_size", options.do_train),
+                       ("eval_batch_size", options.do_eval),
+                       ("predict_batch_size", options.do_predict)):
+        if used:
+            distribute.per_replica_batch_size(getattr(options, flag), strategy, flag)
 
 
 def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimizer="adamw",
@@ -146,19 +161,19 @@ def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimize
     return result
 
 
-def make_trainer(options: dict, strategy, model, optimizer, objective, output_dir: str,
+def make_trainer(options: RunOptions, strategy, model, optimizer, objective, output_dir: str,
                  train_steps: int):
     """The run's `Trainer`: checkpoints, loop length, accumulation, XLA and the seed of
     its random draws (dropout) from the common flags."""
     return Trainer(
         strategy=strategy, model=model, optimizer=optimizer, objective=objective,
         output_dir=output_dir, train_steps=train_steps,
-        steps_per_loop=options["iterations_per_loop"],
-        save_checkpoints_steps=options["save_checkpoints_steps"],
-        keep_checkpoint_max=options["keep_checkpoint_max"],
-        gradient_accumulation_steps=options["gradient_accumulation_steps"],
-        enable_xla=options["enable_xla"], seed=options["seed"],
-        recompute=options["recompute_unit"] if options["recompute"] else None)
+        steps_per_loop=options.iterations_per_loop,
+        save_checkpoints_steps=options.save_checkpoints_steps,
+        keep_checkpoint_max=options.keep_checkpoint_max,
+        gradient_accumulation_steps=options.gradient_accumulation_steps,
+        enable_xla=options.enable_xla, seed=options.seed,
+        recompute=options.recompute_unit if options.recompute else None)
 
 
 def train(trainer, dataset_fn):
@@ -194,37 +209,39 @@ def initialize_from(model, context: RunContext) -> None:
 EXPORT_FLAGS = ("export_dir", "export_tflite", "export_hf_dir")
 
 
-def exporting(options: dict) -> bool:
+def exporting(options: RunOptions) -> bool:
     """Whether the run writes its model in any form at the end."""
-    return any(options.get(flag) for flag in EXPORT_FLAGS)
+    return any(getattr(options, flag) for flag in EXPORT_FLAGS)
 
 
-def check_recompute(options: dict) -> None:
+def check_recompute(options: RunOptions) -> None:
     """`--recompute`, checked before any work: it changes how training keeps what its
     backward pass needs, so a run that does not train is refused."""
-    if options["recompute"] and not options["do_train"]:
+    if options.recompute and not options.do_train:
         raise UsageError("--recompute changes what training keeps in memory; this run "
                          "does not train (--do_train is off): leave --recompute out")
 
 
-def check_exports(options: dict, kind: str) -> None:
+def check_exports(options: RunOptions, kind, *, export_preprocessor: str | None = None,
+                  version: int | None = None) -> None:
     """The exports asked for, checked before any work (one-line `UsageError`s naming
     the flag): `--export_dir` (and export_savedmodel.py's `--export_preprocessor`, at
-    `--version`) can hold a new version directory (`albert_tf.export.check_export_dir`:
+    its `--version`) can hold a new version directory (`albert_tf.export.check_export_dir`:
     not a file); `--export_tflite` names a new file (`checked_tflite_path`: an existing
     one is never overwritten); `--export_hf_dir` is not a file and holds nothing yet;
     `--tflite_text` needs `--export_tflite`, a kind whose text LiteRT can pack and the
     tokenizer's files."""
     from albert_tf.export.base import check_export_dir, file_in_the_way
 
-    for flag in ("export_dir", "export_preprocessor"):
-        if options.get(flag):
+    for flag, path in (("export_dir", options.export_dir),
+                       ("export_preprocessor", export_preprocessor)):
+        if path:
             try:
-                check_export_dir(options[flag], options.get("version"))
+                check_export_dir(path, version)
             except ValueError as e:
                 raise UsageError(f"--{flag}: {e}") from None
-    checked_tflite_path(options.get("export_tflite"))
-    hf_dir = options.get("export_hf_dir")
+    checked_tflite_path(options.export_tflite)
+    hf_dir = options.export_hf_dir
     if hf_dir:
         in_the_way = file_in_the_way(hf_dir)
         if in_the_way is not None:
@@ -233,19 +250,19 @@ def check_exports(options: dict, kind: str) -> None:
         if tf.io.gfile.isdir(hf_dir) and tf.io.gfile.listdir(hf_dir):
             raise UsageError(f"--export_hf_dir: {hf_dir} exists and is not empty; an "
                              "export is never written over: give a new directory")
-    if not options.get("tflite_text"):
+    if not options.tflite_text:
         return
-    if not options.get("export_tflite"):
+    if not options.export_tflite:
         raise UsageError("--tflite_text describes the --export_tflite file: give both")
     from albert_tf.export.tflite import check_text_export
 
     try:
-        check_text_export(kind, options["spm_model_file"], options["vocab_file"])
+        check_text_export(kind, options.spm_model_file, options.vocab_file)
     except ValueError as e:
         raise UsageError(f"--tflite_text: {e}") from None
 
 
-def export_if_asked(options: dict, strategy, model, kind: str, *, labels=None,
+def export_if_asked(options: RunOptions, strategy, model, kind: str, *, labels=None,
                     **export_options) -> str | None:
     """With `--export_hf_dir`, writes `model` as a Hugging Face directory (`labels` name
     a classifier's outputs); with `--export_dir`, exports it as `kind` (see
@@ -256,30 +273,30 @@ def export_if_asked(options: dict, strategy, model, kind: str, *, labels=None,
     export goes): that is a one-line `UsageError` naming the flag too."""
     if not distribute.is_chief(strategy):
         return None
-    if options.get("export_hf_dir"):
+    if options.export_hf_dir:
         from albert_tf.checkpoints.huggingface import save_hf_checkpoint
 
         with _export_errors("export_hf_dir"):
-            save_hf_checkpoint(model, options["export_hf_dir"],
-                               spm_model_file=options["spm_model_file"],
-                               vocab_file=options["vocab_file"],
-                               do_lower_case=options["do_lower_case"], labels=labels)
-        logging.info("wrote the Hugging Face directory %s", options["export_hf_dir"])
-    if options.get("export_tflite"):
+            save_hf_checkpoint(model, options.export_hf_dir,
+                               spm_model_file=options.spm_model_file,
+                               vocab_file=options.vocab_file,
+                               do_lower_case=options.do_lower_case, labels=labels)
+        logging.info("wrote the Hugging Face directory %s", options.export_hf_dir)
+    if options.export_tflite:
         from albert_tf.export import export_tflite
 
         with _export_errors("export_tflite"):
-            export_tflite(model, options["export_tflite"], kind=kind,
-                          precision=options["tflite_precision"], labels=labels,
+            export_tflite(model, options.export_tflite, kind=kind,
+                          precision=options.tflite_precision, labels=labels,
                           task_name=export_options.get("task_name"),
-                          max_seq_length=options["max_seq_length"],
-                          do_lower_case=options["do_lower_case"],
-                          with_text=options.get("tflite_text", False),
-                          spm_model_file=options["spm_model_file"],
-                          vocab_file=options["vocab_file"],
+                          max_seq_length=options.max_seq_length,
+                          do_lower_case=options.do_lower_case,
+                          with_text=options.tflite_text,
+                          spm_model_file=options.spm_model_file,
+                          vocab_file=options.vocab_file,
                           is_pair=export_options.get("is_pair"))
-        logging.info("wrote the LiteRT file %s", options["export_tflite"])
-    if not options.get("export_dir"):
+        logging.info("wrote the LiteRT file %s", options.export_tflite)
+    if not options.export_dir:
         return None
     if labels is not None:
         export_options["labels"] = labels
@@ -287,11 +304,11 @@ def export_if_asked(options: dict, strategy, model, kind: str, *, labels=None,
 
     with _export_errors("export_dir"):
         path = export_savedmodel(
-            model, options["export_dir"], kind=kind,
-            spm_model_file=options["spm_model_file"], vocab_file=options["vocab_file"],
-            do_lower_case=options["do_lower_case"],
-            max_seq_length=options["max_seq_length"],
-            serving_precision=options["serving_precision"], **export_options)
+            model, options.export_dir, kind=kind,
+            spm_model_file=options.spm_model_file, vocab_file=options.vocab_file,
+            do_lower_case=options.do_lower_case,
+            max_seq_length=options.max_seq_length,
+            serving_precision=options.serving_precision, **export_options)
     logging.info("exported the SavedModel to %s", path)
     return path
 
@@ -332,7 +349,7 @@ def evaluate_checkpoints(task, dev, trainer, options, path, output_dir) -> dict:
     outputs `task.eval_outputs` and the features `task.label_features`) and
     `task.metric` names the result to keep the best of, the highest or, where
     `task.metric_goal` is "min" (an error, a loss), the lowest; the first of ties."""
-    dataset = task.dataset(path, options["eval_batch_size"], False)
+    dataset = task.dataset(path, options.eval_batch_size, False)
     # every worker evaluates the chief's checkpoints, once they are written
     distribute.barrier(trainer.strategy)
     checkpoints_to_try = trainer.checkpoints_oldest_first() or [None]

@@ -48,12 +48,8 @@ def check_export_dir(export_dir, version: int | None = None) -> str:
     """`export_dir` checked before any work, as an export checks it: it can hold
     version directories (it is a directory, or can be made one: neither it nor a folder
     above it is a file) and `version` (default: the next one) does not exist yet;
-    `ExportError` otherwise. Returns the version directory it would be now."""
-    return _version_dir(export_dir, version)
-
-
-def _version_dir(export_dir, version: int | None) -> str:
-    """`<export_dir>/<version>`, which must not exist yet (`check_export_dir`)."""
+    `ExportError` otherwise. Returns the version directory it would be now,
+    `<export_dir>/<version>`."""
     export_dir = os.fspath(export_dir)
     in_the_way = file_in_the_way(export_dir)
     if in_the_way is not None:
@@ -72,12 +68,15 @@ def _version_dir(export_dir, version: int | None) -> str:
     return final_dir
 
 
-def _is_int(value, minimum: int) -> bool:
+def is_int_at_least(value, minimum: int) -> bool:
+    """Whether `value` is an int (not a bool) of at least `minimum`."""
     return not isinstance(value, bool) and isinstance(value, int) and value >= minimum
 
 
-def _signature_info(concrete) -> dict:
-    # The signature's inputs are the specs' names (the functions take them positionally).
+def signature_info(concrete) -> dict:
+    """The inputs and outputs of a concrete function, by name: dtype and shape (what
+    export_info.json and a LiteRT file's .json record). The signature's inputs are the
+    specs' names (the functions take them positionally)."""
     args, kwargs = concrete.structured_input_signature
     inputs = {spec.name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
               for spec in [*args, *kwargs.values()]}

@@ -42,9 +42,9 @@ from tensorflow.python.saved_model import save_context
 from albert_tf import fileio, fused, names, packing
 from albert_tf.export.base import (
     ExportError,
-    _is_int,
-    _signature_info,
-    _version_dir,
+    check_export_dir,
+    is_int_at_least,
+    signature_info,
     write_export_info,
 )
 from albert_tf.export.serving import as_float32
@@ -231,12 +231,12 @@ def export_preprocessor(export_dir, *, spm_model_file=None, vocab_file=None,
         raise ExportError("the preprocessor needs spm_model_file or vocab_file (one)")
     shortest = MAX_SEGMENTS + 1
     for name, value in (("seq_length", seq_length), ("max_seq_length", max_seq_length)):
-        if not _is_int(value, shortest):
+        if not is_int_at_least(value, shortest):
             raise ExportError(f"{name} must be an integer >= {shortest}, got {value!r}")
     if seq_length > max_seq_length:
         raise ExportError(f"seq_length {seq_length} exceeds max_seq_length {max_seq_length}"
                           " (the encoder's max_position_embeddings)")
-    final_dir = _version_dir(export_dir, version)
+    final_dir = check_export_dir(export_dir, version)
     tokenizer = AlbertTextTokenizer(spm_model_file=spm_model_file, vocab_file=vocab_file,
                                     do_lower_case=do_lower_case)
     root = Preprocessor(tokenizer, seq_length, max_seq_length)
@@ -246,7 +246,7 @@ def export_preprocessor(export_dir, *, spm_model_file=None, vocab_file=None,
             "max_seq_length": max_seq_length, "do_lower_case": do_lower_case,
             "tokenizer": "sentencepiece" if spm_model_file else "wordpiece",
             "max_segments": MAX_SEGMENTS,
-            "signatures": {"serving_default": _signature_info(signature)}}
+            "signatures": {"serving_default": signature_info(signature)}}
     with fileio.atomic_directory(final_dir) as temp_dir:
         tf.saved_model.save(root, temp_dir, signatures={"serving_default": signature})
         write_export_info(temp_dir, info)

@@ -27,9 +27,9 @@ from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.export.base import (
     ExportError,
-    _is_int,
-    _signature_info,
-    _version_dir,
+    check_export_dir,
+    is_int_at_least,
+    signature_info,
     write_export_info,
 )
 from albert_tf.export.kinds import ServingKind, serving_kinds
@@ -195,12 +195,12 @@ def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
     _check_model(entry, model)
     if spm_model_file and vocab_file:
         raise ExportError("give spm_model_file or vocab_file, not both")
-    if not _is_int(max_seq_length, 3):
+    if not is_int_at_least(max_seq_length, 3):
         raise ExportError(f"max_seq_length must be an integer >= 3, got {max_seq_length!r}")
     if max_seq_length > model.config.max_position_embeddings:
         raise ExportError(f"max_seq_length {max_seq_length} exceeds the model's "
                           f"max_position_embeddings {model.config.max_position_embeddings}")
-    if not _is_int(max_qa_length, 1):
+    if not is_int_at_least(max_qa_length, 1):
         raise ExportError(f"max_qa_length must be a positive integer, got {max_qa_length!r}")
     if word_split not in WORD_SPLITS:
         raise ExportError(f"word_split must be one of {', '.join(WORD_SPLITS)}, got "
@@ -310,7 +310,7 @@ def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,
         "is_pair": settings.is_pair, "labels": labels, "tokenizer": tokenizer_name,
         "serving_precision": serving_precision,
         "serving_environment": SERVING_ENVIRONMENTS[serving_precision],
-        "signatures": {n: _signature_info(c) for n, c in signatures.items()},
+        "signatures": {n: signature_info(c) for n, c in signatures.items()},
     }
     info.update({name: getattr(module.model, name) for name in entry.model_info})
     info.update({name: getattr(settings, name) for name in entry.text_info})
@@ -349,7 +349,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                      max_seq_length=max_seq_length, max_qa_length=max_qa_length,
                      word_split=word_split)
     labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
-    final_dir = _version_dir(export_dir, version)
+    final_dir = check_export_dir(export_dir, version)
     model = in_serving_precision(model, serving_precision)
     settings = TextSettings(
         max_seq_length=max_seq_length, is_pair=is_pair, max_query_length=max_query_length,

@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from albert_tf import fileio, fused
 from albert_tf.export import tflite_text
-from albert_tf.export.base import ExportError, _signature_info, file_in_the_way
+from albert_tf.export.base import ExportError, file_in_the_way, signature_info
 from albert_tf.export.kinds import ServingKind
 from albert_tf.export.savedmodel import (
     _check_model,
@@ -247,8 +247,8 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         "signature": "serving_default",
         "inputs": {spec.name: {"dtype": spec.dtype.name, "shape": spec.shape.as_list()}
                    for spec in module.input_specs()},
-        "outputs": _signature_info(signatures["serving_default"][1])["outputs"],
-        "signatures": {name: _signature_info(concrete)
+        "outputs": signature_info(signatures["serving_default"][1])["outputs"],
+        "signatures": {name: signature_info(concrete)
                        for name, (_, concrete, _) in signatures.items()},
         "custom_ops": sorted(custom_ops(flatbuffer)),
         "op_registerers": tokenizer.registerers if tokenizer is not None else [],

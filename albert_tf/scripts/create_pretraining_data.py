@@ -16,9 +16,11 @@ import dataclasses
 from absl import app, flags, logging
 
 from albert_tf import tokenization
-from albert_tf.apps import runner, script_flags
+from albert_tf.apps import runner
+from albert_tf.apps.options import define_flags as define_option_flags
 from albert_tf.data import pretraining
 from albert_tf.data.errors import DataError
+from albert_tf.tasks.options import SkipOptions
 
 _DEFAULTS = pretraining.PretrainingDataConfig()
 
@@ -62,7 +64,7 @@ flags.DEFINE_integer("chunk_bytes", _DEFAULTS.chunk_bytes,
                      "of the window from which a random other document is drawn.")
 flags.DEFINE_integer("max_line_bytes", _DEFAULTS.max_line_bytes,
                      "Longer input lines are skipped with a warning.")
-script_flags.define_skip_flag()  # the input's unreadable lines (not UTF-8, NUL, too long)
+define_option_flags(SkipOptions)  # the input's unreadable lines (not UTF-8, NUL, too long)
 
 FLAGS = flags.FLAGS
 

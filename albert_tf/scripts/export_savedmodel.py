@@ -21,7 +21,7 @@ written with `--kind=preprocessor` (no --checkpoint: the tokenizer flags, and
 --albert_config_file for the longest length, else 512) or beside an export with
 `--export_preprocessor=DIR` (`albert_tf.export.reusable`).
 `--albert_config_file`, `--spm_model_file`, `--vocab_file` and `--do_lower_case` are
-the run_* scripts' flags (`albert_tf.apps.script_flags`): a shipped config name such as
+the run_* scripts' flags (`albert_tf.tasks.options.ModelFileOptions`): a shipped config name such as
 `albert_base_v2` works here as there. `--checkpoint` may also be brightmart's
 albert_zh checkpoint, a Hugging Face directory or a release directory of any layout,
 whose config and tokenizer files are used where those flags are not given. The work is
@@ -40,16 +40,23 @@ from absl import app, flags
 
 from albert_tf import tasks
 from albert_tf.apps import labels as labels_file
-from albert_tf.apps import model_files, runner, script_flags
+from albert_tf.apps import model_files, runner
+from albert_tf.apps import options as option_flags
 from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.errors import UsageError
 from albert_tf.export import SERVING_PRECISIONS
+from albert_tf.tasks.options import (
+    FineTuningOptions,
+    LiteRTOptions,
+    ModelFileOptions,
+    RunOptions,
+)
 
 FLAGS = flags.FLAGS
 
-# The --task_module first, so that its serving kinds are among --kind's choices and its
-# flags are defined (one that cannot be loaded stops the program with one line).
-tasks.load_task_module_in(sys.argv[1:])
+# The --task_module first, so that its serving kinds are among --kind's choices (one
+# that cannot be loaded stops the program with one line).
+TASK = tasks.load_task_module_in(sys.argv[1:])
 PREPROCESSOR = "preprocessor"
 PREPROCESSOR_LONGEST = 512  # --kind=preprocessor without a config: BERT's positions
 flags.DEFINE_enum("kind", None, [*tasks.serving_kinds(), PREPROCESSOR],
@@ -58,8 +65,8 @@ flags.DEFINE_enum("kind", None, [*tasks.serving_kinds(), PREPROCESSOR],
 flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
                     "A task of your own (the Python file run_classifier.py trained it "
                     "with): its serving kind is the default --kind, its export_options() "
-                    "the export's, its flags are added to these.")
-script_flags.define_model_file_flags()  # albert_config_file, spm_model_file, vocab_file, ...
+                    "the export's, its options are added to these flags.")
+option_flags.define_flags(ModelFileOptions)  # albert_config_file, spm_model_file, ...
 flags.DEFINE_string("checkpoint", None,
                     "TF1 name-based checkpoint (e.g. run_classifier's model.ckpt-best, "
                     "brightmart's albert_model.ckpt), a Hugging Face directory, or a "
@@ -95,8 +102,13 @@ flags.DEFINE_string("export_dir", None, "Where the SavedModel's version director
 flags.DEFINE_string("export_preprocessor", None,
                     "Where the version directories of the model's TF Hub text "
                     "preprocessor go (beside an encoder export, for hub.KerasLayer).")
-script_flags.define_tflite_flags()  # export_tflite, tflite_precision
+option_flags.define_flags(LiteRTOptions)  # export_tflite, tflite_precision, tflite_text
 flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
+if TASK is not None:
+    # The task's options beyond a run's, for its export_options() (a name this script
+    # has for another value stays this script's).
+    option_flags.define_flags(TASK.Options, omit=FineTuningOptions.names(),
+                              keep_others=True)
 flags.DEFINE_enum("serving_precision", "float32", list(SERVING_PRECISIONS),
                   "What the SavedModel computes in: bfloat16 runs its matmuls in bfloat16 "
                   "(for CPUs with AVX512_BF16 or AMX), LayerNorm, softmax and outputs in "
@@ -122,14 +134,14 @@ def main(argv):
         if FLAGS.export_preprocessor:
             _check_tokenizer_files(files)
         _check_exports(files)
-        config = model_files.load_config(files["albert_config_file"])
+        config = model_files.load_config(files.albert_config_file)
         max_seq_length = export_max_seq_length(
             config.max_position_embeddings,
-            _positions_of(config.max_position_embeddings, files["albert_config_file"]))
+            _positions_of(config.max_position_embeddings, files.albert_config_file))
         # Strict: a checkpoint that lacks any variable stops before anything is written.
         # (The number of outputs, where not given, is the checkpoint head's; the
         # checkpoint described once, by `_model_files`.)
-        model = load_model_from_checkpoint(kind, config, files["init_files"],
+        model = load_model_from_checkpoint(kind, config, files.init_files,
                                            num_labels=FLAGS.num_labels,
                                            num_choices=FLAGS.num_choices,
                                            **_given_model_arguments(kind))
@@ -146,8 +158,8 @@ def main(argv):
         if FLAGS.export_dir:
             written.append(export_savedmodel(
                 model, FLAGS.export_dir, kind=kind,
-                spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
-                do_lower_case=files["do_lower_case"], max_seq_length=max_seq_length,
+                spm_model_file=files.spm_model_file, vocab_file=files.vocab_file,
+                do_lower_case=files.do_lower_case, max_seq_length=max_seq_length,
                 labels=labels, version=FLAGS.version,
                 serving_precision=FLAGS.serving_precision, **options))
         if FLAGS.export_tflite:
@@ -155,9 +167,9 @@ def main(argv):
                 model, FLAGS.export_tflite, kind=kind,
                 precision=FLAGS.tflite_precision, labels=labels,
                 task_name=options.get("task_name"), is_pair=options.get("is_pair"),
-                max_seq_length=max_seq_length, do_lower_case=files["do_lower_case"],
+                max_seq_length=max_seq_length, do_lower_case=files.do_lower_case,
                 with_text=FLAGS.tflite_text,
-                spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"]))
+                spm_model_file=files.spm_model_file, vocab_file=files.vocab_file))
         if FLAGS.export_preprocessor:
             written.append(_export_preprocessor(files, FLAGS.export_preprocessor,
                                                 max_seq_length,
@@ -204,31 +216,28 @@ def _export_options(kind) -> dict:
     """What the export takes beside the model: the flags (the labels of a GLUE
     --task_name, SQuAD's --max_query_length, multiple choice's --max_qa_length, NER's
     --word_split), and what the --task_module's task says (`Task.export_options`, the
-    task made from these flags and its own)."""
+    task made from these flags: its options beyond a run's, and those of a run this
+    script has, such as --task_name)."""
     options = {"task_name": FLAGS.task_name, "max_query_length": FLAGS.max_query_length,
                "max_qa_length": FLAGS.max_qa_length, "word_split": FLAGS.word_split}
     task = _task()
-    if task is not None:
-        try:
-            options.update(task(FLAGS.flag_values_dict()).export_options())
-        except KeyError as e:
-            raise app.UsageError(f"--{tasks.TASK_MODULE_FLAG}: {task.__name__}."
-                                 f"export_options() reads the option {e}, which "
-                                 "export_savedmodel.py does not have") from None
+    if task is not None:  # its options: the flags here, else their defaults
+        options.update(task(task.Options.build(option_flags.flag_values(
+            task.Options))).export_options())
     return options
 
 
-def _model_files(checkpoint) -> dict:
-    """The model file flags, completed from a release directory `checkpoint` brings."""
-    return model_files.complete_model_files({
-        "init_checkpoint": checkpoint, "albert_config_file": FLAGS.albert_config_file,
-        "spm_model_file": FLAGS.spm_model_file, "vocab_file": FLAGS.vocab_file,
-        "do_lower_case": FLAGS.do_lower_case})
+def _model_files(checkpoint) -> RunOptions:
+    """The model file flags and the exports, completed from a release directory
+    `checkpoint` brings (as a run's --init_checkpoint)."""
+    return model_files.complete_model_files(RunOptions.build(
+        option_flags.flag_values(ModelFileOptions), **option_flags.flag_values(
+            LiteRTOptions), init_checkpoint=checkpoint, export_dir=FLAGS.export_dir))
 
 
 def _check_tokenizer_files(files) -> None:
     """Before anything is written: the preprocessor needs the model's tokenizer."""
-    if not (files["spm_model_file"] or files["vocab_file"]):
+    if not (files.spm_model_file or files.vocab_file):
         raise app.UsageError("the preprocessor needs --spm_model_file or --vocab_file "
                              "(or a release directory that has one)")
 
@@ -255,19 +264,16 @@ def _check_exports(files) -> None:
     need, checked before any work (`session.check_exports`)."""
     from albert_tf.apps.session import check_exports
 
-    check_exports({**files, "tflite_text": FLAGS.tflite_text,
-                   "export_tflite": FLAGS.export_tflite, "export_dir": FLAGS.export_dir,
-                   "export_preprocessor": FLAGS.export_preprocessor,
-                   "version": FLAGS.version},
-                  None if FLAGS.kind == PREPROCESSOR else _kind())
+    check_exports(files, None if FLAGS.kind == PREPROCESSOR else _kind(),
+                  export_preprocessor=FLAGS.export_preprocessor, version=FLAGS.version)
 
 
 def _export_preprocessor(files, export_dir, seq_length: int, longest: int) -> str:
     from albert_tf.export import export_preprocessor
 
     return export_preprocessor(
-        export_dir, spm_model_file=files["spm_model_file"], vocab_file=files["vocab_file"],
-        do_lower_case=files["do_lower_case"], seq_length=seq_length,
+        export_dir, spm_model_file=files.spm_model_file, vocab_file=files.vocab_file,
+        do_lower_case=files.do_lower_case, seq_length=seq_length,
         max_seq_length=longest, version=FLAGS.version)
 
 
@@ -283,9 +289,9 @@ def export_preprocessor_only() -> None:
         files = _model_files(None)
         _check_tokenizer_files(files)
         _check_exports(files)
-        if files["albert_config_file"]:
-            longest = model_files.load_config(files["albert_config_file"]).max_position_embeddings
-            limit = _positions_of(longest, files["albert_config_file"])
+        if files.albert_config_file:
+            longest = model_files.load_config(files.albert_config_file).max_position_embeddings
+            limit = _positions_of(longest, files.albert_config_file)
         else:
             longest = PREPROCESSOR_LONGEST
             limit = (f"{longest}, the longest the preprocessor packs without "

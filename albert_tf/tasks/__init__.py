@@ -26,6 +26,7 @@ from typing import Sequence
 from albert_tf.data.errors import DataError
 from albert_tf.errors import UserError
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.options import option
 
 # The modules of the package's tasks, imported (which registers them) when the
 # registry is first read.
@@ -60,6 +61,7 @@ def _checked(task) -> type[Task]:
         raise TaskModuleError(f"{where}: {task.__name__}.metric_goal must be "
                               f"{' or '.join(map(repr, METRIC_GOALS))} (which way "
                               f"{task.metric!r} is better), got {task.metric_goal!r}")
+    _check_options(task, where)
     from albert_tf.export.kinds import ServingKind
 
     kinds = task.serving_kinds
@@ -69,6 +71,27 @@ def _checked(task) -> type[Task]:
                               "one or more albert_tf.export.ServingKind (the first is "
                               f"the run's by default), got {_short(repr(kinds))}")
     return task
+
+
+def _check_options(task, where: str) -> None:
+    """`task.Options`: a frozen dataclass deriving from `FineTuningOptions` (or
+    `RunOptions`) whose every annotated name is a field."""
+    import dataclasses
+
+    from albert_tf.tasks.options import RunOptions
+
+    options = task.Options
+    if not (isinstance(options, type) and issubclass(options, RunOptions)):
+        raise TaskModuleError(f"{where}: {task.__name__}.Options must derive from "
+                              f"albert_tf.tasks.Task.Options, got {_short(repr(options))}")
+    own = vars(options).get("__annotations__", {})
+    fields = {field.name for field in dataclasses.fields(options)}
+    missing = [name for name in own if name not in fields and name != "exclusive"]
+    if missing or not vars(options).get("__dataclass_params__") or \
+            not options.__dataclass_params__.frozen:
+        declared = f" (it declares {', '.join(missing)})" if missing else ""
+        raise TaskModuleError(f"{where}: decorate {task.__name__}.Options with "
+                              f"@dataclasses.dataclass(frozen=True){declared}")
 
 
 def _file_of(task) -> str:
@@ -156,7 +179,7 @@ def _short(text: str, limit: int = 300) -> str:
 
 def _failed(what: str, error: Exception, module_name: str) -> TaskModuleError:
     """The one-line error for an exception that a task module raised while it ran
-    (`what`: while imported, or its task's `define_flags()`): its type and message, and
+    (`what`: while imported): its type and message, and
     where: the line of the module (`module_name`) that raised it or called what did,
     and the innermost place if that is elsewhere; a syntax error, its file and line."""
     mine = innermost = None
@@ -184,10 +207,9 @@ def _failed(what: str, error: Exception, module_name: str) -> TaskModuleError:
 
 def load_task_module(path) -> type[Task]:
     """The task that a Python file (or an importable module name) registers: imported
-    once as a module of its own, whose task's `define_flags()` then defines the task's
-    flags. A `TaskModuleError` when it cannot: a path that is not a file, a module that
-    cannot be found, a syntax error or an exception while it is imported or defines
-    its flags (its type, message and the line of the module that raised it), a module
+    once as a module of its own. A `TaskModuleError` when it cannot: a path that is not
+    a file, a module that cannot be found, a syntax error or an exception while it is
+    imported (its type, message and the line of the module that raised it), a module
     that registers no task, or more than one: one line each."""
     path = os.fspath(path)
     if path in _loaded:
@@ -219,11 +241,6 @@ def load_task_module(path) -> type[Task]:
         except Exception as e:
             raise _failed(f"{where} failed while imported", e, path) from None
     task = _registered_by(module, where)
-    try:
-        task.define_flags()
-    except Exception as e:
-        raise _failed(f"{where}: {task.__name__}.define_flags() failed", e,
-                      module.__name__) from None
     _loaded[path] = task
     return task
 
@@ -247,7 +264,7 @@ def _registered_by(module, where: str) -> type[Task]:
 def load_task_module_in(argv: Sequence[str]) -> type[Task] | None:
     """The task of the `--task_module` among command-line arguments (`task_module_in`),
     loaded while a script defines its flags, before absl parses them, so that the
-    task's flags exist by then (None without one). That is before a script reports
+    task's options are flags by then (None without one). That is before a script reports
     errors as one line: a module that cannot be loaded stops the program here with its
     one line, `error: <why>`, exit status 1, as the scripts' other bad input."""
     given = task_module_in(argv)
@@ -257,11 +274,6 @@ def load_task_module_in(argv: Sequence[str]) -> type[Task] | None:
         return load_task_module(given)
     except TaskModuleError as e:
         raise SystemExit(f"error: {e}") from None
-
-
-def loaded_modules() -> list[str]:
-    """The module names of the task files loaded so far (their flags are theirs)."""
-    return [task.__module__ for task in _loaded.values()]
 
 
 def task_module_in(argv: Sequence[str]) -> str | None:
@@ -277,6 +289,6 @@ def task_module_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-__all__ = ["BUILTIN_MODULES", "DataError", "Task", "TaskModuleError", "find",
-           "load_task_module", "load_task_module_in", "loaded_modules", "models",
+__all__ = ["BUILTIN_MODULES", "DataError", "Task", "TaskModuleError", "find", "option",
+           "load_task_module", "load_task_module_in", "models",
            "register", "registered", "serving_kinds", "task_module_in"]

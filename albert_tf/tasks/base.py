@@ -9,7 +9,7 @@ the dev-set evaluation of every kept checkpoint with `model.ckpt-best`, and the
 exports. What a task says, attribute by attribute and hook by hook, is README's "The
 task API" (tests/test_task_registration.py holds it to this class). In short: its
 `name`, `metric` and `metric_goal`; its `serving_kinds` (each naming its model class);
-its flags (`define_flags`) and checks (`validate`); its data (`data_files`, `read`,
+its options (`Options`, the scripts' flags) and checks (`validate`); its data (`data_files`, `read`,
 `head`, `discover_labels`); its records (`features` and `record_spec`, or
 `split_records`); its model (`build_model`) and loss (`objective`); its results
 (`metrics`, `write_predictions`) and what its export takes (`export_options`).
@@ -32,11 +32,21 @@ from albert_tf.data import cache, records, tabular
 from albert_tf.data.sentence_records import pack_pair
 from albert_tf.errors import UsageError
 from albert_tf.tasks.checks import check_file, check_run, wanted_splits
+from albert_tf.tasks.options import TaskOptions
 
 
 class Task:
     """Base of every fine-tuning task; see the module's docstring. Instances are made by
-    the driver for one run, with the run's `options` (the flags, by name)."""
+    the driver for one run, with the run's `options`: an instance of the task's
+    `Options`, or a mapping that makes one."""
+
+    # The task's options: a frozen dataclass (`albert_tf.tasks.options`) deriving from
+    # `TaskOptions`, or from `FineTuningOptions` where the task reads its data its own
+    # way; its fields are the scripts' flags. A task with options of its own declares
+    #     @dataclasses.dataclass(frozen=True)
+    #     class Options(Task.Options):
+    #         threshold: float = option(0.5, "The flag's help.")
+    Options: type = TaskOptions
 
     name: str = ""
     metric: str = ""
@@ -63,8 +73,8 @@ class Task:
     # split (SQuAD's EM / F1 of --predict_file), set by `write_predictions`.
     results: dict = {}
 
-    def __init__(self, options: Mapping[str, Any]):
-        self.options = options
+    def __init__(self, options: Options | Mapping[str, Any]):
+        self.options = self.Options.build(options)
         self.serving_kind = self.serving_kinds[0] if self.serving_kinds else None
         self.tokenizer = None    # set by the driver before `read`
         self.labels: list[str] | None = None  # set by the driver after the training split
@@ -82,10 +92,6 @@ class Task:
         in any case."""
         return task_name.strip().lower() in {name.lower() for name in cls.task_names()}
 
-    @classmethod
-    def define_flags(cls) -> None:
-        """Defines the task's own flags (`absl.flags.DEFINE_*`); none by default."""
-
     def validate(self) -> None:
         """Raises `albert_tf.errors.UsageError` for options that cannot make a run.
         The base checks that there is something to do, that the tokenizer's file
@@ -100,12 +106,12 @@ class Task:
         `<data_dir>/<split>.csv|.tsv|.jsonl`; each must exist."""
         files = {}
         for split in wanted_splits(self.options):
-            given = self.options.get(f"{split}_file")
+            given = getattr(self.options, f"{split}_file")
             if given:
                 paths = [p for p in given.split(",") if p]
-            elif self.options.get("data_dir"):
+            elif self.options.data_dir:
                 try:
-                    paths = [tabular.split_file(self.options["data_dir"], split)]
+                    paths = [tabular.split_file(self.options.data_dir, split)]
                 except FileNotFoundError as e:
                     raise UsageError(f"--data_dir: {e}") from None
             else:
@@ -178,9 +184,9 @@ class Task:
         (`sequence_features` with the three, `padding_values`); shuffled with the
         run's seed and repeated when `training`."""
         return records.fine_tuning_dataset(
-            path, records.fixed_length_spec(self.options["max_seq_length"],
+            path, records.fixed_length_spec(self.options.max_seq_length,
                                             self.record_spec()),
-            batch_size, training=training, seed=self.options["seed"],
+            batch_size, training=training, seed=self.options.seed,
             drop_remainder=drop_remainder,
             sequence_features=records.SEQUENCE_FEATURES + tuple(self.sequence_features),
             padding_values=self.padding_values or None)
@@ -196,7 +202,7 @@ class Task:
         return {"format": self.cache_format, "task": self.name, "split": split,
                 "sources": [cache.abspath_or_url(p) for p in paths],
                 "sources_sha256": [cache.file_sha256(p) for p in paths],
-                "max_seq_length": int(self.options["max_seq_length"]),
+                "max_seq_length": int(self.options.max_seq_length),
                 **cache.tokenizer_settings(self.tokenizer), **self.cache_settings()}
 
     def pack(self, text_a: str, text_b: str | None = None) -> dict[str, list[int]]:
@@ -205,7 +211,7 @@ class Task:
         GLUE's records are (`albert_tf.data.sentence_records.pack_pair`)."""
         encode = self.tokenizer.encode
         packed = pack_pair(encode(text_a), encode(text_b) if text_b else None,
-                           self.options["max_seq_length"], self.tokenizer)
+                           self.options.max_seq_length, self.tokenizer)
         return {name: values.tolist() for name, values in packed.items()}
 
     def train_steps(self, num_examples: int | None) -> tuple[int, int]:
@@ -213,13 +219,13 @@ class Task:
         `num_examples` training records (None: no training split); --warmup_step, else
         --warmup_proportion of the steps."""
         o = self.options
-        steps = o.get("train_step")
+        steps = o.train_step
         if steps is None:
             steps = 1 if num_examples is None else max(1, math.ceil(
-                num_examples / o["train_batch_size"] * o["num_train_epochs"]))
-        warmup = o.get("warmup_step")
+                num_examples / o.train_batch_size * o.num_train_epochs))
+        warmup = o.warmup_step
         if warmup is None:
-            warmup = int(steps * o["warmup_proportion"])
+            warmup = int(steps * o.warmup_proportion)
         return steps, warmup
 
     # -------------------------------------------------------------------- the model

@@ -2,8 +2,7 @@
 scripts share (`albert_tf.apps` imports them from here): the splits a run reads
 (`wanted_splits`), the files its flags name (`check_file`), something to do, a tokenizer
 and a trained model where the run needs one (`check_run`). Options that cannot make a
-run raise `albert_tf.errors.UsageError`. `with_changes` gives a run's options with some
-values changed, typed options staying typed.
+run raise `albert_tf.errors.UsageError`.
 
 A module of the tasks' layer: it imports nothing of the scripts (`albert_tf.apps`).
 """
@@ -11,7 +10,6 @@ A module of the tasks' layer: it imports nothing of the scripts (`albert_tf.apps
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
 
 import tensorflow as tf
 
@@ -30,38 +28,31 @@ def check_file(path, flag: str) -> str:
     return path
 
 
-def wanted_splits(options: dict) -> list[str]:
+def wanted_splits(options) -> list[str]:
     """The splits a fine-tuning run reads: train, dev, test for --do_train, --do_eval,
     --do_predict."""
-    return [s for s, on in (("train", options["do_train"]), ("dev", options["do_eval"]),
-                            ("test", options["do_predict"])) if on]
+    return [s for s, on in (("train", options.do_train), ("dev", options.do_eval),
+                            ("test", options.do_predict)) if on]
 
 
-def check_run(options: dict) -> None:
+def check_run(options) -> None:
     """What run_classifier.py and run_ner.py check first: something to do, a tokenizer
     file that exists, and a trained model in --output_dir (a checkpoint or
     model.ckpt-best) for --do_eval / --do_predict without --do_train."""
     if not wanted_splits(options):
         raise UsageError("nothing to do: give --do_train, --do_eval or --do_predict")
-    if not (options["spm_model_file"] or options["vocab_file"]):
+    if not (options.spm_model_file or options.vocab_file):
         raise UsageError("give --spm_model_file (or --vocab_file for WordPiece)")
-    for flag in ("spm_model_file", "vocab_file"):
-        if options[flag]:
-            check_file(options[flag], flag)
-    output_dir = options["output_dir"] or ""
+    for flag, path in (("spm_model_file", options.spm_model_file),
+                       ("vocab_file", options.vocab_file)):
+        if path:
+            check_file(path, flag)
+    output_dir = options.output_dir or ""
     trained = tf.io.gfile.isdir(output_dir) and (
         tf.train.latest_checkpoint(output_dir) or tf.io.gfile.exists(
             os.path.join(output_dir, BEST_CHECKPOINT + ".index")))
-    if not options["do_train"] and not trained:
+    if not options.do_train and not trained:
         raise UsageError(
             f"--do_eval/--do_predict without --do_train need a trained model in "
-            f"--output_dir={options['output_dir']}, and there is none")
+            f"--output_dir={options.output_dir}, and there is none")
 
-
-def with_changes(values: Mapping[str, Any], **changes) -> Mapping[str, Any]:
-    """`values` with `changes`: a checked copy of typed options (their `replace`: the
-    scripts' `albert_tf.apps.options.Options`), or a dict."""
-    replace = getattr(values, "replace", None)
-    if callable(replace):
-        return replace(**changes)
-    return {**values, **changes}

@@ -11,6 +11,7 @@ example's probabilities, or its score), and GLUE's submission file or, for your 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -35,6 +36,7 @@ from albert_tf.modeling.task_model import (
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import wanted_splits
+from albert_tf.tasks.options import option
 from albert_tf.training.objectives import MeanObjective
 
 FILE_TASKS = ("classification", "regression")  # CSV / TSV / JSONL
@@ -131,12 +133,29 @@ class ClassificationTask(Task):
         key = task_name.strip().lower()
         return key in FILE_TASKS or glue.TASK_ALIASES.get(key, key) in glue.GLUE_TASKS
 
+    @dataclasses.dataclass(frozen=True)
+    class Options(Task.Options):
+        """The original run_classifier.py's defaults (512 tokens, 1,000 steps, no
+        warmup), and the fields of your files."""
+
+        max_seq_length: int = option(512)
+        train_step: int | None = option(1000, "Training steps.")
+        warmup_step: int | None = option(0, "Warmup steps.")
+        dropout_prob: float = option(0.1, "Dropout of the classifier head.")
+        text_a_field: str | None = option(
+            None, "classification / regression: the text's column name (CSV/TSV header, "
+            "JSON key) or 0-based index.")
+        text_b_field: str | None = option(None, "The second text's field, for pairs.")
+        label_field: str | None = option("label", "The label's field.")
+        header: bool = option(
+            True, "CSV / TSV files start with a header row (else fields are indices).")
+
     def __init__(self, options):
         super().__init__(options)
-        self.name = options["task_name"].lower()
+        self.name = self.options.task_name.lower()
         self.is_file = self.name in FILE_TASKS
         self.is_regression = self.name == "regression"
-        self._sentence_task = None if self.is_file else glue.get_task(options["task_name"])
+        self._sentence_task = None if self.is_file else glue.get_task(self.options.task_name)
         if self._sentence_task is not None:
             self.name = self._sentence_task.name
             self.is_regression = self._sentence_task.is_regression
@@ -148,7 +167,7 @@ class ClassificationTask(Task):
     @property
     def fields(self) -> tabular.Fields:
         o = self.options
-        return tabular.Fields(o["text_a_field"], o["text_b_field"], o["label_field"])
+        return tabular.Fields(o.text_a_field, o.text_b_field, o.label_field)
 
     @property
     def sentence_task(self) -> sentence_records.SentenceTask:
@@ -165,10 +184,10 @@ class ClassificationTask(Task):
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         o = self.options
-        if not self.is_file and (not o["data_dir"] or not os.path.isdir(o["data_dir"])):
-            raise UsageError(f"--data_dir={o['data_dir']} is not a directory")
+        if not self.is_file and (not o.data_dir or not os.path.isdir(o.data_dir)):
+            raise UsageError(f"--data_dir={o.data_dir} is not a directory")
         super().validate()
-        if self.is_file and not o["text_a_field"]:
+        if self.is_file and not o.text_a_field:
             raise UsageError(f"--task_name={self.name} needs --text_a_field")
 
     def data_files(self) -> dict[str, list[str]]:
@@ -185,10 +204,10 @@ class ClassificationTask(Task):
         """The split's examples: GLUE's TSV files under --data_dir, or your file."""
         if not self.is_file:
             return glue.get_processor(self.sentence_task, self.tokenizer).get_examples(
-                self.options["data_dir"], split)
+                self.options.data_dir, split)
         return tabular.read_examples(paths[0], self.fields, split=split, labels=self.labels,
                                      regression=self.is_regression,
-                                     header=self.options["header"],
+                                     header=self.options.header,
                                      process_text=self.tokenizer.preprocess)
 
     def discover_labels(self, examples) -> list[str]:
@@ -197,31 +216,31 @@ class ClassificationTask(Task):
     def cached_records(self, split, examples, paths, cache_dir):
         if self.is_file:
             return super().cached_records(split, examples, paths, cache_dir)
-        return glue.cached_glue_records(self.sentence_task, split, self.options["data_dir"],
+        return glue.cached_glue_records(self.sentence_task, split, self.options.data_dir,
                                         cache_dir, self.tokenizer,
-                                        self.options["max_seq_length"], examples)
+                                        self.options.max_seq_length, examples)
 
     def cache_settings(self) -> dict:
         o = self.options
         return {"labels": list(self.sentence_task.labels),  # [] for regression
-                "fields": [o[f] for f in ("text_a_field", "text_b_field", "label_field")],
-                "header": o["header"]}
+                "fields": [o.text_a_field, o.text_b_field, o.label_field],
+                "header": o.header}
 
     def write_records(self, split, examples, path) -> int:
         return sentence_records.write_examples(examples, self.sentence_task,
-                                               self.options["max_seq_length"],
+                                               self.options.max_seq_length,
                                                self.tokenizer, path)
 
     def dataset(self, path, batch_size, training, drop_remainder=False):
         return sentence_records.sentence_dataset(
-            path, self.sentence_task, self.options["max_seq_length"], batch_size,
-            training=training, seed=self.options["seed"], drop_remainder=drop_remainder)
+            path, self.sentence_task, self.options.max_seq_length, batch_size,
+            training=training, seed=self.options.seed, drop_remainder=drop_remainder)
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):
         return AlbertClassifier(config, self.sentence_task.num_labels,
-                                seed=self.options["seed"],
-                                dropout_rate=self.options["dropout_prob"])
+                                seed=self.options.seed,
+                                dropout_rate=self.options.dropout_prob)
 
     def objective(self):
         if self.is_regression:

@@ -30,7 +30,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
-from absl import flags, logging
+from absl import logging
 
 from albert_tf import fileio, names
 from albert_tf.data import tabular
@@ -40,7 +40,8 @@ from albert_tf.evaluation.results import write_results
 from albert_tf.export import kinds, serving_text
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.classification import AlbertClassifier
+from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
+from albert_tf.tasks.options import option
 from albert_tf.training.objectives import MeanObjective
 
 HF_PROBLEM_TYPE = "multi_label_classification"
@@ -162,37 +163,39 @@ class MultiLabelTask(Task):
     has_labels = True
     eval_outputs = (names.PROBABILITIES,)
 
-    @classmethod
-    def define_flags(cls) -> None:
-        flags.DEFINE_string("label_separator", ",",
-                            "multi_label: what separates the labels of a row's label "
-                            "field (a JSON list needs none).")
-        flags.DEFINE_float("threshold", None,
-                           "multi_label: a label is predicted when its probability is at "
-                           "least this (default: the one --tune_threshold kept in "
-                           "--output_dir, else 0.5).")
-        flags.DEFINE_bool("tune_threshold", False,
-                          "multi_label: with --do_eval, pick the threshold with the best "
-                          "dev micro F1 for each checkpoint, and keep the best "
-                          "checkpoint's as threshold.txt in --output_dir.")
+    @dataclasses.dataclass(frozen=True)
+    class Options(ClassificationTask.Options):
+        """Classification's options (the fields of your files), and the labels'
+        separator and threshold."""
+
+        label_separator: str = option(
+            ",", "multi_label: what separates the labels of a row's label field (a JSON "
+            "list needs none).")
+        threshold: float | None = option(
+            None, "multi_label: a label is predicted when its probability is at least "
+            "this (default: the one --tune_threshold kept in --output_dir, else 0.5).")
+        tune_threshold: bool = option(
+            False, "multi_label: with --do_eval, pick the threshold with the best dev "
+            "micro F1 for each checkpoint, and keep the best checkpoint's as "
+            "threshold.txt in --output_dir.")
 
     # ------------------------------------------------------------------- checks
     @property
     def fields(self) -> tabular.Fields:
         o = self.options
-        return tabular.Fields(o["text_a_field"], o["text_b_field"], o["label_field"])
+        return tabular.Fields(o.text_a_field, o.text_b_field, o.label_field)
 
     def validate(self) -> None:
         super().validate()
-        if not self.options["text_a_field"]:
+        if not self.options.text_a_field:
             raise UsageError(f"--task_name={self.name} needs --text_a_field")
-        if self.options["do_train"] and not self.options["label_field"]:
+        if self.options.do_train and not self.options.label_field:
             raise UsageError(f"--task_name={self.name} needs --label_field to train")
-        if not self.options["label_separator"]:
+        if not self.options.label_separator:
             raise UsageError("--label_separator must not be empty")
-        if self.options["threshold"] is not None:
+        if self.options.threshold is not None:
             try:
-                check_threshold(self.options["threshold"], "--threshold")
+                check_threshold(self.options.threshold, "--threshold")
             except ValueError as e:
                 raise UsageError(str(e)) from None
 
@@ -211,7 +214,7 @@ class MultiLabelTask(Task):
             if not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in raw):
                 raise ValueError(f"{raw!r} is not a list of labels")
             return [str(label).strip() for label in raw if str(label).strip()]
-        parts = str(raw).split(self.options["label_separator"])
+        parts = str(raw).split(self.options.label_separator)
         return [part.strip() for part in parts if part.strip()]
 
     def read(self, split, paths) -> list[Example]:
@@ -223,7 +226,7 @@ class MultiLabelTask(Task):
             logs.append(skips)
             here, unended = None, False
             for here, row, unended in tabular.complete_rows(
-                    path, fields, self.options["header"], with_label, skips):
+                    path, fields, self.options.header, with_label, skips):
                 labels = None
                 if fields.label is not None and row.get(fields.label) is not None:
                     try:
@@ -260,8 +263,8 @@ class MultiLabelTask(Task):
     def cache_settings(self) -> dict:
         o = self.options
         return {**super().cache_settings(),
-                "fields": [o["text_a_field"], o["text_b_field"], o["label_field"]],
-                "header": o["header"], "label_separator": o["label_separator"]}
+                "fields": [o.text_a_field, o.text_b_field, o.label_field],
+                "header": o.header, "label_separator": o.label_separator}
 
     def multi_hot(self, labels) -> list[int]:
         index = {label: i for i, label in enumerate(self.labels)}
@@ -276,8 +279,8 @@ class MultiLabelTask(Task):
 
     # -------------------------------------------------------------------- model
     def build_model(self, config):
-        return AlbertMultiLabelClassifier(config, len(self.labels), seed=self.options["seed"],
-                                          dropout_rate=self.options["dropout_prob"])
+        return AlbertMultiLabelClassifier(config, len(self.labels), seed=self.options.seed,
+                                          dropout_rate=self.options.dropout_prob)
 
     def objective(self):
         return MeanObjective(lambda o, f: multi_label_loss(o[names.LOGITS],
@@ -285,18 +288,18 @@ class MultiLabelTask(Task):
 
     # ------------------------------------------------------------------ results
     def threshold(self, output_dir: str) -> float:
-        return threshold_for(self.options["threshold"], output_dir)
+        return threshold_for(self.options.threshold, output_dir)
 
     def metrics(self, examples, outputs) -> dict:
         probabilities, gold = outputs[names.PROBABILITIES], outputs[names.LABEL_IDS]
-        if not self.options["tune_threshold"]:
-            return scores(probabilities, gold, self.threshold(self.options["output_dir"]),
+        if not self.options.tune_threshold:
+            return scores(probabilities, gold, self.threshold(self.options.output_dir),
                           self.labels)
         tried = [scores(probabilities, gold, t, self.labels) for t in THRESHOLD_GRID]
         return max(tried, key=lambda s: s["micro_f1"])  # the first (lowest) of ties
 
     def evaluated(self, best: dict, output_dir: str) -> None:
-        if self.options["tune_threshold"] and best:
+        if self.options.tune_threshold and best:
             fileio.write_text_atomically(os.path.join(output_dir, THRESHOLD_FILE),
                                          f"{best['threshold']}\n")
             logging.info("kept the dev-tuned threshold %s", best["threshold"])
@@ -329,4 +332,4 @@ class MultiLabelTask(Task):
         return path
 
     def export_options(self) -> dict:
-        return {"is_pair": self.options["text_b_field"] is not None}
+        return {"is_pair": self.options.text_b_field is not None}

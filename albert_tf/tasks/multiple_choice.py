@@ -9,12 +9,12 @@ than the task's most has absent ones, never predicted. `--do_predict` writes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import string
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 
 from albert_tf import losses, names, packing, task_heads
 from albert_tf.config import AlbertConfig
@@ -31,25 +31,26 @@ from albert_tf.modeling.task_model import (
 )
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.checks import check_file, wanted_splits, with_changes
+from albert_tf.tasks.checks import check_file, wanted_splits
 from albert_tf.tasks.classification import (
     CLASSIFIER_OUTPUTS,
     prediction_file,
     write_test_results,
 )
+from albert_tf.tasks.options import option
 from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
 CHOICE_TASKS = ("c3", "swag", "multiple_choice")  # besides RACE
 
 
-def with_max_qa_length(options: dict) -> dict:
+def with_max_qa_length(options):
     """`max_qa_length` left unset: RACE's default cut to what `max_seq_length` leaves
     (a default fits the flags given, as the export's does)."""
-    if options.get("max_qa_length") is not None:
+    if options.max_qa_length is not None:
         return options
-    return with_changes(options, max_qa_length=min(
-        choice_records.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options["max_seq_length"])))
+    return options.replace(max_qa_length=min(
+        choice_records.DEFAULT_MAX_QA_LENGTH, packing.segment_budget(options.max_seq_length)))
 
 
 # The logit of an absent choice (all-zero input_mask): finite, so that a row with no
@@ -151,18 +152,20 @@ class MultipleChoiceTask(Task):
         return (RACE, *CHOICE_TASKS)
     predict_outputs = (names.PROBABILITIES, names.PREDICTIONS)
 
-    @classmethod
-    def define_flags(cls) -> None:
-        flags.DEFINE_integer(
-            "max_qa_length", None, "Multiple choice: maximum question + option length "
-            f"(default: RACE's {choice_records.DEFAULT_MAX_QA_LENGTH}, or what "
-            "--max_seq_length leaves after [CLS] and 2 x [SEP]).")
-        flags.DEFINE_bool("high_only", False, "RACE: only the high-school part.")
-        flags.DEFINE_bool("middle_only", False, "RACE: only the middle-school part.")
+    @dataclasses.dataclass(frozen=True)
+    class Options(Task.Options):
+        max_qa_length: int | None = option(
+            None, "Multiple choice: maximum question + option length (default: RACE's "
+            f"{choice_records.DEFAULT_MAX_QA_LENGTH}, or what --max_seq_length leaves "
+            "after [CLS] and 2 x [SEP]).")
+        high_only: bool = option(False, "RACE: only the high-school part.")
+        middle_only: bool = option(False, "RACE: only the middle-school part.")
+        exclusive = (("high_only", "middle_only"),)
 
     def __init__(self, options):
-        super().__init__(with_max_qa_length(options))
-        self.name = options["task_name"].lower()
+        super().__init__(options)
+        self.options = with_max_qa_length(self.options)
+        self.name = self.options.task_name.lower()
         self.is_race = self.name == RACE
         self.examples: dict[str, list] = {}
 
@@ -179,15 +182,13 @@ class MultipleChoiceTask(Task):
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:
         o = self.options
-        if self.is_race and (not o["data_dir"] or not os.path.isdir(o["data_dir"])):
-            raise UsageError(f"--data_dir={o['data_dir']} is not a directory")
+        if self.is_race and (not o.data_dir or not os.path.isdir(o.data_dir)):
+            raise UsageError(f"--data_dir={o.data_dir} is not a directory")
         super().validate()
-        if o["high_only"] and o["middle_only"]:
-            raise UsageError("--high_only and --middle_only exclude each other")
-        if not 1 <= o["max_qa_length"] <= o["max_seq_length"] - 3:
+        if not 1 <= o.max_qa_length <= o.max_seq_length - 3:
             raise UsageError(
-                f"--max_qa_length={o['max_qa_length']} must be positive and leave room "
-                f"for [CLS] and 2 x [SEP] in --max_seq_length={o['max_seq_length']}")
+                f"--max_qa_length={o.max_qa_length} must be positive and leave room "
+                f"for [CLS] and 2 x [SEP] in --max_seq_length={o.max_seq_length}")
 
     def data_files(self) -> dict[str, list[str]]:
         """--<split>_file, else the task's names under --data_dir (RACE's folders are
@@ -195,19 +196,19 @@ class MultipleChoiceTask(Task):
         o = self.options
         files = {}
         for split in wanted_splits(o):
-            given = o[f"{split}_file"]
+            given = getattr(o, f"{split}_file")
             if self.is_race:
                 paths = []
             elif given:
                 paths = [p for p in given.split(",") if p]
-            elif not o["data_dir"]:
+            elif not o.data_dir:
                 raise UsageError(f"give --{split}_file or --data_dir for {self.name}")
             elif self.name == "c3":
-                paths = multiple_choice.c3_files(o["data_dir"], split)
+                paths = multiple_choice.c3_files(o.data_dir, split)
             else:
                 names_of = multiple_choice.SWAG_FILES if self.name == "swag" else \
                     multiple_choice.JSONL_FILES
-                paths = [os.path.join(o["data_dir"], names_of[split])]
+                paths = [os.path.join(o.data_dir, names_of[split])]
             files[split] = [check_file(path, f"{split}_file") for path in paths]
         return files
 
@@ -216,8 +217,8 @@ class MultipleChoiceTask(Task):
         if self.is_race:
             o = self.options
             return race.RaceProcessor.for_tokenizer(
-                self.tokenizer, o["high_only"], o["middle_only"]).get_examples(
-                    o["data_dir"], split)
+                self.tokenizer, o.high_only, o.middle_only).get_examples(
+                    o.data_dir, split)
         process = self.tokenizer.preprocess
         labelled = split != "test" or None  # training and dev questions need answers
         if self.name == "c3":
@@ -234,30 +235,30 @@ class MultipleChoiceTask(Task):
         if not self.is_race:
             return super().cached_records(split, examples, paths, cache_dir)
         return race.cached_race_records(
-            split, o["data_dir"], cache_dir, self.tokenizer, o["max_seq_length"],
-            o["max_qa_length"], high_only=o["high_only"], middle_only=o["middle_only"],
+            split, o.data_dir, cache_dir, self.tokenizer, o.max_seq_length,
+            o.max_qa_length, high_only=o.high_only, middle_only=o.middle_only,
             examples=examples)
 
     def cache_settings(self) -> dict:
-        return {"max_qa_length": int(self.options["max_qa_length"]),
+        return {"max_qa_length": int(self.options.max_qa_length),
                 "num_choices": self.num_choices}
 
     def write_records(self, split, examples, path) -> int:
         o = self.options
-        return choice_records.write_examples(examples, o["max_seq_length"], o["max_qa_length"],
+        return choice_records.write_examples(examples, o.max_seq_length, o.max_qa_length,
                                    self.tokenizer, path, self.num_choices)
 
     def dataset(self, path, batch_size, training, drop_remainder=False):
         return choice_records.choice_dataset(
-            path, self.options["max_seq_length"], batch_size, training=training,
-            seed=self.options["seed"], drop_remainder=drop_remainder,
+            path, self.options.max_seq_length, batch_size, training=training,
+            seed=self.options.seed, drop_remainder=drop_remainder,
             num_choices=self.num_choices)
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):
         return AlbertMultipleChoice(config, num_choices=self.num_choices,
-                                    seed=self.options["seed"],
-                                    dropout_rate=self.options["dropout_prob"])
+                                    seed=self.options.seed,
+                                    dropout_rate=self.options.dropout_prob)
 
     def objective(self):
         return MeanObjective(lambda o, f: losses.classification_loss(
@@ -287,4 +288,4 @@ class MultipleChoiceTask(Task):
         return prediction_file(self.name, output_dir, rows)
 
     def export_options(self) -> dict:
-        return {"max_qa_length": self.options["max_qa_length"]}
+        return {"max_qa_length": self.options.max_qa_length}

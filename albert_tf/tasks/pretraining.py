@@ -1,8 +1,9 @@
 """Pretraining (masked LM + sentence order, as the original `run_pretraining.py`), the
 task module of `run_pretraining.py` (`albert_tf.apps.pretraining`).
 
-What pretraining is, in one place: its flags (the records or raw text it reads, the
-dynamic masking of `create_pretraining_data.py`'s flags), its checks, its model
+What pretraining is, in one place: its options (the original's steps, batch sizes and
+learning rate, the records or raw text it reads, the dynamic masking of
+`create_pretraining_data.py`'s flags), its checks, its model
 (`AlbertPretrainer`, whose heads are `task_heads.MASKED_LM` and
 `["sentence_order"]`), its objective, its data (a stream of global batches from
 records or from raw text, any step to resume from), its evaluation metrics (summed over
@@ -16,9 +17,10 @@ driver.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import tensorflow as tf
-from absl import flags
 
 from albert_tf import losses, names
 from albert_tf.data import dynamic_masking, pretraining
@@ -27,6 +29,7 @@ from albert_tf.export import ExtraInput, ServingKind, serving_text
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.options import RunOptions, SkipOptions, option
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training.objectives import PretrainingObjective
 
@@ -48,60 +51,69 @@ class PretrainingTask(Task):
     metric = "masked_lm_accuracy"
     serving_kinds = (MLM,)
 
-    @classmethod
-    def define_flags(cls) -> None:
-        flags.DEFINE_string("input_file", None,
-                            "Pretraining TFRecords (glob or comma-separated list), as "
-                            "create_pretraining_data.py writes them.")
-        flags.DEFINE_string("input_text", None,
-                            "Raw text (one sentence per line, blank line between "
-                            "documents; glob or list) for dynamic masking instead of "
-                            "--input_file.")
-        flags.DEFINE_integer("max_predictions_per_seq", 20, "Masked positions per sequence.")
-        flags.DEFINE_integer("max_eval_steps", 100, "Evaluation batches.")
-        # Dynamic masking (with --input_text): the create_pretraining_data flags.
-        flags.DEFINE_float("masked_lm_prob", 0.15,
-                           "Masked LM probability (dynamic masking).")
-        flags.DEFINE_integer("ngram", 3, "Maximum n-gram to mask (dynamic masking).")
-        flags.DEFINE_float("short_seq_prob", 0.1,
-                           "Short sequence probability (dynamic masking).")
+    @dataclasses.dataclass(frozen=True)
+    class Options(RunOptions, SkipOptions):
+        """The original run_pretraining.py's flags and defaults; with --input_text, the
+        dynamic masking of create_pretraining_data.py's flags (--max_skipped_rows: the
+        text's unreadable lines)."""
+
+        learning_rate: float = option(0.00176)
+        optimizer: str = option("lamb")
+        max_seq_length: int = option(512, "Sequence length of the records.")
+        train_batch_size: int = option(4096, "Global training batch size.")
+        eval_batch_size: int = option(64, "Global evaluation batch size.")
+        num_train_steps: int = option(125000, "Training steps.")
+        num_warmup_steps: int = option(3125, "Warmup steps.")
+        start_warmup_step: int = option(0, "Step at which warmup starts.")
+        poly_power: float = option(1.0, "Power of the polynomial decay.")
+        input_file: str | None = option(
+            None, "Pretraining TFRecords (glob or comma-separated list), as "
+            "create_pretraining_data.py writes them.")
+        input_text: str | None = option(
+            None, "Raw text (one sentence per line, blank line between documents; glob "
+            "or list) for dynamic masking instead of --input_file.")
+        max_predictions_per_seq: int = option(20, "Masked positions per sequence.")
+        max_eval_steps: int = option(100, "Evaluation batches.")
+        masked_lm_prob: float = option(0.15, "Masked LM probability (dynamic masking).")
+        ngram: int = option(3, "Maximum n-gram to mask (dynamic masking).")
+        short_seq_prob: float = option(0.1, "Short sequence probability (dynamic masking).")
 
     def validate(self) -> None:
         o = self.options
-        if not (o["do_train"] or o["do_eval"]):
+        if not (o.do_train or o.do_eval):
             raise UsageError("nothing to do: give --do_train and/or --do_eval")
-        if bool(o["input_file"]) == bool(o["input_text"]):
+        if bool(o.input_file) == bool(o.input_text):
             raise UsageError("give exactly one of --input_file (records) and "
                              "--input_text (raw text, dynamic masking)")
-        if o["input_file"]:
-            pretraining.expand_input_patterns(o["input_file"])  # raises when none match
-        if o["input_text"] and not (o["spm_model_file"] or o["vocab_file"]):
+        if o.input_file:
+            pretraining.expand_input_patterns(o.input_file)  # raises when none match
+        if o.input_text and not (o.spm_model_file or o.vocab_file):
             raise UsageError("--input_text needs --spm_model_file (or --vocab_file)")
 
     def stream(self, batch_size: int, training: bool):
         """A function skip -> the stream of global batches of `batch_size` from the
         records or the raw text (repeated when training), `skip` batches in."""
         o = self.options
-        if o["input_text"]:
-            tokenizer = FullTokenizer(vocab_file=o["vocab_file"],
-                                      do_lower_case=o["do_lower_case"],
-                                      spm_model_file=o["spm_model_file"])
+        if o.input_text:
+            tokenizer = FullTokenizer(vocab_file=o.vocab_file,
+                                      do_lower_case=o.do_lower_case,
+                                      spm_model_file=o.spm_model_file)
             config = pretraining.PretrainingDataConfig(
-                max_seq_length=o["max_seq_length"],
-                max_predictions_per_seq=o["max_predictions_per_seq"],
-                masked_lm_prob=o["masked_lm_prob"], ngram=o["ngram"],
-                short_seq_prob=o["short_seq_prob"], random_seed=o["seed"])
+                max_seq_length=o.max_seq_length,
+                max_predictions_per_seq=o.max_predictions_per_seq,
+                masked_lm_prob=o.masked_lm_prob, ngram=o.ngram,
+                short_seq_prob=o.short_seq_prob, random_seed=o.seed)
             stream = dynamic_masking.StreamOptions(repeat=training, drop_remainder=True,
-                                                   max_skipped_rows=o["max_skipped_rows"])
+                                                   max_skipped_rows=o.max_skipped_rows)
             return lambda skip: dynamic_masking.dynamic_pretraining_dataset(
-                o["input_text"], tokenizer, batch_size, config, stream=stream).skip(skip)
+                o.input_text, tokenizer, batch_size, config, stream=stream).skip(skip)
         return lambda skip: pretraining.pretraining_dataset(
-            o["input_file"], batch_size, max_seq_length=o["max_seq_length"],
-            max_predictions_per_seq=o["max_predictions_per_seq"], is_training=training,
-            seed=o["seed"], drop_remainder=True).skip(skip)
+            o.input_file, batch_size, max_seq_length=o.max_seq_length,
+            max_predictions_per_seq=o.max_predictions_per_seq, is_training=training,
+            seed=o.seed, drop_remainder=True).skip(skip)
 
     def build_model(self, config):
-        return AlbertPretrainer(config, seed=self.options["seed"])
+        return AlbertPretrainer(config, seed=self.options.seed)
 
     def objective(self):
         return PretrainingObjective()

@@ -10,13 +10,13 @@ ALBERT's v2.0 beam head `AlbertSquadV2`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 
 import numpy as np
 import tensorflow as tf
-from absl import flags
 
 from albert_tf import fileio, losses, names, task_heads
 from albert_tf.config import AlbertConfig
@@ -35,6 +35,7 @@ from albert_tf.modeling.task_model import (
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import check_file
+from albert_tf.tasks.options import FineTuningOptions, option
 from albert_tf.training.objectives import MeanObjective
 
 V1_OUTPUTS = (names.START_LOGITS, names.END_LOGITS)
@@ -231,50 +232,53 @@ class SquadTask(Task):
     serving_kinds = (SQUAD_V1, SQUAD_V2)
     label_features = (names.UNIQUE_IDS,)
 
-    @classmethod
-    def define_flags(cls) -> None:
-        flags.DEFINE_string("train_file", None, "SQuAD JSON for training.")
-        flags.DEFINE_string("predict_file", None, "SQuAD JSON to predict (and score).")
-        flags.DEFINE_string("train_feature_file", None, "Cached training features "
-                            "(default: output_dir/train.tf_record).")
-        flags.DEFINE_string("predict_feature_file", None,
-                            "Cached prediction features (default: "
-                            "output_dir/predict.tf_record).")
-        flags.DEFINE_bool("version_2_with_negative", False,
-                          "SQuAD v2.0: unanswerable questions.")
-        flags.DEFINE_integer("doc_stride", 128, "Stride between paragraph windows.")
-        flags.DEFINE_integer("max_query_length", 64, "Maximum question length in tokens.")
-        flags.DEFINE_integer("n_best_size", 20,
-                             "Candidates per question in nbest_predictions.")
-        flags.DEFINE_integer("max_answer_length", 30, "Longest answer, in tokens.")
-        flags.DEFINE_integer("start_n_top", 5, "v2.0: start positions of the beam.")
-        flags.DEFINE_integer("end_n_top", 5, "v2.0: end positions per start.")
-        flags.DEFINE_float("null_score_diff_threshold", 0.0,
-                           "v2.0: predict no answer when the null score exceeds the best "
-                           "span by more than this.")
+    @dataclasses.dataclass(frozen=True)
+    class Options(FineTuningOptions):
+        """The original run_squad_v1.py / run_squad_v2.py's flags and defaults."""
+
+        max_seq_length: int = option(384)
+        do_predict: bool = option(False, "Predict --predict_file.")
+        train_file: str | None = option(None, "SQuAD JSON for training.")
+        predict_file: str | None = option(None, "SQuAD JSON to predict (and score).")
+        train_feature_file: str | None = option(
+            None, "Cached training features (default: train.tf_record in --cached_dir, "
+            "else in --output_dir).")
+        predict_feature_file: str | None = option(
+            None, "Cached prediction features (default: predict.tf_record in "
+            "--cached_dir, else in --output_dir).")
+        version_2_with_negative: bool = option(False, "SQuAD v2.0: unanswerable questions.")
+        doc_stride: int = option(128, "Stride between paragraph windows.")
+        max_query_length: int = option(64, "Maximum question length in tokens.")
+        n_best_size: int = option(20, "Candidates per question in nbest_predictions.")
+        max_answer_length: int = option(30, "Longest answer, in tokens.")
+        start_n_top: int = option(5, "v2.0: start positions of the beam.")
+        end_n_top: int = option(5, "v2.0: end positions per start.")
+        null_score_diff_threshold: float = option(
+            0.0, "v2.0: predict no answer when the null score exceeds the best span by "
+            "more than this.")
 
     def __init__(self, options):
         super().__init__(options)
-        self.version_2 = options["version_2_with_negative"]
+        self.version_2 = self.options.version_2_with_negative
         self.serving_kind = self.serving_kinds[1 if self.version_2 else 0]
         self.eval_outputs = V2_OUTPUTS if self.version_2 else V1_OUTPUTS
         self.feature_files: dict[str, squad.SquadFeatureFile] = {}
 
     def validate(self) -> None:
         o = self.options
-        if not (o["do_train"] or o["do_predict"]):
+        if not (o.do_train or o.do_predict):
             raise UsageError("nothing to do: give --do_train and/or --do_predict")
-        if o["do_predict"] and not o["do_train"] and \
-                not tf.train.latest_checkpoint(o["output_dir"] or ""):
+        if o.do_predict and not o.do_train and \
+                not tf.train.latest_checkpoint(o.output_dir or ""):
             raise UsageError(
                 f"--do_predict without --do_train needs a trained model in "
-                f"--output_dir={o['output_dir']}, and there is none")
-        check_file(o["spm_model_file"], "spm_model_file")
-        squad.validate_settings(o["max_seq_length"], o["doc_stride"], o["max_query_length"])
+                f"--output_dir={o.output_dir}, and there is none")
+        check_file(o.spm_model_file, "spm_model_file")
+        squad.validate_settings(o.max_seq_length, o.doc_stride, o.max_query_length)
 
     def data_files(self) -> dict[str, list[str]]:
-        wanted = {"train": self.options["do_train"], "test": self.options["do_predict"]}
-        return {split: [check_file(self.options[flag], flag)]
+        wanted = {"train": self.options.do_train, "test": self.options.do_predict}
+        return {split: [check_file(getattr(self.options, flag), flag)]
                 for split, flag in SPLIT_FILES.items() if wanted[split]}
 
     def read(self, split, paths):
@@ -286,31 +290,35 @@ class SquadTask(Task):
         features (with what post-processing needs), converted once and cached."""
         o = self.options
         training = split == "train"
-        given = o["train_feature_file" if training else "predict_feature_file"]
+        given = o.train_feature_file if training else o.predict_feature_file
         features = squad.load_or_build_features(
             paths[0], self.tokenizer,
-            given or os.path.join(o["output_dir"], "train.tf_record" if training
+            given or os.path.join(cache_dir, "train.tf_record" if training
                                   else "predict.tf_record"),
             is_training=training, keep_features=None if training else True,
             shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED if training else None,
-            max_seq_length=o["max_seq_length"], doc_stride=o["doc_stride"],
-            max_query_length=o["max_query_length"], examples=data)
+            max_seq_length=o.max_seq_length, doc_stride=o.doc_stride,
+            max_query_length=o.max_query_length, examples=data)
         self.feature_files[split] = features
         return cache.CachedRecords(features.record_file, len(features.examples), 0,
                                    not features.rebuilt)
 
     def train_steps(self, num_examples: int | None) -> tuple[int, int]:
-        """The original: steps = examples / batch * epochs (rounded down), warmup a
+        """--train_step and --warmup_step where given (run_classifier.py has them); else
+        the original's: steps = examples / batch * epochs (rounded down), warmup a
         proportion of them (one step where nothing is trained)."""
         o = self.options
-        steps = 1 if num_examples is None else max(
-            1, int(num_examples / o["train_batch_size"] * o["num_train_epochs"]))
-        return steps, int(steps * o["warmup_proportion"])
+        steps = o.train_step
+        if steps is None:
+            steps = 1 if num_examples is None else max(
+                1, int(num_examples / o.train_batch_size * o.num_train_epochs))
+        warmup = o.warmup_step
+        return steps, int(steps * o.warmup_proportion) if warmup is None else warmup
 
     def dataset(self, path, batch_size, training, drop_remainder=False):
-        return squad.squad_dataset(path, self.options["max_seq_length"], batch_size,
+        return squad.squad_dataset(path, self.options.max_seq_length, batch_size,
                                    is_training=training, training=training,
-                                   seed=self.options["seed"] if training else None,
+                                   seed=self.options.seed if training else None,
                                    drop_remainder=drop_remainder)
 
     def build_model(self, config):
@@ -318,9 +326,9 @@ class SquadTask(Task):
         head."""
         o = self.options
         if self.version_2:
-            return AlbertSquadV2(config, start_n_top=o["start_n_top"],
-                                 end_n_top=o["end_n_top"], seed=o["seed"])
-        return AlbertSquadV1(config, seed=o["seed"])
+            return AlbertSquadV2(config, start_n_top=o.start_n_top,
+                                 end_n_top=o.end_n_top, seed=o.seed)
+        return AlbertSquadV1(config, seed=o.seed)
 
     def objective(self):
         if self.version_2:
@@ -339,11 +347,11 @@ class SquadTask(Task):
         evaluation = self.feature_files["test"]
         results = {int(uid): {k: outputs[k][i] for k in self.eval_outputs}
                    for i, uid in enumerate(outputs[names.UNIQUE_IDS])}
-        options = dict(n_best_size=o["n_best_size"], max_answer_length=o["max_answer_length"])
+        options = dict(n_best_size=o.n_best_size, max_answer_length=o.max_answer_length)
         if self.version_2:
             answers = squad_postprocess.write_predictions_v2(
                 evaluation.examples, evaluation.features, results, output_dir,
-                null_score_diff_threshold=o["null_score_diff_threshold"], **options)
+                null_score_diff_threshold=o.null_score_diff_threshold, **options)
         else:
             answers = squad_postprocess.write_predictions_v1(
                 evaluation.examples, evaluation.features, results, output_dir, **options)
@@ -366,4 +374,4 @@ class SquadTask(Task):
         return written
 
     def export_options(self) -> dict:
-        return {"max_query_length": self.options["max_query_length"]}
+        return {"max_query_length": self.options.max_query_length}

@@ -10,6 +10,7 @@ file's sentences to put the predictions back per word.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import tensorflow as tf
@@ -33,6 +34,7 @@ from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import check_file, wanted_splits
 from albert_tf.tasks.classification import CLASSIFIER_OUTPUTS
+from albert_tf.tasks.options import option
 from albert_tf.training.objectives import TokenObjective
 
 # --data_dir + --task_name: the file names of each split.
@@ -106,6 +108,30 @@ class TokenClassificationTask(Task):
     def task_names(cls) -> tuple[str, ...]:
         return (cls.name, *TASK_FILES)  # its data sets name their files' format
 
+    @dataclasses.dataclass(frozen=True)
+    class Options(Task.Options):
+        """run_ner.py's defaults and words."""
+
+        max_seq_length: int = option(
+            128, "Window length; longer sentences are split into windows of whole words.")
+        task_name: str | None = option(
+            None, "cluener (train.json, dev.json, test.json: CLUENER2020 JSON lines) or "
+            "conll (train.txt, dev.txt, test.txt: CoNLL column files).")
+        data_dir: str | None = option(
+            None, "Folder of the task's files (with --task_name; see --train_file).")
+        train_file: str | None = option(
+            None, "Training file: CoNLL columns (tag last) or CLUENER JSON lines "
+            "(overrides --data_dir).")
+        dev_file: str | None = option(None, "Dev file for --do_eval (same formats).")
+        test_file: str | None = option(
+            None, "File for --do_predict; predictions are written back in its own format "
+            "(test_predictions.conll / test_predictions.json).")
+        do_predict: bool = option(False, "Predict --test_file.")
+        labels: tuple[str, ...] | None = option(
+            None, "The tags, comma-separated (default: those of the training file, \"O\" "
+            "first, saved as labels.txt in --output_dir).")
+        dropout_prob: float = option(0.1, "Dropout of the tagging head.")
+
     def __init__(self, options):
         super().__init__(options)
         self.word_split: str | None = None
@@ -114,25 +140,25 @@ class TokenClassificationTask(Task):
         """The file of each split asked for: --train_file etc., else --data_dir/<task's
         name>."""
         o = self.options
-        task = (o["task_name"] or "").lower() or None
+        task = (o.task_name or "").lower() or None
         task = None if task == self.name else task  # no data set named
         if task is not None and task not in TASK_FILES:
-            raise UsageError(f"--task_name={o['task_name']} is not one of "
+            raise UsageError(f"--task_name={o.task_name} is not one of "
                              f"{', '.join(TASK_FILES)}")
         files = {}
         for split in wanted_splits(o):
-            path = o[f"{split}_file"]
+            path = getattr(o, f"{split}_file")
             if path is None:
-                if not (o["data_dir"] and task):
+                if not (o.data_dir and task):
                     raise UsageError(f"give --{split}_file, or --data_dir and --task_name")
-                path = os.path.join(o["data_dir"], TASK_FILES[task][split])
+                path = os.path.join(o.data_dir, TASK_FILES[task][split])
             files[split] = [check_file(path, f"{split}_file")]
         return files
 
     def validate(self) -> None:
         super().validate()
-        if self.options["train_step"] is not None and self.options["train_step"] < 1:
-            raise UsageError(f"--train_step={self.options['train_step']} must be positive")
+        if self.options.train_step is not None and self.options.train_step < 1:
+            raise UsageError(f"--train_step={self.options.train_step} must be positive")
 
     def read(self, split, paths) -> ner.NerFile:
         """The split's file (errors name file and line); training and dev files must have
@@ -152,7 +178,7 @@ class TokenClassificationTask(Task):
         return ner.labels_of([data])
 
     def _windows(self, data: ner.NerFile) -> list[ner.NerFeature]:
-        return ner.file_features(data, self.tokenizer, self.options["max_seq_length"],
+        return ner.file_features(data, self.tokenizer, self.options.max_seq_length,
                                  self.labels)
 
     def head(self, split, data: ner.NerFile, count: int) -> ner.NerFile:
@@ -169,7 +195,7 @@ class TokenClassificationTask(Task):
                    names.LABEL_IDS: window.label_ids}
 
     def record_spec(self) -> dict:
-        return {names.LABEL_IDS: tf.io.FixedLenFeature([self.options["max_seq_length"]],
+        return {names.LABEL_IDS: tf.io.FixedLenFeature([self.options.max_seq_length],
                                                        tf.int64)}
 
     def records_name(self, split: str) -> str:
@@ -178,12 +204,12 @@ class TokenClassificationTask(Task):
     def cache_info(self, split, paths) -> dict:
         return {"format": 1, "split": split, "source": cache.abspath_or_url(paths[0]),
                 "source_sha256": cache.file_sha256(paths[0]), "labels": list(self.labels),
-                "max_seq_length": int(self.options["max_seq_length"]),
+                "max_seq_length": int(self.options.max_seq_length),
                 **cache.tokenizer_settings(self.tokenizer)}
 
     def build_model(self, config):
-        return AlbertTokenClassifier(config, len(self.labels), seed=self.options["seed"],
-                                     dropout_rate=self.options["dropout_prob"])
+        return AlbertTokenClassifier(config, len(self.labels), seed=self.options.seed,
+                                     dropout_rate=self.options.dropout_prob)
 
     def objective(self):
         return TokenObjective()

@@ -1,0 +1,336 @@
+"""A run's options: frozen dataclasses with real field types, one per task, defined once
+here and in the task modules, and read as attributes (`options.max_seq_length`).
+
+    @dataclasses.dataclass(frozen=True)
+    class Options(Task.Options):
+        threshold: float | None = option(None, "A label is predicted at this probability.")
+
+    options = MultiLabelTask.Options.build({"output_dir": "out", "do_train": True, ...})
+
+A field is an option; `option(default, help, choices=...)` gives its default and what
+the flag's help says. Each class is the whole of what a run of its kind reads:
+`RunOptions` (the model's files, the run's flags, the exports: what every training run
+has), `FineTuningOptions` (lengths, batch sizes, steps: what the fine-tuning driver
+reads), `TaskOptions` (the split files and labels that `Task`'s default hooks read: a
+task's `Options` derives from it, or from `FineTuningOptions` where it reads its data
+its own way). The scripts' absl flags are made from these fields, and their values
+filled back, by one adapter (`albert_tf.apps.options`); from Python no flag is needed:
+`build` takes a mapping, and the class itself takes keywords.
+
+Checked when made (`OptionsError`, before any work): an option that is no field (with
+the closest names), a value of the wrong type or outside its choices, two options that
+exclude each other (`exclusive`). A list option is kept as a tuple; an integer given for
+a float, as a float.
+
+A module of the tasks' layer: no absl flags, no scripts (`albert_tf.apps`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from typing import Any, ClassVar, Mapping
+
+from albert_tf.data.report import DEFAULT_MAX_SKIPPED
+from albert_tf.errors import UserError
+from albert_tf.export.savedmodel import SERVING_PRECISIONS
+from albert_tf.export.tflite import TFLITE_PRECISIONS
+from albert_tf.modeling.recompute import UNITS as RECOMPUTE_UNITS
+from albert_tf.training.distribute import STRATEGIES as DISTRIBUTION_STRATEGIES
+
+# Training's precisions: float32, or a Keras mixed-precision policy.
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+class OptionsError(UserError):
+    """Options that cannot make a run: reported before any work."""
+
+
+def option(default: Any = None, help: str | None = None, *,  # noqa: A002 (absl's word)
+           choices: tuple | None = None, flag: bool = True) -> Any:
+    """A field of an options class: its `default`, its flag's `help` (None: the help of
+    the field it redeclares, in a base class), the values it takes (`choices`), and
+    whether it is a flag at all (`flag=False`: a value the run derives)."""
+    return dataclasses.field(default=default, metadata={
+        "help": help, "choices": tuple(choices) if choices else None, "flag": flag})
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Base of every options class; see the module's docstring."""
+
+    # Pairs of options that cannot both be given (both true).
+    exclusive: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    def __post_init__(self):
+        hints = _hints(type(self))
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            checked = _checked_value(value, hints[field.name],
+                                     field.metadata.get("choices"))
+            if isinstance(checked, _Problem):
+                raise OptionsError(f"--{field.name}={value!r}: expected {checked.expected}")
+            if checked is not value:
+                object.__setattr__(self, field.name, checked)
+        for a, b in self.exclusive:
+            if getattr(self, a) and getattr(self, b):
+                raise OptionsError(f"--{a} and --{b} exclude each other")
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """Every option's name, in order."""
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    @classmethod
+    def flag_fields(cls) -> tuple[dataclasses.Field, ...]:
+        """The fields that are flags (all but the values a run derives)."""
+        return tuple(field for field in dataclasses.fields(cls)
+                     if field.metadata.get("flag", True))
+
+    @classmethod
+    def help_of(cls, name: str) -> str:
+        """The help of option `name`: its own, else that of the field it redeclares."""
+        for klass in cls.__mro__:
+            field = vars(klass).get("__dataclass_fields__", {}).get(name)
+            if field is not None and field.metadata.get("help"):
+                return field.metadata["help"]
+        return ""
+
+    @classmethod
+    def type_of(cls, name: str) -> tuple[type | None, bool]:
+        """(the value's type: bool, int, float, str or tuple (of strings), else None for
+        anything else; whether None is allowed) of option `name`."""
+        return _kind(_hints(cls)[name])
+
+    @classmethod
+    def build(cls, values: Mapping[str, Any] | Options | None = None, **more):
+        """The options of `values` (a mapping, or options of this class) and `more`:
+        unknown names are named with the closest known ones; what is left out takes
+        its default."""
+        if isinstance(values, cls) and not more:
+            return values
+        if isinstance(values, Options):
+            values = {name: getattr(values, name) for name in values.names()}
+        values = {**(values or {}), **more}
+        known = cls.names()
+        unknown = [name for name in values if name not in known]
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, known, n=1)
+                hints.append(name + (f" (did you mean {close[0]}?)" if close else ""))
+            raise OptionsError(f"unknown option(s) of {cls.__qualname__}: "
+                               f"{', '.join(hints)}")
+        return cls(**values)
+
+    def replace(self, **changes):
+        """A copy with `changes`, checked again."""
+        return dataclasses.replace(self, **changes)
+
+
+class _Problem(typing.NamedTuple):
+    expected: str
+
+
+_HINTS: dict[type, dict] = {}
+
+
+def _hints(cls) -> dict:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _kind(hint) -> tuple[type | None, bool]:
+    args = typing.get_args(hint) if typing.get_origin(hint) in (
+        typing.Union, types.UnionType) else (hint,)
+    optional = type(None) in args
+    rest = [a for a in args if a is not type(None)]
+    if len(rest) != 1:
+        return None, optional
+    base = typing.get_origin(rest[0]) or rest[0]
+    return (base if base in (bool, int, float, str, tuple) else None), optional
+
+
+_EXPECTED = {bool: "true or false", int: "an integer", float: "a number",
+             str: "a string", tuple: "a list of strings"}
+
+
+def _checked_value(value, hint, choices):
+    """`value` as the field of type `hint` keeps it (a list as a tuple, an int as a
+    float where a float is expected), or a `_Problem`."""
+    kind, optional = _kind(hint)
+    if value is None:
+        return value if optional or kind is None else _Problem(_EXPECTED[kind])
+    if choices is not None and value not in choices:
+        return _Problem(f"one of {', '.join(map(str, choices))}")
+    if kind is None:
+        return value
+    if kind is bool:
+        return value if isinstance(value, bool) else _Problem(_EXPECTED[bool])
+    if isinstance(value, bool):
+        return _Problem(_EXPECTED[kind])
+    if kind is int:
+        return value if isinstance(value, int) else _Problem(_EXPECTED[int])
+    if kind is float:
+        return float(value) if isinstance(value, (int, float)) else _Problem(_EXPECTED[float])
+    if kind is tuple:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+        return _Problem(_EXPECTED[tuple])
+    return value if isinstance(value, kind) else _Problem(_EXPECTED[kind])
+
+
+# ------------------------------------------------------------------ the common options
+@dataclasses.dataclass(frozen=True)
+class ModelFileOptions(Options):
+    """The model and its tokenizer, as every script takes them (training or export);
+    `albert_tf.apps.model_files.load_config` reads `albert_config_file`."""
+
+    albert_config_file: str | None = option(
+        None, "albert_config.json of the model (or a shipped name such as albert_base_v2).")
+    spm_model_file: str | None = option(None, "SentencePiece model (30k-clean.model).")
+    vocab_file: str | None = option(None, "WordPiece vocabulary (Chinese models).")
+    do_lower_case: bool | None = option(
+        None, "Lowercase the input text (default: what the tokenizer_config.json of the "
+        "--init_checkpoint directory says, else true).")
+
+
+@dataclasses.dataclass(frozen=True)
+class LiteRTOptions(Options):
+    """The LiteRT export every script that exports has."""
+
+    export_tflite: str | None = option(
+        None, "Also write the model as one LiteRT (TFLite) file at this path, token ids "
+        "in, with <path>.json beside it (as the original's albert_model.tflite); see "
+        "albert_tf.export.export_tflite.")
+    tflite_precision: str = option(
+        "float32", "What the --export_tflite file stores its weights in: float32, float16 "
+        "(half the size) or int8 (dynamic-range quantization: a quarter of the size, int8 "
+        "matmuls).", choices=TFLITE_PRECISIONS)
+    tflite_text: bool = option(
+        False, "Give the --export_tflite file serve_text too: raw text in (text_a, "
+        "text_b), tokenized inside the file with --spm_model_file or --vocab_file by "
+        "TensorFlow Text's LiteRT tokenizer ops, custom ops the app's runtime registers "
+        "(<path>.json names them). For the kinds that pack one text or a pair "
+        "(classifier, regression, multi-label, encoder, mlm); see "
+        "albert_tf.export.export_tflite.")
+
+
+@dataclasses.dataclass(frozen=True)
+class SkipOptions(Options):
+    """How many bad rows a split may lose before a run stops."""
+
+    max_skipped_rows: str = option(
+        DEFAULT_MAX_SKIPPED, "The most rows of a split that may be skipped as unreadable "
+        "(more or fewer fields than the header, a broken quote, invalid UTF-8, an unknown "
+        "label, ...) before the run stops, before training: a fraction of the split's "
+        "rows (0.01 or 1%) or a count (0, 25). What was read and skipped is in "
+        "<output_dir>/data_report.json.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions(ModelFileOptions, LiteRTOptions):
+    """What every training run has, with the original names where the original has
+    them: the model's files, the run's flags and the exports."""
+
+    init_checkpoint: str | None = option(
+        None, "Weights to start from, unless output_dir already has a checkpoint: a TF1 "
+        "checkpoint (Google's model.ckpt-best, brightmart's albert_model.ckpt), a Hugging "
+        "Face directory or model.safetensors, or a release directory of any of them (its "
+        "config and tokenizer files are then used when not given), or a training run's "
+        "output_dir (its model.ckpt-best, else its newest model.ckpt-<step>).")
+    output_dir: str | None = option(None, "Where checkpoints, summaries and results go.")
+    do_train: bool = option(False, "Train.")
+    do_eval: bool = option(False, "Evaluate on the dev set.")
+    max_seq_length: int = option(512, "Maximum sequence length.")
+    train_batch_size: int = option(32, "Global training batch size.")
+    eval_batch_size: int = option(8, "Global evaluation batch size.")
+    learning_rate: float = option(5e-5, "Peak learning rate.")
+    optimizer: str = option("adamw", "adamw or lamb.")
+    save_checkpoints_steps: int = option(1000, "Checkpoint every N steps.")
+    keep_checkpoint_max: int = option(5, "How many checkpoints to keep.")
+    iterations_per_loop: int = option(
+        100, "Training steps per tf.function call (and between progress lines).")
+    distribution_strategy: str = option(
+        "one_device", "How to spread the work: one device, the GPUs of this host, "
+        "several hosts (TF_CONFIG) or a TPU (--tpu).", choices=DISTRIBUTION_STRATEGIES)
+    tpu: str | None = option(None, "TPU name or address for distribution_strategy=tpu.")
+    heartbeat_timeout: float | None = option(
+        None, "multi_worker_mirrored: the seconds a worker may stay silent before the "
+        "others stop with an error naming it (default: TensorFlow's, 10); give every "
+        "worker the same.")
+    precision: str = option("float32", "float32, or Keras mixed precision (float16 with "
+                            "loss scaling).", choices=PRECISIONS)
+    enable_xla: bool = option(False, "Compile the gradient computation with XLA.")
+    gradient_accumulation_steps: int = option(
+        1, "Micro-batches per optimizer step (train_batch_size is the total).")
+    recompute: bool = option(
+        False, "Keep only each encoder block's input in the forward pass and run the "
+        "block again in the backward pass: the same gradients, a fraction of the "
+        "activation memory, 13-28% more time a step as measured (README \"Fitting large "
+        "models\").")
+    recompute_unit: str = option(
+        "layer", "With --recompute: each block (layer) or each run of a layer group's "
+        "inner_group_num blocks (group) is one recomputed unit.", choices=RECOMPUTE_UNITS)
+    seed: int = option(12345, "Seed of every random choice (weights, data order).")
+    export_dir: str | None = option(
+        None, "Also export a SavedModel for TF Serving to <export_dir>/<version>/ at the "
+        "end (see export_savedmodel.py).")
+    serving_precision: str = option(
+        "float32", "What the --export_dir SavedModel computes in: bfloat16 runs its "
+        "matmuls in bfloat16 (for CPUs with AVX512_BF16 or AMX), LayerNorm, softmax and "
+        "outputs in float32.", choices=SERVING_PRECISIONS)
+    export_hf_dir: str | None = option(
+        None, "Also write the trained model as a Hugging Face directory (config.json, "
+        "model.safetensors, tokenizer files) that transformers loads; it must not exist "
+        "yet.")
+    # Derived before any work (`albert_tf.apps.model_files.complete_model_files`): the
+    # --init_checkpoint described once (`albert_tf.checkpoints.release.ReleaseFiles`:
+    # its layout and files), read by the config and the load.
+    init_files: Any = option(None, flag=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningOptions(RunOptions, SkipOptions):
+    """What the fine-tuning driver (`albert_tf.apps.driver`) reads beside `RunOptions`:
+    the task, lengths, batch sizes and the training length (--train_step, else
+    --num_train_epochs over the examples)."""
+
+    task_name: str | None = option(
+        None, "The task: the name of a registered task (or of a data set it runs).")
+    task_module: str | None = option(
+        None, "A task of your own: a Python file (or module) that registers an "
+        "albert_tf.tasks.Task subclass (@albert_tf.tasks.register); its flags are added "
+        "to these.")
+    cached_dir: str | None = option(
+        None, "Where converted TFRecords are cached (default: output_dir).")
+    do_predict: bool = option(False, "Predict the test set.")
+    predict_batch_size: int = option(8, "Global prediction batch size.")
+    train_step: int | None = option(
+        None, "Training steps (default: --num_train_epochs over the examples).")
+    num_train_epochs: float = option(
+        3.0, "Training epochs (over the examples), when --train_step is not given.")
+    warmup_step: int | None = option(
+        None, "Warmup steps (default: --warmup_proportion of the steps).")
+    warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskOptions(FineTuningOptions):
+    """What `albert_tf.tasks.Task`'s default hooks read beside `FineTuningOptions`: the
+    split files, the labels and the head's dropout. A task's `Options` derives from
+    it."""
+
+    data_dir: str | None = option(
+        None, "Folder of the task's files: {train,dev,test}.csv / .tsv / .jsonl.")
+    train_file: str | None = option(
+        None, "The training file (comma-separated for several), instead of --data_dir's.")
+    dev_file: str | None = option(None, "As --train_file, for --do_eval.")
+    test_file: str | None = option(None, "As --train_file, for --do_predict.")
+    labels: tuple[str, ...] | None = option(
+        None, "The labels, comma-separated (default: those of the training file, sorted, "
+        "saved as labels.txt in --output_dir).")
+    dropout_prob: float = option(0.1, "Dropout of the task's head.")

@@ -4,6 +4,8 @@ module apart from the long README test so that the two test workers can share th
 
 import shutil
 
+import pytest
+
 from tests.test_readme import (  # noqa: F401  (release_dir: the fixture)
     FIXTURES,
     HUB_WAY,
@@ -112,6 +114,12 @@ def test_own_tasks_section_runs(release_dir, capsys):  # noqa: F811
     assert (root / "mean_pool_out" / "labels.txt").read_text() == "neg\npos\n"
     assert "eval_accuracy" in (root / "mean_pool_out" / "eval_results.txt").read_text()
     assert (root / "mean_pool_google" / "model.ckpt.index").exists()
+    # Its head has no transformers counterpart: --to=huggingface says so.
+    from albert_tf import CheckpointError, convert, tasks
+
+    tasks.load_task_module(root / "examples" / "mean_pool_classifier.py")  # its model
+    with pytest.raises(CheckpointError, match="has no Hugging Face counterpart"):
+        convert.convert(root / "mean_pool_google", root / "mean_pool_hf")
     # export_savedmodel.py --task_module: the run's kind, labels and text packing.
     extra = root / "serving" / "mean_pool" / "1" / "assets.extra"
     assert (extra / "labels.txt").read_text() == "neg\npos\n"

@@ -1,73 +1,20 @@
-"""Your own task in one file (`--task_module`, `albert_tf.tasks`): the README's example
-(examples/mean_pool_classifier.py), copied to a folder outside the package, trained,
-evaluated, predicted and exported through the installed `albert-run-classifier`."""
+"""Your own task in one file (`--task_module`, `albert_tf.tasks`): what a task module must
+be, its one-line errors at every door, and how --task_name and --task_module pick the
+task. (A task of one's own run through every door: tests/test_task_registration.py;
+the README's example, examples/mean_pool_classifier.py: tests/test_readme_sections.py.)"""
 
-import json
 import re
-import shutil
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
-from albert_tf import CheckpointError, convert, tasks
+from albert_tf import tasks
 from albert_tf.apps import classifier
 from albert_tf.apps.runner import user_errors
 from albert_tf.errors import UsageError
 from tests.helpers.forked import run_installed, run_python
-from tests.helpers.scripts import ROOT, SPM, one_line_error, run_script, serve_text
-from tests.helpers.scripts import read_results as results
-from tests.helpers.tiny import write_tiny_config
-from tests.test_multi_label import write_splits
-from tests.test_run_classifier import easy_rows
+from tests.helpers.scripts import ROOT, one_line_error, run_script
 
 EXAMPLE = ROOT / "examples" / "mean_pool_classifier.py"
-
-
-def test_a_task_in_a_file_of_its_own_runs_through_the_installed_command(tmp_path):
-    folder = tmp_path / "my_project"
-    folder.mkdir()
-    shutil.copy(EXAMPLE, folder / "my_task.py")
-    write_splits(folder, [("train", 300), ("dev", 60), ("test", 6)], easy_rows, 5,
-                 lambda text, label: {"review": text, "label": label})
-    config = write_tiny_config(folder)
-    out = folder / "out"
-    command = ["--task_module=my_task.py", "--text_key=review",
-               *(f"--{s}_file={s}.jsonl" for s in ("train", "dev", "test")),
-               "--do_train", "--do_eval", "--do_predict", f"--albert_config_file={config}",
-               f"--spm_model_file={SPM}", f"--output_dir={out}", "--max_seq_length=16",
-               "--train_batch_size=16", "--train_step=150", "--warmup_step=10",
-               "--save_checkpoints_steps=150", "--iterations_per_loop=150",
-               "--learning_rate=3e-3", f"--export_dir={out / 'export'}"]
-    result = run_installed("albert-run-classifier", command, cwd=folder)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert results(out / "best_trial.txt")["eval_accuracy"] >= 0.9  # chance is 0.5
-    assert (out / "labels.txt").read_text() == "neg\npos\n"
-    head = dict(tf.train.list_variables(str(out / "model.ckpt-best")))
-    assert head["cls/mean_pool/dense/kernel"] == [16, 2]
-    predicted = [json.loads(line) for line in
-                 (out / "mean_pool_predictions.jsonl").read_text().splitlines()]
-    assert [p["id"] for p in predicted] == [f"test-{i}" for i in range(6)]
-    # The export answers raw text as the predictions (its own serving kind).
-    texts = [json.loads(line)["review"]
-             for line in (folder / "test.jsonl").read_text().splitlines()]
-    served = serve_text(out / "export" / "1", text_a=texts)
-    assert [["neg", "pos"][i] for i in served["predictions"]] == [p["label"] for p in predicted]
-    # `convert` knows the model by its registered head, and writes Google's layout.
-    result = run_python(
-        ["-m", "albert_tf.convert", "--task_module=my_task.py",
-         f"--input={out / 'model.ckpt-best'}", f"--albert_config_file={config}",
-         "--output=google", "--to=google"], cwd=folder)
-    assert result.returncode == 0, result.stderr[-3000:]
-    tasks.load_task_module(EXAMPLE)  # its model, in this process
-    model, _ = convert.load(folder / "google")
-    assert type(model).__name__ == "MeanPoolClassifier" and model.num_labels == 2
-    assert model.load_report.missing == []
-    np.testing.assert_array_equal(
-        model.dense.kernel.numpy(),
-        tf.train.load_variable(str(out / "model.ckpt-best"), "cls/mean_pool/dense/kernel"))
-    with pytest.raises(CheckpointError, match="has no Hugging Face counterpart"):
-        convert.convert(folder / "google", tmp_path / "hf")
 
 
 def test_a_task_module_must_register_one_task(tmp_path):

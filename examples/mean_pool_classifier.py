@@ -23,7 +23,7 @@ import tensorflow as tf
 from albert_tf import names, task_heads, tasks
 from albert_tf.data import tabular
 from albert_tf.data.report import SkipLog
-from albert_tf.export import LabelRule, ServingKind, serving_text
+from albert_tf.export import LabelRule, ServingKind, serving_text, tflite_text
 from albert_tf.modeling import AlbertTaskModel
 from albert_tf.training.objectives import MeanObjective
 
@@ -63,14 +63,14 @@ class MeanPoolClassifier(AlbertTaskModel):
         return {**super().get_config(), "num_labels": self.num_labels}
 
 
-# What --export_dir and --export_tflite write: the classifier's signatures, text in.
-# (its name is the model's for `convert --model`)
+# What --export_dir and --export_tflite write: the classifier's signatures, text in (in
+# the LiteRT file too, --tflite_text). (its name is the model's for `convert --model`)
 SERVING_KIND = ServingKind(
     "mean_pool_classifier", MeanPoolClassifier,
     (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS),
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",), labels=LabelRule("num_labels", str),
-    model_info=("num_labels",))
+    model_info=("num_labels",), lite_pack_text=tflite_text.pack_sentences)
 
 
 @tasks.register  # the one registration: the scripts, the export and convert find it

@@ -9,7 +9,9 @@ A kind says which Keras model it serves and everything its signatures differ in:
   `serve_examples` reads them from records of the same name);
 - `per_choice`: sequences [B, num_choices, S] instead of [B, S];
 - `text_specs` / `pack_text`: the string inputs of `serve_text` and how they become
-  model inputs (`albert_tf.export.serving_text`);
+  model inputs (`albert_tf.export.serving_text`); `lite_pack_text`: the same packing
+  in LiteRT's ops (`albert_tf.export.tflite_text`), where a LiteRT file of the kind
+  takes raw text too;
 - `labels`: what `assets.extra/labels.txt` names, if anything; `label_output`: the
   output of `serve_text` that names each prediction with its label (NER's `tags`);
 - `model_info` / `text_info`: what the kind adds to `export_info.json`, read from the
@@ -33,7 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import names
-from albert_tf.export import serving_text
+from albert_tf.export import serving_text, tflite_text
 from albert_tf.modeling import AlbertEncoder
 
 
@@ -80,6 +82,10 @@ class ServingKind:
     reusable: bool = False                  # also TF Hub's Reusable SavedModel API
     # (the checkpoint's directory, the export's given model arguments) -> model arguments
     checkpoint_arguments: Callable[[str, dict], dict] | None = None
+    # `pack_text` in LiteRT's ops (`tflite_text.pack_sentences`, ...): a LiteRT file of
+    # the kind takes raw text too. None: token ids only (SQuAD's offsets, multiple
+    # choice's blanks, NER's words need string ops LiteRT has no kernels for).
+    lite_pack_text: Callable[..., serving_text.PackedText] | None = None
 
     @property
     def input_names(self) -> tuple[str, ...]:
@@ -91,7 +97,8 @@ class ServingKind:
 # tasks' (`albert_tf.tasks`).
 ENCODER = ServingKind(
     "encoder", AlbertEncoder, (names.POOLED_OUTPUT, names.SEQUENCE_OUTPUT),
-    serving_text.sentence_specs, serving_text.pack_sentences, reusable=True)
+    serving_text.sentence_specs, serving_text.pack_sentences, reusable=True,
+    lite_pack_text=tflite_text.pack_sentences)
 
 # Every kind by name: `albert_tf.tasks.serving_kinds`, which the package hands over when
 # imported (`set_kind_finder`), so that the export layer names no task.

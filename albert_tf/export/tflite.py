@@ -208,8 +208,8 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
     `with_text`: the file also has `serve_text`, raw text in (`text_a`, and `text_b`
     for a pair task: `task_name`'s, or `is_pair`; a pair by default), tokenized with
     `spm_model_file` or `vocab_file` and `do_lower_case` and packed to `max_seq_length`,
-    for the kinds whose `serve_text` packs one text or a pair
-    (`tflite_text.LITE_PACKERS`).
+    for the kinds whose `serve_text` packs one text or a pair (those with a
+    `lite_pack_text`).
     """
     entry = serving_kind(kind)
     _check_model(entry, model)
@@ -236,7 +236,7 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         module.serving_default, module.input_specs()))}
     if tokenizer is not None:
         signatures["serve_text"] = (module.text_specs(), *_freeze(
-            _text_function(module, tokenizer, tflite_text.packer_for(entry)),
+            _text_function(module, tokenizer, entry.lite_pack_text),
             module.text_specs()))
     flatbuffer = _convert(entry, signatures, precision,
                           tokenizer.custom_ops if tokenizer is not None else ())
@@ -267,7 +267,7 @@ def check_text_export(kind, spm_model_file=None, vocab_file=None) -> None:
     """`ExportError` where a LiteRT file of `kind` cannot have `serve_text` with this
     tokenizer (scripts call it before training)."""
     entry = serving_kind(kind)
-    if tflite_text.packer_for(entry) is None:
+    if entry.lite_pack_text is None:
         raise ExportError(
             f"raw text in a LiteRT file is offered for the kinds that pack one text or a "
             f"pair; {entry.name}'s serve_text needs string ops LiteRT has no kernels for "

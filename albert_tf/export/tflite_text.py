@@ -357,16 +357,8 @@ def pack_sentences(tokenizer: LiteTextTokenizer, settings: serving_text.TextSett
         cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id))
 
 
-# serve_text's packing of a kind -> the same in LiteRT's ops. Kinds packed otherwise
-# (SQuAD's offsets, multiple choice's blanks, NER's words need string ops) keep token
-# ids in.
-LITE_PACKERS = {
-    serving_text.pack_sentences: pack_sentences,
-    serving_text.pack_sentences_for_mlm: lambda tokenizer, settings, texts:
-        serving_text.mlm_at_every_position(pack_sentences(tokenizer, settings, texts)),
-}
-
-
-def packer_for(kind):
-    """The LiteRT packing of `kind` (an `albert_tf.export.kinds.ServingKind`), or None."""
-    return LITE_PACKERS.get(kind.pack_text)
+def pack_sentences_for_mlm(tokenizer: LiteTextTokenizer,
+                           settings: serving_text.TextSettings,
+                           texts: dict) -> serving_text.PackedText:
+    """`serving_text.pack_sentences_for_mlm` in LiteRT's ops."""
+    return serving_text.mlm_at_every_position(pack_sentences(tokenizer, settings, texts))

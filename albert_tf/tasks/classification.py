@@ -24,7 +24,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data import glue, sentence_records, tabular
 from albert_tf.errors import UsageError
 from albert_tf.evaluation import glue_metrics
-from albert_tf.export import LabelRule, ServingKind, serving_text
+from albert_tf.export import LabelRule, ServingKind, serving_text, tflite_text
 from albert_tf.fileio import write_text_atomically
 from albert_tf.modeling.task_model import (
     HEAD_DROPOUT_RATE,
@@ -115,7 +115,7 @@ CLASSIFIER = ServingKind(
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",),
     labels=LabelRule("num_labels", str, none_for_one=True),
-    model_info=("num_labels",))
+    model_info=("num_labels",), lite_pack_text=tflite_text.pack_sentences)
 
 
 @register

@@ -37,7 +37,7 @@ from albert_tf.data import tabular
 from albert_tf.data.report import SkipLog
 from albert_tf.errors import UsageError
 from albert_tf.evaluation.results import write_results
-from albert_tf.export import kinds, serving_text
+from albert_tf.export import kinds, serving_text, tflite_text
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
@@ -118,7 +118,7 @@ SERVING_KIND = kinds.ServingKind(
     (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS),
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",), labels=kinds.LabelRule("num_labels", str),
-    model_info=("num_labels", "threshold"),
+    model_info=("num_labels", "threshold"), lite_pack_text=tflite_text.pack_sentences,
     checkpoint_arguments=lambda directory, given: {
         "threshold": threshold_for(given.get("threshold"), directory)})
 

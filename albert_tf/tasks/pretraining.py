@@ -25,7 +25,7 @@ import tensorflow as tf
 from albert_tf import losses, names
 from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.errors import UsageError
-from albert_tf.export import ExtraInput, ServingKind, serving_text
+from albert_tf.export import ExtraInput, ServingKind, serving_text, tflite_text
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
@@ -40,7 +40,8 @@ MASKED_LM_POSITIONS = ExtraInput(names.MASKED_LM_POSITIONS, tf.int32, pad_value=
 MLM = ServingKind(
     "mlm", AlbertPretrainer, (names.MLM_LOGITS, names.SOP_LOGITS),
     serving_text.sentence_specs, serving_text.pack_sentences_for_mlm,
-    extra_inputs=(MASKED_LM_POSITIONS,), reusable=True)
+    extra_inputs=(MASKED_LM_POSITIONS,), reusable=True,
+    lite_pack_text=tflite_text.pack_sentences_for_mlm)
 
 
 @register

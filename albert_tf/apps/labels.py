@@ -13,6 +13,7 @@ from absl import logging
 
 from albert_tf import fileio
 from albert_tf.errors import UsageError
+from albert_tf.tasks.options import TaskOptions
 
 LABELS_FILE = "labels.txt"  # beside the checkpoints: the model's labels, one per line
 
@@ -28,7 +29,7 @@ def saved_labels(model_path) -> list[str] | None:
     return fileio.read_bytes(path).decode("utf-8").splitlines()
 
 
-def resolve_labels(options: dict, output_dir: str, discover) -> list[str]:
+def resolve_labels(options: TaskOptions, output_dir: str, discover) -> list[str]:
     """A model's labels: `--labels`, else the labels.txt of a model in `output_dir`,
     else `discover()` (the training file's). A training run whose labels differ from
     those already saved is refused (they would not fit its checkpoints). Nothing is
@@ -51,14 +52,14 @@ def resolve_labels(options: dict, output_dir: str, discover) -> list[str]:
     return labels
 
 
-def save_labels(options: dict, output_dir: str, labels: list[str]) -> None:
+def save_labels(options: TaskOptions, output_dir: str, labels: list[str]) -> None:
     """A training run's labels as labels.txt (atomically), unless it is there."""
     path = os.path.join(output_dir, LABELS_FILE)
     if options.do_train and not tf.io.gfile.exists(path):
         fileio.write_text_atomically(path, "".join(f"{label}\n" for label in labels))
 
 
-def check_labels_known(options: dict) -> None:
+def check_labels_known(options: TaskOptions) -> None:
     """Without --do_train, the labels come from --labels or the labels.txt of the model
     in --output_dir: a UsageError when neither is there."""
     path = os.path.join(options.output_dir or "", LABELS_FILE)

@@ -84,10 +84,9 @@ def check_setup(options: RunOptions) -> AlbertConfig:
     init_files = options.init_files
     config = load_config(options.albert_config_file,
                          init_files.layout if init_files is not None else "google")
-    length = options.max_seq_length
-    if length is not None and length > config.max_position_embeddings:
+    if options.max_seq_length > config.max_position_embeddings:
         raise UsageError(
-            f"--max_seq_length={length} is longer than the model's "
+            f"--max_seq_length={options.max_seq_length} is longer than the model's "
             f"max_position_embeddings ({config.max_position_embeddings}) in "
             f"{options.albert_config_file}")
     return config

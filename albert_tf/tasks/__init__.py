@@ -74,10 +74,9 @@ def _checked(task) -> type[Task]:
 
 
 def _check_options(task, where: str) -> None:
-    """`task.Options`: a frozen dataclass deriving from `FineTuningOptions` (or
-    `RunOptions`) whose every annotated name is a field."""
-    import dataclasses
-
+    """`task.Options`: a frozen dataclass deriving from `RunOptions` (`Task.Options`,
+    or pretraining's) whose every annotated name is its dataclass's (a field or a
+    ClassVar)."""
     from albert_tf.tasks.options import RunOptions
 
     options = task.Options
@@ -85,8 +84,8 @@ def _check_options(task, where: str) -> None:
         raise TaskModuleError(f"{where}: {task.__name__}.Options must derive from "
                               f"albert_tf.tasks.Task.Options, got {_short(repr(options))}")
     own = vars(options).get("__annotations__", {})
-    fields = {field.name for field in dataclasses.fields(options)}
-    missing = [name for name in own if name not in fields and name != "exclusive"]
+    # (an undecorated class sees its base's table, which lacks its own names)
+    missing = [name for name in own if name not in options.__dataclass_fields__]
     if missing or not vars(options).get("__dataclass_params__") or \
             not options.__dataclass_params__.frozen:
         declared = f" (it declares {', '.join(missing)})" if missing else ""

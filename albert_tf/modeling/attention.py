@@ -22,7 +22,7 @@ def attention_bias(input_mask, dtype=tf.float32):
     return tf.expand_dims(tf.expand_dims((1.0 - mask) * MASK_ADDER, 1), 1)
 
 
-class AlbertAttention(keras.layers.Layer):
+class AlbertAttention(common.AlbertLayer):
     """`attention_1/self/{query,key,value}` and `attention_1/output/dense`.
 
     Kernels keep the original 2-D shape [H, N * D]; heads are split by reshaping.
@@ -30,8 +30,7 @@ class AlbertAttention(keras.layers.Layer):
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "attention_1")
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         hidden, stddev = config.hidden_size, config.initializer_range
 
         def make(name):

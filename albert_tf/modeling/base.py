@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling import common
 from albert_tf.modeling import recompute as recompute_units
 
 
@@ -15,9 +16,12 @@ def tf1_scope(name: str):
 
 
 class AlbertModel(keras.Model):
-    """A Keras model built from an `AlbertConfig` (and a seed): serializable with
-    `get_config` / `from_config`, and loadable from a release directory (Google's,
-    brightmart's albert_zh or a Hugging Face one)."""
+    """A Keras model built from an `AlbertConfig` (and a seed): loadable from a release
+    directory (Google's, brightmart's albert_zh or a Hugging Face one), and a Keras
+    serializable (every subclass is registered when defined, `common.serializable`):
+    `model.save("m.keras")` and `keras.models.load_model("m.keras")` give it back with
+    its weights, dtype policy, `recompute` and (compiled) optimizer state. Its config
+    (`get_config`) is the `AlbertConfig`, the seed and the subclass's own arguments."""
 
     # The `transformers` class with the same weights (`huggingface.save_hf_checkpoint`
     # writes it); None where there is none.
@@ -41,6 +45,10 @@ class AlbertModel(keras.Model):
     # Whether `albert_tf.convert` may tell this model from a TF1 checkpoint's variables
     # alone (not where another model has the same head: multiple choice, multi-label).
     detectable: bool = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        common.serializable(cls)
 
     def __init__(self, config: AlbertConfig, seed: int | None = None,
                  recompute: str | None = None, **kwargs):
@@ -72,7 +80,9 @@ class AlbertModel(keras.Model):
             return super().__call__(*args, **kwargs)
 
     def get_config(self):
-        config = {"name": self.name, "config": self.config.to_dict(), "seed": self.seed}
+        # Keras' own (name, trainable, the dtype policy), then ours.
+        config = {**super().get_config(), "config": self.config.to_dict(),
+                  "seed": self.seed}
         if self._recompute is not None:
             config["recompute"] = self._recompute
         return config
@@ -80,6 +90,8 @@ class AlbertModel(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(AlbertConfig.from_dict(config.pop("config")), **config)
 
     @classmethod

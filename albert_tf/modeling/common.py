@@ -1,4 +1,5 @@
-"""Small pieces shared by the ALBERT layers: activations, initializers, seeds."""
+"""Small pieces shared by the ALBERT layers: activations, initializers, seeds, the base
+of the layers and their registration as Keras serializables."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import keras
 import tensorflow as tf
 
 from albert_tf import fused
+from albert_tf.config import AlbertConfig
 
 # The original uses `tf.contrib.layers.layer_norm`, whose epsilon is 1e-12.
 LAYER_NORM_EPSILON = 1e-12
@@ -51,17 +53,61 @@ class SeedStream:
     the model's initial weights and dropout masks depend only on that integer.
     """
 
-    def __init__(self, seed: int | None):
+    def __init__(self, seed: int | None, drawn: int = 0):
+        """`drawn`: how many seeds were handed out already (`state`)."""
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
             raise TypeError(f"seed must be an int or None, got {seed!r}")
         self.seed = seed
-        self._count = 0
+        self._count = drawn
+
+    @property
+    def state(self) -> list:
+        """[seed, seeds drawn so far]: `SeedStream(*state)` goes on from here."""
+        return [self.seed, self._count]
 
     def __call__(self) -> int | None:
         if self.seed is None:
             return None
         self._count += 1
         return (self.seed * 1_000_003 + self._count * 7919) % (2**31 - 1)
+
+
+def serializable(cls):
+    """Registers `cls` as a Keras serializable (what `keras.models.load_model` finds a
+    `.keras` file's classes by): as `albert_tf>Name` for a class of this package, as
+    `<module>>Name` for another (a task file's model: load the file before the model).
+    Every subclass of `AlbertLayer` and `AlbertModel` is registered when defined."""
+    module = cls.__module__
+    package = "albert_tf" if module.split(".")[0] == "albert_tf" else module
+    return keras.saving.register_keras_serializable(package=package)(cls)
+
+
+class AlbertLayer(keras.layers.Layer):
+    """A layer of the encoder or of the pretraining heads, made from an `AlbertConfig`
+    and the `SeedStream` its initial weights and dropout draw from. Its config (Keras'
+    `get_config`) holds both, the stream as it was when the layer was made, so that
+    `from_config` makes the same layer with the same initial weights."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        serializable(cls)
+
+    def __init__(self, config: AlbertConfig, seeds: SeedStream, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(config, AlbertConfig):
+            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
+        self.config = config
+        self._seeds_state = seeds.state
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "seeds": list(self._seeds_state)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(AlbertConfig.from_dict(config.pop("config")),
+                   SeedStream(*config.pop("seeds")), **config)
 
 
 def truncated_normal(stddev: float, seeds: SeedStream):
@@ -178,6 +224,7 @@ def dense_output(dense: SharedDense, x, residual, dropout_layer, training):
     return output if residual is None else output + residual
 
 
+@serializable
 class LayerNorm(keras.layers.LayerNormalization):
     """Keras' LayerNormalization over the last axis (the same `gamma` and `beta`),
     computed as one XLA kernel each way (`fused.layer_norm`)."""
@@ -247,7 +294,7 @@ def _next_draw_seed(layer_seed: int | None):
     return fold_in(fold_in(base, layer_seed or 0), frame[1])
 
 
-@keras.saving.register_keras_serializable(package="albert_tf")
+@serializable
 class Dropout(keras.layers.Dropout):
     """Keras' Dropout (its variables, config and scaling), whose masks inside
     `random_draws` come from the block's seed instead of the layer's generator."""

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
 
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 
 
-class AlbertEmbeddings(keras.layers.Layer):
+class AlbertEmbeddings(common.AlbertLayer):
     """Word + token-type + position embeddings (all [*, E]), LayerNorm, dropout.
 
     Variables: `word_embeddings` [vocab_size, E], `token_type_embeddings`
@@ -19,8 +18,7 @@ class AlbertEmbeddings(keras.layers.Layer):
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "embeddings")
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         stddev = config.initializer_range
         self._initializers = {
             name: common.truncated_normal(stddev, seeds)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
 
 from albert_tf import task_heads
@@ -11,15 +10,14 @@ from albert_tf.modeling import common
 from albert_tf.modeling.head_layers import HeadLayers
 
 
-class MaskedLMHead(keras.layers.Layer):
+class MaskedLMHead(common.AlbertLayer):
     """`cls/predictions`: transform (dense H -> E with hidden_act, LayerNorm), then
     logits against the word embedding table (tied) plus `output_bias` [vocab_size]; its
     parts are `task_heads.MASKED_LM`'s."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "predictions")
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         self._head_layers = HeadLayers(task_heads.MASKED_LM, config, 0, seeds, self.dtype_policy,
                                   within="cls/predictions")
         self.transform_dense = self._head_layers["cls/predictions/transform/dense"]
@@ -43,15 +41,14 @@ class MaskedLMHead(keras.layers.Layer):
         return logits + tf.cast(self.output_bias, x.dtype)  # [B, P, V]
 
 
-class SentenceOrderHead(keras.layers.Layer):
+class SentenceOrderHead(common.AlbertLayer):
     """`cls/seq_relationship`: `output_weights` [2, H] and `output_bias` [2] on the
     pooled output (sentence-order prediction; NSP with the same variables); its parts
     are `task_heads.SENTENCE_ORDER`'s."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "seq_relationship")
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         self._head_layers = HeadLayers(task_heads.SENTENCE_ORDER, config, 2, seeds,
                                   self.dtype_policy, within="cls/seq_relationship")
 

@@ -17,13 +17,12 @@ from albert_tf.modeling import common, real_tokens, recompute
 from albert_tf.modeling.attention import AlbertAttention
 
 
-class AlbertFeedForward(keras.layers.Layer):
+class AlbertFeedForward(common.AlbertLayer):
     """`ffn_1/intermediate/dense` (H -> I, hidden_act) and `.../output/dense` (I -> H)."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "ffn_1")
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         stddev = config.initializer_range
         self.intermediate = common.dense(
             config.intermediate_size, name="dense", stddev=stddev, seeds=seeds,
@@ -55,12 +54,11 @@ class AlbertFeedForward(keras.layers.Layer):
                                    training)
 
 
-class AlbertBlock(keras.layers.Layer):
+class AlbertBlock(common.AlbertLayer):
     """One inner group: attention, residual + LayerNorm, FFN, residual + LayerNorm_1."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         self.attention = AlbertAttention(config, seeds, dtype=self.dtype_policy)
         self.attention_layer_norm = common.layer_norm("LayerNorm", self.dtype_policy)
         self.ffn = AlbertFeedForward(config, seeds, dtype=self.dtype_policy)
@@ -99,12 +97,11 @@ class AlbertBlock(keras.layers.Layer):
         return self.ffn_layer_norm(output)
 
 
-class AlbertLayerGroup(keras.layers.Layer):
+class AlbertLayerGroup(common.AlbertLayer):
     """`group_g`: `inner_group_num` blocks whose weights every layer of the group reuses."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         # Sub-layers are attributes, not a list: TensorFlow's object-based checkpoints
         # (tf.train.Checkpoint) do not follow Keras 3's tracked lists.
         for i in range(config.inner_group_num):
@@ -156,13 +153,12 @@ class AlbertLayerGroup(keras.layers.Layer):
         return outputs
 
 
-class AlbertTransformer(keras.layers.Layer):
+class AlbertTransformer(common.AlbertLayer):
     """`bert/encoder`: maps [B, S, E] embeddings to the L x inner_group_num block outputs."""
 
     def __init__(self, config: AlbertConfig, seeds: common.SeedStream, **kwargs):
         kwargs.setdefault("name", "encoder")
-        super().__init__(**kwargs)
-        self.config = config
+        super().__init__(config, seeds, **kwargs)
         self.embedding_hidden_mapping_in = None
         if config.embedding_size != config.hidden_size:
             self.embedding_hidden_mapping_in = common.dense(

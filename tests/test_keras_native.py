@@ -1,0 +1,175 @@
+"""Keras' own conventions on the package's models: the `.keras` file format
+(`model.save` / `keras.models.load_model`) for every kind of model and a task file's
+own, with weights, dtype policy, `recompute` and the optimizer's state; every layer's
+`get_config` / `from_config`."""
+
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+
+from albert_tf import tasks
+from albert_tf.modeling import common
+from tests.helpers.tiny import random_inputs, tiny_config
+
+CONFIG = tiny_config()
+EXAMPLE_TASK = pathlib.Path(__file__).parent.parent / "examples" / "mean_pool_classifier.py"
+
+# kind -> the model's arguments beyond the config: every registered model, regression
+# (a one-label classifier) too.
+KINDS = {
+    "encoder": {}, "mlm": {}, "classifier": {"num_labels": 3},
+    "regression": {"num_labels": 1}, "multi_label": {"num_labels": 4, "threshold": 0.3},
+    "multiple_choice": {"num_choices": 2}, "squad_v1": {},
+    "squad_v2": {"start_n_top": 3, "end_n_top": 2}, "token_classifier": {"num_labels": 5},
+}
+
+
+def model_inputs(kind, seed=0):
+    inputs = random_inputs(CONFIG, 2, 7, seed, min_length=4, second_segment_from=3,
+                           num_choices=2 if kind == "multiple_choice" else None,
+                           masked_lm_predictions=2 if kind == "mlm" else None)
+    if kind == "squad_v2":  # no answer in the question or the padding
+        inputs["p_mask"] = (1 - inputs["input_mask"]).astype(np.float32)
+        inputs["p_mask"][:, :3] = 1
+    return inputs
+
+
+def build(kind, **kwargs):
+    """A model of `kind` without a seed (so that rebuilding it from its config cannot
+    give its weights back), its weights moved off their initial values."""
+    name = "classifier" if kind == "regression" else kind
+    model = tasks.models()[name](CONFIG, **KINDS[kind], **kwargs)
+    rng = np.random.default_rng(7)
+    for variable in model.weights:
+        variable.assign(variable.numpy() + rng.normal(0, 0.05, variable.shape).astype(
+            variable.numpy().dtype))
+    return model
+
+
+def outputs(model, inputs):
+    """The model's outputs as NumPy (lists of tensors flattened in order)."""
+    out = {}
+    for name, value in model(inputs).items():
+        for i, v in enumerate(value if isinstance(value, list) else [value]):
+            out[f"{name}/{i}"] = np.asarray(v)
+    return out
+
+
+def assert_same_model(a, b):
+    assert type(a) is type(b) and a.get_config() == b.get_config()
+    assert [v.path for v in a.weights] == [v.path for v in b.weights]
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_round_trips_through_a_keras_file(kind, tmp_path):
+    model = build(kind)
+    inputs = model_inputs(kind)
+    expected = outputs(model, inputs)
+    model.save(tmp_path / "model.keras")
+    loaded = keras.models.load_model(tmp_path / "model.keras")
+    assert_same_model(model, loaded)
+    got = outputs(loaded, inputs)
+    assert sorted(got) == sorted(expected)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-6,
+                                   err_msg=name)
+
+
+def test_dtype_policy_recompute_and_optimizer_state_come_back(tmp_path):
+    """A classifier recomputing each layer, compiled with the original's AdamW and
+    trained a step: loaded from its file it has the same `recompute` and optimizer (its
+    slots and step) and, trained one more step on the same batch, the weights of the
+    model that was saved (no dropout: its masks are drawn from each model's own
+    generator). A mixed_bfloat16 model comes back with its policy and its outputs."""
+    from albert_tf.training.optimizers import AdamWeightDecay
+
+    model = build("classifier", recompute="layer", dropout_rate=0.0)
+    inputs, labels = model_inputs("classifier"), {"logits": np.array([0, 2])}
+    model.compile(optimizer=AdamWeightDecay(1e-2, weight_decay_rate=0.01),
+                  loss={"logits": keras.losses.SparseCategoricalCrossentropy(
+                      from_logits=True)})
+    model.fit(inputs, labels, epochs=1, verbose=0)
+    model.save(tmp_path / "trained.keras")
+    loaded = keras.models.load_model(tmp_path / "trained.keras")
+    assert loaded.recompute == "layer" and type(loaded.optimizer) is AdamWeightDecay
+    assert loaded.optimizer.get_config() == model.optimizer.get_config()
+    assert int(loaded.optimizer.iterations.numpy()) == 1
+    assert_same_model(model, loaded)
+    slots = {v.path: v.numpy() for v in model.optimizer.variables}
+    assert len(slots) > 2 * len(model.trainable_weights)
+    assert sorted(v.path for v in loaded.optimizer.variables) == sorted(slots)
+    for variable in loaded.optimizer.variables:
+        np.testing.assert_array_equal(variable.numpy(), slots[variable.path],
+                                      err_msg=variable.path)
+    model.fit(inputs, labels, epochs=1, verbose=0)
+    loaded.fit(inputs, labels, epochs=1, verbose=0)
+    for a, b in zip(model.weights, loaded.weights):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, atol=1e-6, err_msg=a.path)
+
+    mixed = build("classifier", dtype="mixed_bfloat16")
+    expected = outputs(mixed, inputs)
+    mixed.save(tmp_path / "mixed.keras")
+    loaded = keras.models.load_model(tmp_path / "mixed.keras")
+    assert loaded.dtype_policy.name == "mixed_bfloat16"
+    assert {w.dtype for w in loaded.weights} == {"float32"}
+    assert_same_model(mixed, loaded)
+    for name, value in outputs(loaded, inputs).items():
+        np.testing.assert_array_equal(value, expected[name], err_msg=name)
+
+
+def test_a_task_files_own_model_round_trips_once_the_file_is_loaded(tmp_path):
+    """examples/mean_pool_classifier.py's model: registered when its class is defined
+    (under its module's name), loaded back from a .keras file once the task file is."""
+    task = tasks.load_task_module(EXAMPLE_TASK)
+    model_class = task.serving_kinds[0].model_class
+    assert keras.saving.get_registered_name(model_class) == \
+        "albert_tf_user_task_mean_pool_classifier>MeanPoolClassifier"
+    model = model_class(CONFIG, num_labels=2)
+    inputs = model_inputs("classifier")
+    expected = outputs(model, inputs)
+    model.save(tmp_path / "mean_pool.keras")
+    loaded = keras.models.load_model(tmp_path / "mean_pool.keras")
+    assert_same_model(model, loaded)
+    for name, value in outputs(loaded, inputs).items():
+        np.testing.assert_allclose(value, expected[name], rtol=0, atol=1e-6)
+
+
+def layers_of(model):
+    """Every layer of the package inside `model` (Keras' Dense and friends excluded)."""
+    return [layer for layer in model._flatten_layers(include_self=False)
+            if isinstance(layer, (common.AlbertLayer, common.LayerNorm, common.Dropout))]
+
+
+def test_every_layer_is_registered_and_made_again_from_its_config():
+    """Each layer of the pretrainer (embeddings, transformer, its groups, blocks,
+    attention and FFN, the two heads, LayerNorm, Dropout) is a registered serializable
+    whose config makes a layer with the same config; an AlbertLayer made from its
+    config draws the same seeds, so it builds the same initial weights."""
+    from albert_tf import AlbertPretrainer
+
+    config = tiny_config(hidden_dropout_prob=0.1)
+    model = AlbertPretrainer(config, seed=3)
+    layers = layers_of(model)
+    names = {type(layer).__name__ for layer in layers}
+    assert names >= {"AlbertEmbeddings", "AlbertTransformer", "AlbertLayerGroup",
+                     "AlbertBlock", "AlbertAttention", "AlbertFeedForward",
+                     "MaskedLMHead", "SentenceOrderHead", "LayerNorm", "Dropout"}
+    for layer in layers:
+        registered = keras.saving.get_registered_name(type(layer))
+        assert registered == f"albert_tf>{type(layer).__name__}"
+        assert keras.saving.get_registered_object(registered) is type(layer)
+        serialized = keras.saving.serialize_keras_object(layer)
+        again = keras.saving.deserialize_keras_object(serialized)
+        assert type(again) is type(layer) and again.get_config() == layer.get_config()
+    embeddings = next(la for la in layers if type(la).__name__ == "AlbertEmbeddings")
+    assert embeddings.get_config()["seeds"] == [3, 0]  # the model's first draws
+    transformer = next(la for la in layers if type(la).__name__ == "AlbertTransformer")
+    again = type(transformer).from_config(transformer.get_config())
+    again.build()
+    assert [w.shape for w in again.weights] == [w.shape for w in transformer.weights]
+    for a, b in zip(again.weights, transformer.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

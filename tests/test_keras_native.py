@@ -173,3 +173,38 @@ def test_every_layer_is_registered_and_made_again_from_its_config():
     assert [w.shape for w in again.weights] == [w.shape for w in transformer.weights]
     for a, b in zip(again.weights, transformer.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+# Keras' own export of each input and output shape: the encoder (its list of layer
+# outputs), the pretrainer (masked_lm_positions), multiple choice ([B, C, S]), SQuAD
+# v2.0 (a float p_mask; top-k outputs).
+EXPORTED = ("encoder", "mlm", "multiple_choice", "squad_v2")
+
+
+@pytest.mark.parametrize("kind", EXPORTED)
+def test_keras_export_answers_as_the_model(kind, tmp_path):
+    """`model.export(path)` (Keras' tf_saved_model) and `model.export(path.tflite,
+    format="litert")` on a model never called: each serves the model's outputs (a list
+    output as one per entry, `encoder_outputs_0`, ...) on inputs of another batch size
+    and length than any before."""
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    from albert_tf.modeling.base import tensor_outputs
+
+    model = build(kind)
+    model.export(tmp_path / "saved", verbose=False)
+    model.export(tmp_path / "model.tflite", format="litert", verbose=False)
+    inputs = random_inputs(CONFIG, 3, 11, 5, min_length=5, second_segment_from=4,
+                           num_choices=2 if kind == "multiple_choice" else None,
+                           masked_lm_predictions=3 if kind == "mlm" else None)
+    if kind == "squad_v2":
+        inputs["p_mask"] = (1 - inputs["input_mask"]).astype(np.float32)
+    expected = {k: np.asarray(v) for k, v in tensor_outputs(model(inputs)).items()}
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))  # kept: .serve reads its variables
+    served = loaded.serve(inputs)
+    runner = Interpreter(model_path=str(tmp_path / "model.tflite")).get_signature_runner()
+    for got in ({k: np.asarray(v) for k, v in served.items()}, runner(**inputs)):
+        assert sorted(got) == sorted(expected)
+        for name, value in expected.items():
+            np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-6, err_msg=name)

@@ -146,6 +146,10 @@ def test_examples_run_in_order(release_dir, capsys):
     assert float(namespace["total"]) > 0
     assert "['▁this', '▁is', '▁a', '▁test']" in printed and "[48, 25, 21, 1289]" in printed
     assert "(2, 16)" in printed and "(2, 4, " in printed
+    # Keras' own verbs: the .keras file gives the same logits; both exports written
+    assert "keras file 0.0" in printed
+    assert (release_dir.parent / "classifier_keras" / "saved_model.pb").exists()
+    assert (release_dir.parent / "classifier.tflite").stat().st_size > 0
     assert (release_dir.parent / "cache" / "mrpc_eval.tf_record.meta.json").exists()
     assert sorted(p.name for p in (release_dir.parent / "pretrain").iterdir()) == [
         "records.tfrecord-00000-of-00002", "records.tfrecord-00001-of-00002"]

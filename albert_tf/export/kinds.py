@@ -4,10 +4,6 @@ A kind says which Keras model it serves and everything its signatures differ in:
 
 - `outputs`: the model outputs the signatures return (those the model has: a
   regression classifier has no `probabilities`);
-- `extra_inputs`: model inputs beside the three sequences (`names.MODEL_INPUTS`), with
-  their dtype and the value that pads them (`serving_default` takes them, and
-  `serve_examples` reads them from records of the same name);
-- `per_choice`: sequences [B, num_choices, S] instead of [B, S];
 - `text_specs` / `pack_text`: the string inputs of `serve_text` and how they become
   model inputs (`albert_tf.export.serving_text`); `lite_pack_text`: the same packing
   in LiteRT's ops (`albert_tf.export.tflite_text`), where a LiteRT file of the kind
@@ -21,6 +17,10 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `checkpoint_arguments`: model arguments kept beside a checkpoint (multi-label's
   tuned threshold), for an export made from the checkpoint.
 
+Its inputs are its model's (`AlbertModel.extra_inputs`, `per_choice`,
+`input_signature()`): `serving_default` takes them, and `serve_examples` reads the
+extra ones from records of the same name.
+
 A task names its kinds in `Task.serving_kinds` (a task module of yours, its own), each
 beside its model; `serving_kinds()` finds every kind by name. `ENCODER` is the one this
 layer defines: the encoder of any model.
@@ -31,25 +31,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 
 from albert_tf import names
 from albert_tf.export import serving_text, tflite_text
 from albert_tf.modeling import AlbertEncoder
-
-
-@dataclasses.dataclass(frozen=True)
-class ExtraInput:
-    """A model input beside the three sequences. `per_position`: one value per sequence
-    position (padded with the sequences), else its own length (`masked_lm_positions`).
-    `warmup`: its value in the warmup request, from that request's input_mask [1, L]."""
-
-    name: str                # the model input, and the record feature of the same name
-    dtype: tf.DType
-    pad_value: int           # what positions past an example's end hold
-    per_position: bool
-    warmup: Callable[[np.ndarray], np.ndarray]
+from albert_tf.modeling.base import ExtraInput
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,8 +57,6 @@ class ServingKind:
     outputs: tuple[str, ...]
     text_specs: Callable[[serving_text.TextSettings], list[tf.TensorSpec]]
     pack_text: Callable[..., serving_text.PackedText]
-    extra_inputs: tuple[ExtraInput, ...] = ()
-    per_choice: bool = False
     model_arguments: tuple[str, ...] = ()   # build_model arguments the model needs
     labels: LabelRule | None = None
     model_info: tuple[str, ...] = ()        # model attributes in export_info.json
@@ -86,6 +71,14 @@ class ServingKind:
     # the kind takes raw text too. None: token ids only (SQuAD's offsets, multiple
     # choice's blanks, NER's words need string ops LiteRT has no kernels for).
     lite_pack_text: Callable[..., serving_text.PackedText] | None = None
+
+    @property
+    def extra_inputs(self) -> tuple[ExtraInput, ...]:
+        return self.model_class.extra_inputs
+
+    @property
+    def per_choice(self) -> bool:
+        return self.model_class.per_choice
 
     @property
     def input_names(self) -> tuple[str, ...]:

@@ -112,13 +112,7 @@ class ServingModule(tf.__internal__.tracking.AutoTrackable):
 
     # -- serving_default
     def input_specs(self) -> list[tf.TensorSpec]:
-        sequence_shape = [None, self.num_choices, None] if self.serving_kind.per_choice \
-            else [None, None]
-        specs = [tf.TensorSpec(sequence_shape, tf.int32, name=name)
-                 for name in names.MODEL_INPUTS]
-        specs += [tf.TensorSpec([None, None], x.dtype, name=x.name)
-                  for x in self.serving_kind.extra_inputs]
-        return specs
+        return list(self.model.input_signature().values())
 
     def serving_default(self, *args):
         return self.run(dict(zip(self.serving_kind.input_names, args)))

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import keras
+import dataclasses
+from typing import Callable
 
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import names
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling import recompute as recompute_units
@@ -13,6 +19,20 @@ def tf1_scope(name: str):
     """An absolute variable scope: paths below it start at `name`, whatever encloses
     the model, so that every variable path is its name in a TF1 checkpoint."""
     return keras.name_scope(name, override_parent="")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraInput:
+    """A model input beside the three sequences (`names.MODEL_INPUTS`). `per_position`:
+    one value per sequence position (padded with the sequences), else its own length
+    (`masked_lm_positions`). `warmup`: its value in an export's warmup request, from
+    that request's input_mask [1, L]."""
+
+    name: str                # the model input, and the record feature of the same name
+    dtype: tf.DType
+    pad_value: int           # what positions past an example's end hold
+    per_position: bool
+    warmup: Callable[[np.ndarray], np.ndarray]
 
 
 class AlbertModel(keras.Model):
@@ -45,6 +65,11 @@ class AlbertModel(keras.Model):
     # Whether `albert_tf.convert` may tell this model from a TF1 checkpoint's variables
     # alone (not where another model has the same head: multiple choice, multi-label).
     detectable: bool = True
+    # Its inputs beyond the three sequences (`ExtraInput`), and whether the sequences
+    # are [B, num_choices, S] (the model's `num_choices`) instead of [B, S]: what
+    # `input_signature` says, and the exports take.
+    extra_inputs: tuple[ExtraInput, ...] = ()
+    per_choice: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -79,6 +104,29 @@ class AlbertModel(keras.Model):
         with recompute_units.with_unit(self._recompute):
             return super().__call__(*args, **kwargs)
 
+    def input_signature(self) -> dict[str, tf.TensorSpec]:
+        """The model's inputs, name -> `tf.TensorSpec` (any batch and length): the
+        sequences int32 [B, S] ([B, num_choices, S] for a per-choice model), then its
+        `extra_inputs`."""
+        shape = [None, self.num_choices, None] if self.per_choice else [None, None]
+        specs = {name: tf.TensorSpec(shape, tf.int32, name=name)
+                 for name in names.MODEL_INPUTS}
+        specs.update({x.name: tf.TensorSpec([None, None], x.dtype, name=x.name)
+                      for x in self.extra_inputs})
+        return specs
+
+    def export(self, filepath, format="tf_saved_model", verbose=None,
+               input_signature=None, **kwargs):
+        """Keras' `Model.export` (`format="tf_saved_model"`, `"litert"`, ...), its input
+        signature the model's own (`input_signature()`) unless given: a model built
+        when made, never called, exports too. (`albert_tf.export.export_savedmodel` is
+        the full export: raw text in, tf.Example, labels, warmup, versions.)"""
+        if input_signature is None:
+            input_signature = [self.input_signature()]
+        return keras.Model.export(_TensorOutputs(self), filepath, format=format,
+                                  verbose=verbose, input_signature=input_signature,
+                                  **kwargs)
+
     def get_config(self):
         # Keras' own (name, trainable, the dtype policy), then ours.
         config = {**super().get_config(), "config": self.config.to_dict(),
@@ -110,6 +158,31 @@ class AlbertModel(keras.Model):
             raise RuntimeError("no release reader: import albert_tf (which sets "
                                "albert_tf.checkpoints.load_model)")
         return _release_reader(cls, directory, strict=strict, **kwargs)
+
+
+class _TensorOutputs(keras.Model):
+    """What `AlbertModel.export` exports: the model in inference, each list of its
+    outputs (the encoder's `encoder_outputs`) as one output per entry, `name_0`,
+    `name_1`, ...: an exported signature returns tensors."""
+
+    def __init__(self, model: AlbertModel):
+        super().__init__(name=model.name, dtype=model.dtype_policy)
+        self.model = model
+        self.built = True
+
+    def call(self, inputs):
+        return tensor_outputs(self.model(inputs, training=False))
+
+
+def tensor_outputs(outputs: dict) -> dict:
+    """`outputs` with each list `name` as `name_0`, `name_1`, ... (the order kept)."""
+    flat = {}
+    for name, value in outputs.items():
+        if isinstance(value, (list, tuple)):
+            flat.update({f"{name}_{i}": v for i, v in enumerate(value)})
+        else:
+            flat[name] = value
+    return flat
 
 
 # What `from_release` calls: (model class, directory, strict=, **kwargs) -> model.

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import numpy as np
+import tensorflow as tf
+
 from albert_tf import names, task_heads
 from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
-from albert_tf.modeling.base import AlbertModel, tf1_scope
+from albert_tf.modeling.base import AlbertModel, ExtraInput, tf1_scope
 from albert_tf.modeling.encoder import AlbertEncoder
 from albert_tf.modeling.heads import MaskedLMHead, SentenceOrderHead
+
+# The positions the MLM head predicts, [B, P]: padded with 0 (the [CLS] position).
+MASKED_LM_POSITIONS = ExtraInput(names.MASKED_LM_POSITIONS, tf.int32, pad_value=0,
+                                 per_position=False,
+                                 warmup=lambda mask: np.zeros([1, 1], np.int32))
 
 
 class AlbertPretrainer(AlbertModel):
@@ -20,6 +28,7 @@ class AlbertPretrainer(AlbertModel):
 
     hf_architecture = names.HF_PRETRAINING
     heads = (task_heads.MASKED_LM, task_heads.SENTENCE_ORDER)
+    extra_inputs = (MASKED_LM_POSITIONS,)
 
     def __init__(self, config: AlbertConfig, seed: int | None = None, **kwargs):
         kwargs.setdefault("name", "albert_pretrainer")

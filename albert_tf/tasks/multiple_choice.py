@@ -76,6 +76,7 @@ class AlbertMultipleChoice(AlbertTaskModel):
     hf_architecture = names.HF_MULTIPLE_CHOICE
     heads = (task_heads.MULTIPLE_CHOICE,)
     detectable = False  # its head is the classifier's
+    per_choice = True
 
     def __init__(self, config: AlbertConfig, num_choices: int = 4, seed: int | None = None,
                  dropout_rate: float = HEAD_DROPOUT_RATE, **kwargs):
@@ -136,7 +137,7 @@ def _choice_letter(i: int) -> str:
 MULTIPLE_CHOICE = ServingKind(
     "multiple_choice", AlbertMultipleChoice, CLASSIFIER_OUTPUTS,
     serving_text.choice_specs, serving_text.pack_choices,
-    per_choice=True, model_arguments=("num_choices",),
+    model_arguments=("num_choices",),
     labels=LabelRule("num_choices", _choice_letter),
     model_info=("num_choices",), text_info=("max_qa_length",))
 

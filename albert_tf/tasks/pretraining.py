@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import tensorflow as tf
 
 from albert_tf import losses, names
 from albert_tf.data import dynamic_masking, pretraining
 from albert_tf.errors import UsageError
-from albert_tf.export import ExtraInput, ServingKind, serving_text, tflite_text
+from albert_tf.export import ServingKind, serving_text, tflite_text
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
@@ -33,14 +32,11 @@ from albert_tf.tasks.options import RunOptions, SkipOptions, option
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training.objectives import PretrainingObjective
 
-MASKED_LM_POSITIONS = ExtraInput(names.MASKED_LM_POSITIONS, tf.int32, pad_value=0,
-                                 per_position=False,
-                                 warmup=lambda mask: np.zeros([1, 1], np.int32))
 # The pretrainer's export: its heads' logits, raw text in at every position.
 MLM = ServingKind(
     "mlm", AlbertPretrainer, (names.MLM_LOGITS, names.SOP_LOGITS),
     serving_text.sentence_specs, serving_text.pack_sentences_for_mlm,
-    extra_inputs=(MASKED_LM_POSITIONS,), reusable=True,
+    reusable=True,
     lite_pack_text=tflite_text.pack_sentences_for_mlm)
 
 

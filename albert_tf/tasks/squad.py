@@ -24,8 +24,9 @@ from albert_tf.data import cache, squad
 from albert_tf.errors import UsageError
 from albert_tf.evaluation import squad_metrics, squad_postprocess
 from albert_tf.evaluation.results import write_results
-from albert_tf.export import ExtraInput, ServingKind, serving_text
+from albert_tf.export import ServingKind, serving_text
 from albert_tf.modeling import common
+from albert_tf.modeling.base import ExtraInput
 from albert_tf.modeling.task_model import (
     HEAD_DROPOUT_RATE,
     AlbertTaskModel,
@@ -82,6 +83,17 @@ def _apply_p_mask(logits, p_mask):
     return logits * (1.0 - p_mask) - P_MASK_PENALTY * p_mask
 
 
+def _p_mask_warmup(mask: np.ndarray) -> np.ndarray:
+    p_mask = (1 - mask).astype(np.float32)  # [1, L]: 1 past the end ...
+    p_mask[0, 0] = 0  # ... and an answer possible at [CLS] (no answer)
+    return p_mask
+
+
+# SQuAD v2.0: 1 where no answer may be; padding positions never hold one.
+P_MASK = ExtraInput(names.P_MASK, tf.float32, pad_value=1, per_position=True,
+                    warmup=_p_mask_warmup)
+
+
 class AlbertSquadV2(AlbertTaskModel):
     """SQuAD v2.0 with ALBERT's own head, as `squad_utils.create_v2_model`.
 
@@ -113,6 +125,7 @@ class AlbertSquadV2(AlbertTaskModel):
 
     heads = (task_heads.SQUAD_V2,)
     reads_pooled_output = False
+    extra_inputs = (P_MASK,)
 
     def __init__(self, config: AlbertConfig, start_n_top: int = 5, end_n_top: int = 5,
                  seed: int | None = None, dropout_rate: float = HEAD_DROPOUT_RATE,
@@ -202,15 +215,6 @@ class AlbertSquadV2(AlbertTaskModel):
                 "end_n_top": self.end_n_top, "dropout_rate": self.dropout_rate}
 
 
-def _p_mask_warmup(mask: np.ndarray) -> np.ndarray:
-    p_mask = (1 - mask).astype(np.float32)  # [1, L]: 1 past the end ...
-    p_mask[0, 0] = 0  # ... and an answer possible at [CLS] (no answer)
-    return p_mask
-
-
-# SQuAD v2.0: 1 where no answer may be; padding positions never hold one.
-P_MASK = ExtraInput(names.P_MASK, tf.float32, pad_value=1, per_position=True,
-                    warmup=_p_mask_warmup)
 SQUAD_V1 = ServingKind(
     "squad_v1", AlbertSquadV1, (names.START_LOGITS, names.END_LOGITS),
     serving_text.squad_specs, serving_text.pack_squad,
@@ -218,7 +222,6 @@ SQUAD_V1 = ServingKind(
 SQUAD_V2 = ServingKind(
     "squad_v2", AlbertSquadV2, names.SQUAD_V2_OUTPUTS,
     serving_text.squad_specs, serving_text.pack_squad,
-    extra_inputs=(P_MASK,),
     model_info=("start_n_top", "end_n_top"), text_info=("max_query_length",),
     text_offsets=True,
     # The beam takes the top start_n_top / end_n_top positions.

@@ -208,3 +208,66 @@ def test_keras_export_answers_as_the_model(kind, tmp_path):
         assert sorted(got) == sorted(expected)
         for name, value in expected.items():
             np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
+    """`driver.keras_data` (MRPC's training split as the scripts batch it), the model and
+    optimizer it builds as the scripts do, the task's objective as Keras' loss:
+    `model.fit` for the run's steps (dropout 0, warmup, decay, clipping, weight decay)
+    ends with the weights of `run_classifier.py` on the same options, to float
+    rounding; `predict` on dev gives its dev accuracy."""
+    import tensorflow as tf
+
+    from albert_tf import save_tf1_checkpoint
+    from albert_tf.apps import driver
+    from albert_tf.tasks.classification import ClassificationTask
+    from tests.helpers.scripts import FIXTURES, SPM, run_script
+    from tests.helpers.tiny import write_tiny_config
+
+    options = {"task_name": "MRPC", "data_dir": str(FIXTURES / "glue"),
+               "spm_model_file": SPM, "albert_config_file": str(write_tiny_config(tmp_path)),
+               "max_seq_length": 64, "train_batch_size": 8, "eval_batch_size": 8,
+               "train_step": 6, "warmup_step": 2, "learning_rate": 1e-2,
+               "dropout_prob": 0.0, "seed": 3, "save_checkpoints_steps": 6,
+               "do_train": True, "do_eval": True}
+    script = tmp_path / "script"
+    run_script("run_classifier.py", f"--output_dir={script}",
+               *(f"--{k}={v}" for k, v in options.items()))
+    data = driver.keras_data(ClassificationTask, {**options, "output_dir": str(
+        tmp_path / "keras")})
+    assert data.train_steps == 6 and data.warmup_steps == 2
+    assert set(data.datasets) == {"train", "dev"}
+    inputs, features = next(iter(data.datasets["train"]))
+    assert sorted(inputs) == ["input_mask", "input_type_ids", "input_word_ids"]
+    assert "label_ids" in features and inputs["input_word_ids"].shape[0] == 8
+    model = data.build_model()
+    model.compile(optimizer=data.optimizer(), loss=data.task.objective())
+    model.fit(data.datasets["train"], steps_per_epoch=data.train_steps, verbose=0)
+    save_tf1_checkpoint(model, str(tmp_path / "fit" / "model.ckpt"))
+    fitted = tf.train.load_checkpoint(str(tmp_path / "fit" / "model.ckpt"))
+    trained = tf.train.load_checkpoint(str(script / "model.ckpt-6"))
+    shapes = trained.get_variable_to_shape_map()
+    names = [n for n in shapes if n != "global_step"]
+    assert len(names) > 20 and set(names) <= set(fitted.get_variable_to_shape_map())
+    initial = driver.keras_data(ClassificationTask, {
+        **options, "output_dir": str(tmp_path / "keras")}).build_model()
+    moved = 0
+    # Float rounding: Adam's normalised steps (6 of up to lr = 1e-2 each) carry the
+    # gradients' float32 rounding (other kernels, another summation order) into
+    # differences of 1e-6 to 3e-6 (measured); a wrong step, schedule or clip would
+    # differ by 1e-3.
+    for name in names:
+        np.testing.assert_allclose(fitted.get_tensor(name), trained.get_tensor(name),
+                                   rtol=0, atol=1e-5, err_msg=name)
+    for variable in initial.weights:
+        moved += not np.allclose(variable.numpy(), trained.get_tensor(variable.path))
+    assert moved > 10  # training changed them
+    # dev: Keras' predict gives the script's accuracy; evaluate the objective's loss
+    from tests.helpers.scripts import read_results
+
+    predicted = model.predict(data.datasets["dev"], verbose=0)["predictions"]
+    labels = np.concatenate([f["label_ids"].numpy() for _, f in data.datasets["dev"]])
+    assert len(labels) == data.num_examples["dev"] == len(predicted)
+    assert np.mean(predicted == labels) == pytest.approx(
+        read_results(script / "eval_results.txt")["eval_accuracy"])
+    assert 0 < float(np.atleast_1d(model.evaluate(data.datasets["dev"], verbose=0))[0])

@@ -148,6 +148,8 @@ def test_examples_run_in_order(release_dir, capsys):
     assert "(2, 16)" in printed and "(2, 4, " in printed
     # Keras' own verbs: the .keras file gives the same logits; both exports written
     assert "keras file 0.0" in printed
+    assert "fit on 4 examples; dev predictions (3,)" in printed
+    assert (release_dir.parent / "mrpc_keras" / "mrpc_train.tf_record").exists()
     assert (release_dir.parent / "classifier_keras" / "saved_model.pb").exists()
     assert (release_dir.parent / "classifier.tflite").stat().st_size > 0
     assert (release_dir.parent / "cache" / "mrpc_eval.tf_record.meta.json").exists()

@@ -15,21 +15,26 @@ checkpoint evaluated on dev, the best by the task's metric (and `metric_goal`) k
 `model.ckpt-best`; the test split predicted with the best; the exports asked for
 (`--export_dir`, `--export_tflite`, `--export_hf_dir`). A run stopped before training
 removes the output directory it created and leaves one it did not create as it was.
+
+`keras_data` takes the same steps up to the records, for Keras' own `fit`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
 from typing import Mapping
 
+import tensorflow as tf
 from absl import flags, logging
 
-from albert_tf import tasks
+from albert_tf import names, tasks
 from albert_tf.apps import session
 from albert_tf.apps.labels import check_labels_known, resolve_labels, save_labels
 from albert_tf.apps.options import OptionsError, define_flags, from_flags
+from albert_tf.checkpoints import release
 from albert_tf.data.report import DataReport, SkipLimit
 from albert_tf.errors import UsageError
 from albert_tf.tasks.options import FineTuningOptions
@@ -158,20 +163,28 @@ def check_metric(task, dev, model, strategy, options) -> None:
             f"; checked on the first {count} dev examples before training)")
 
 
-def run(task_class, options) -> dict:
-    """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
-    test split and exports; returns the best dev results. `options`: the task's
-    `Options`, or a mapping that makes them."""
+def read_task(task_class, options):
+    """(task, options, config, files, report, data): the task and its options checked,
+    the config read, the tokenizer made, the labels known and every split read and
+    checked against --max_skipped_rows, before anything is written (what `run` and
+    `keras_data` start with)."""
     task, options = session.checked_task(task_class, options)
     files = task.data_files()
     if task.has_labels:
         check_labels_known(options)
-    session.check_setup(options)
+    config = session.check_setup(options)
     report = DataReport(skip_limit(options))
     task.tokenizer = session.tokenizer(options)
     data = read_splits(task, options, files, report)
     check_data(task, report)
+    return task, options, config, files, report, data
 
+
+def run(task_class, options) -> dict:
+    """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
+    test split and exports; returns the best dev results. `options`: the task's
+    `Options`, or a mapping that makes them."""
+    task, options, _, files, report, data = read_task(task_class, options)
     context = session.setup(options)
     strategy, output_dir = context.strategy, context.output_dir
     with session.removed_if_stopped(context):
@@ -224,3 +237,67 @@ def run(task_class, options) -> dict:
     session.export_if_asked(options, strategy, trainer.model, task.serving_kind,
                             labels=task.labels, **task.export_options())
     return best or task.results
+
+
+@dataclasses.dataclass
+class KerasData:
+    """A task's splits for Keras' own `fit`, `evaluate` and `predict` (`keras_data`)."""
+
+    task: object       # the task: its labels known, `build_model`, `objective()`
+    options: object    # the run's options, complete
+    config: object     # the model's AlbertConfig
+    datasets: dict     # split -> tf.data.Dataset of (model inputs, record features)
+    num_examples: dict  # split -> its examples
+    train_steps: int | None   # the run's training steps (None without a train split)
+    warmup_steps: int | None
+
+    def build_model(self):
+        """The task's model, as the scripts build it (seeded with --seed), loaded from
+        --init_checkpoint where given (any layout)."""
+        model = self.task.build_model(self.config)
+        if self.options.init_files is not None:
+            release.load_checkpoint(model, self.options.init_files)
+        return model
+
+    def optimizer(self):
+        """The run's optimizer, as the scripts make it (`--optimizer`, `--learning_rate`,
+        warmup and polynomial decay over `train_steps`, clipping, the no-decay
+        variables)."""
+        return session.make_optimizer(
+            learning_rate=self.options.learning_rate, num_train_steps=self.train_steps,
+            num_warmup_steps=self.warmup_steps, optimizer=self.options.optimizer,
+            precision=self.options.precision)
+
+
+def keras_data(task_class, options, splits=("train", "dev")) -> KerasData:
+    """The task's `splits` (those of them it has files for) read, checked and converted
+    to records (cached in --cached_dir, else --output_dir) as `run` does, as batches for
+    Keras: (model inputs, the batch's record features, labels among them). Each batch
+    is padded to its own longest sequence; the training split is shuffled with the
+    run's seed, repeated and cut to whole batches of --train_batch_size, exactly the
+    batches `run` trains on; the others are batched by --eval_batch_size
+    (--predict_batch_size for test), in order, once. Pair them with
+    `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
+    task, options, config, files, _, data = read_task(task_class, options)
+    cache_dir = options.cached_dir or options.output_dir
+    os.makedirs(cache_dir, exist_ok=True)
+    converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
+                 for split in splits if split in files}
+    steps, warmup = task.train_steps(converted["train"].num_examples
+                                     if "train" in converted else None)
+    inputs = task.serving_kind.input_names
+
+    def for_keras(features):
+        model_inputs = names.to_model_inputs(features)
+        return {name: model_inputs[name] for name in inputs}, features
+
+    sizes = {"train": options.train_batch_size, "dev": options.eval_batch_size,
+             "test": options.predict_batch_size}
+    datasets = {split: task.dataset(c.path, sizes[split], split == "train",
+                                    drop_remainder=split == "train").map(
+                    for_keras, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+                for split, c in converted.items()}
+    return KerasData(task, options, config, datasets,
+                     {split: c.num_examples for split, c in converted.items()},
+                     steps if "train" in converted else None,
+                     warmup if "train" in converted else None)

@@ -104,6 +104,36 @@ class AlbertModel(keras.Model):
         with recompute_units.with_unit(self._recompute):
             return super().__call__(*args, **kwargs)
 
+    def compile(self, optimizer="rmsprop", loss=None, **kwargs):
+        """Keras' `compile`; `loss` may also be a task's objective (`task.objective()`:
+        an `albert_tf.training.objectives.Objective`, whose `loss(outputs, features)`
+        reads the model's outputs and the batch's record features), the loss the scripts
+        train on. `fit` then takes batches of (model inputs, record features), as
+        `albert_tf.apps.driver.keras_data` makes them. The original's optimizers and
+        schedule: `albert_tf.training.optimizers.create_optimizer`."""
+        self._objective = None
+        if loss is not None and not callable(loss) and callable(getattr(loss, "loss", None)):
+            self._objective, loss = loss, None
+        super().compile(optimizer=optimizer, loss=loss, **kwargs)
+
+    def compile_from_config(self, config):
+        """What `keras.models.load_model` compiles a loaded model with: the saved
+        optimizer (and its state), Keras losses and metrics. (Keras skips this for a
+        model whose `compile` is its own; a task's objective is not saved: compile
+        with it again to train on.)"""
+        config = keras.saving.deserialize_keras_object(config)
+        keras.Model.compile(self, **config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+                     training=True):
+        objective = getattr(self, "_objective", None)
+        if objective is None:
+            return super().compute_loss(x, y, y_pred, sample_weight, training)
+        loss = objective.loss(y_pred, y)
+        return loss + tf.add_n(self.losses) if self.losses else loss
+
     def input_signature(self) -> dict[str, tf.TensorSpec]:
         """The model's inputs, name -> `tf.TensorSpec` (any batch and length): the
         sequences int32 [B, S] ([B, num_choices, S] for a per-choice model), then its

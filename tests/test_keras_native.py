@@ -271,3 +271,85 @@ def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
     assert np.mean(predicted == labels) == pytest.approx(
         read_results(script / "eval_results.txt")["eval_accuracy"])
     assert 0 < float(np.atleast_1d(model.evaluate(data.datasets["dev"], verbose=0))[0])
+
+
+def lora_classifier(seed=5, **lora):
+    from albert_tf import AlbertClassifier
+
+    model = AlbertClassifier(CONFIG, num_labels=3, seed=seed, dropout_rate=0.0)
+    model.enable_lora(2, **lora)
+    return model
+
+
+def test_lora_trains_the_adapters_and_the_head_and_merges_for_serving(tmp_path):
+    """`enable_lora(2)`: the query and value adapters (A and B), their biases and the
+    head train, every other weight is frozen and stays bit for bit; the model starts
+    with the base's outputs (B is zero). Trained, `merge_lora()` gives a model of the
+    base's weights alone with its outputs; the .keras file keeps them; the adapter file
+    (`save_lora_weights`) loads onto the same base and gives them too."""
+    from albert_tf import AlbertClassifier
+    from albert_tf.training.optimizers import AdamWeightDecay
+
+    base = AlbertClassifier(CONFIG, num_labels=3, seed=5, dropout_rate=0.0)
+    inputs = model_inputs("classifier")
+    model = lora_classifier()
+    assert model.lora_rank == 2
+    before = outputs(model, inputs)
+    for name, value in outputs(base, inputs).items():
+        np.testing.assert_array_equal(before[name], value)
+    group = "bert/encoder/transformer/group_0/inner_group_0/attention_1/self"
+    assert sorted(w.path for w in model.trainable_weights) == sorted(
+        ["output_weights", "output_bias"] + [f"{group}/{dense}/{name}" for dense in (
+            "query", "value") for name in ("bias", "lora_kernel_a", "lora_kernel_b")])
+    assert len(lora_classifier(ffn=True).trainable_weights) == 14  # + the FFN's two
+    frozen = {w.path: w.numpy() for w in model.non_trainable_weights}
+    model.compile(optimizer=AdamWeightDecay(1e-2), loss={
+        "logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})
+    model.fit(inputs, {"logits": np.array([2, 0])}, epochs=3, verbose=0)
+    for weight in model.non_trainable_weights:
+        np.testing.assert_array_equal(weight.numpy(), frozen[weight.path],
+                                      err_msg=weight.path)
+    trained = outputs(model, inputs)
+    assert np.abs(trained["logits/0"] - before["logits/0"]).max() > 1e-3
+
+    merged = model.merge_lora()
+    assert merged.lora_rank is None and "lora" not in merged.get_config()
+    assert [w.path for w in merged.weights] == [w.path for w in base.weights]
+    keras_file = tmp_path / "lora.keras"
+    model.save(keras_file)
+    reloaded = keras.models.load_model(keras_file)
+    assert reloaded.lora_rank == 2
+    adapter = tmp_path / "adapter.npz"
+    model.save_lora_weights(adapter)
+    assert adapter.stat().st_size * 20 < sum(w.numpy().nbytes for w in base.weights)
+    onto_base = AlbertClassifier(CONFIG, num_labels=3, seed=5, dropout_rate=0.0)
+    onto_base.load_lora_weights(adapter)  # enables LoRA as the file says
+    assert onto_base.lora_rank == 2
+    for other in (merged, reloaded, onto_base):
+        for name, value in outputs(other, inputs).items():
+            np.testing.assert_allclose(value, trained[name], rtol=0, atol=1e-6,
+                                       err_msg=name)
+
+
+def test_lora_refuses_what_does_not_fit(tmp_path):
+    from albert_tf.errors import UserError
+
+    model = lora_classifier()
+    adapter = tmp_path / "adapter.npz"
+    model.save_lora_weights(adapter)
+    with pytest.raises(UserError, match=r"adapter\.npz: a LoRA adapter of another base "
+                                        r"checkpoint"):
+        lora_classifier(seed=6).load_lora_weights(adapter)
+    with pytest.raises(UserError, match=r"adapter\.npz: an adapter of LoRA .*'ffn': "
+                                        r"False.*'ffn': True"):
+        lora_classifier(ffn=True).load_lora_weights(adapter)
+    with pytest.raises(UserError, match="no such LoRA adapter file"):
+        model.load_lora_weights(tmp_path / "missing.npz")
+    (tmp_path / "notes.npz").write_text("not an adapter\n")
+    with pytest.raises(UserError, match=r"notes\.npz: not a LoRA adapter file"):
+        model.load_lora_weights(tmp_path / "notes.npz")
+    for rank in (0, 1.5, True):
+        with pytest.raises(ValueError, match="LoRA rank must be an integer >= 1"):
+            tasks.models()["encoder"](CONFIG).enable_lora(rank)
+    with pytest.raises(ValueError, match="LoRA is enabled already"):
+        model.enable_lora(4)

@@ -150,6 +150,9 @@ def test_examples_run_in_order(release_dir, capsys):
     assert "keras file 0.0" in printed
     assert "fit on 4 examples; dev predictions (3,)" in printed
     assert (release_dir.parent / "mrpc_keras" / "mrpc_train.tf_record").exists()
+    trains = re.search(r"LoRA trains (\d+) of (\d+) weights", printed)
+    assert trains and 0 < int(trains.group(1)) < int(trains.group(2)) / 10
+    assert (release_dir.parent / "mrpc_lora.npz").exists()
     assert (release_dir.parent / "classifier_keras" / "saved_model.pb").exists()
     assert (release_dir.parent / "classifier.tflite").stat().st_size > 0
     assert (release_dir.parent / "cache" / "mrpc_eval.tf_record.meta.json").exists()

@@ -99,6 +99,9 @@ class AlbertEncoder(AlbertModel):
             "embedding_output": embedding_output,
         }
 
+    def lora_encoder(self):
+        return self
+
     @property
     def word_embeddings(self):
         """The [vocab_size, E] table that the MLM head ties its output to."""

@@ -353,3 +353,52 @@ def test_lora_refuses_what_does_not_fit(tmp_path):
             tasks.models()["encoder"](CONFIG).enable_lora(rank)
     with pytest.raises(ValueError, match="LoRA is enabled already"):
         model.enable_lora(4)
+
+
+def test_lora_rank_on_run_classifier_keeps_the_adapter_and_merged_checkpoints(tmp_path):
+    """run_classifier.py --lora_rank=2 from a pretrained checkpoint: the encoder's frozen
+    weights end as they began, the best checkpoint holds plain ALBERT names (merged),
+    the adapter beside it loads onto the base and answers as that checkpoint, the test
+    predictions are the merged model's; a rank below 1 and --lora_ffn alone are one-line
+    errors."""
+    import tensorflow as tf
+
+    from albert_tf import AlbertClassifier, AlbertPretrainer, save_tf1_checkpoint
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from tests.helpers.scripts import FIXTURES, SPM, one_line_error, run_script
+    from tests.helpers.tiny import write_tiny_config
+
+    config_file = write_tiny_config(tmp_path)
+    base = str(tmp_path / "base" / "model.ckpt")
+    save_tf1_checkpoint(AlbertPretrainer(CONFIG, seed=0), base)
+    out = tmp_path / "out"
+    flags = [f"--spm_model_file={SPM}", f"--albert_config_file={config_file}",
+             f"--init_checkpoint={base}", f"--output_dir={out}", "--task_name=MRPC",
+             f"--data_dir={FIXTURES / 'glue'}", "--max_seq_length=64",
+             "--train_batch_size=4", "--train_step=4", "--save_checkpoints_steps=2",
+             "--learning_rate=1e-2", "--dropout_prob=0"]
+    for bad, message in ((["--lora_rank=0"], "--lora_rank must be an integer >= 1"),
+                         (["--lora_ffn"], "--lora_ffn needs --lora_rank")):
+        assert message in one_line_error(run_script("run_classifier.py", *flags, "--do_train",
+                                                    *bad, check=False))
+    run_script("run_classifier.py", *flags, "--do_train", "--do_eval", "--do_predict",
+               "--lora_rank=2")
+    best = tf.train.load_checkpoint(str(out / "model.ckpt-best"))
+    names = best.get_variable_to_shape_map()
+    assert not [n for n in names if "lora" in n] and "output_weights" in names
+    start = tf.train.load_checkpoint(base)
+    query = "bert/encoder/transformer/group_0/inner_group_0/attention_1/self/query/kernel"
+    np.testing.assert_array_equal(best.get_tensor("bert/embeddings/word_embeddings"),
+                                  start.get_tensor("bert/embeddings/word_embeddings"))
+    assert not np.allclose(best.get_tensor(query), start.get_tensor(query))  # merged
+    merged = AlbertClassifier(CONFIG, num_labels=2)
+    load_tf1_checkpoint(merged, str(out / "model.ckpt-best"), strict=True)
+    adapted = AlbertClassifier(CONFIG, num_labels=2, seed=12345)  # the run's --seed
+    load_tf1_checkpoint(adapted, base, strict=False)
+    adapted.load_lora_weights(out / "lora_adapter.npz")
+    inputs = model_inputs("classifier")
+    for name, value in outputs(adapted, inputs).items():
+        np.testing.assert_allclose(value, outputs(merged, inputs)[name], rtol=0,
+                                   atol=1e-6, err_msg=name)
+    predicted = np.loadtxt(out / "test_results.tsv", ndmin=2)
+    assert predicted.shape[1] == 2 and np.allclose(predicted.sum(axis=1), 1, atol=1e-4)

@@ -192,6 +192,9 @@ def run(task_class, options) -> dict:
         with strategy.scope():
             model = task.build_model(context.config)
         session.initialize_from(model, context)
+        if options.lora_rank:  # on the loaded base: its fingerprint is the adapter's
+            with strategy.scope():
+                model.enable_lora(options.lora_rank, ffn=options.lora_ffn)
         if "dev" in data:
             check_metric(task, data["dev"], model, strategy, options)
     # The data and the task are known good: from here on the run writes.
@@ -253,10 +256,12 @@ class KerasData:
 
     def build_model(self):
         """The task's model, as the scripts build it (seeded with --seed), loaded from
-        --init_checkpoint where given (any layout)."""
+        --init_checkpoint where given (any layout), with --lora_rank's adapters."""
         model = self.task.build_model(self.config)
         if self.options.init_files is not None:
             release.load_checkpoint(model, self.options.init_files)
+        if self.options.lora_rank:
+            model.enable_lora(self.options.lora_rank, ffn=self.options.lora_ffn)
         return model
 
     def optimizer(self):

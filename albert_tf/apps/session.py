@@ -31,7 +31,7 @@ from albert_tf.evaluation.results import write_results
 from albert_tf.export.base import ExportError
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.export.tflite import check_tflite_path
-from albert_tf.tasks.checks import BEST_CHECKPOINT
+from albert_tf.tasks.checks import BEST_CHECKPOINT, LORA_ADAPTER
 from albert_tf.tasks.options import FineTuningOptions, RunOptions
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
@@ -67,9 +67,26 @@ def checked_task(task_class, options):
     options = complete_model_files(task_class.Options.build(options))
     task = task_class(options)
     check_recompute(options)
+    check_lora(options, task)
     task.validate()
     check_exports(options, task.serving_kind)
     return task, options
+
+
+def check_lora(options, task) -> None:
+    """--lora_rank an integer >= 1 on a task whose model takes adapters; --lora_ffn
+    only with it."""
+    rank = getattr(options, "lora_rank", None)
+    if rank is None:
+        if getattr(options, "lora_ffn", False):
+            raise UsageError("--lora_ffn needs --lora_rank")
+        return
+    if rank < 1:
+        raise UsageError(f"--lora_rank must be an integer >= 1, got {rank}")
+    model_class = task.serving_kind.model_class
+    if not callable(getattr(model_class, "enable_lora", None)):
+        raise UsageError(f"--lora_rank: the model of the task {task.name!r} "
+                         f"({model_class.__name__}) takes no LoRA adapters")
 
 
 def check_setup(options: RunOptions) -> AlbertConfig:
@@ -327,10 +344,15 @@ def load_best_or_latest(trainer, output_dir) -> None:
     the chief wrote them: every worker reads the same)."""
     distribute.barrier(trainer.strategy)
     best = os.path.join(output_dir, BEST_CHECKPOINT)
+    if not tf.io.gfile.exists(best + ".index"):
+        trainer.restore()
+    if getattr(trainer.model, "lora_rank", None):
+        # The adapters folded in: what predicts and is exported is a plain model of
+        # the base's cost (model.ckpt-best holds such weights).
+        with trainer.strategy.scope():
+            trainer.model = trainer.model.merge_lora()
     if tf.io.gfile.exists(best + ".index"):
         checkpoints.load_tf1_checkpoint(trainer.model, best, strict=True)
-    else:
-        trainer.restore()
 
 
 def better(value, best, goal: str = "max") -> bool:
@@ -371,6 +393,9 @@ def evaluate_checkpoints(task, dev, trainer, options, path, output_dir) -> dict:
                 checkpoints.save_tf1_checkpoint(trainer.model,
                                                 os.path.join(output_dir, BEST_CHECKPOINT),
                                                 global_step=trainer.step)
+                if getattr(trainer.model, "lora_rank", None):
+                    trainer.model.save_lora_weights(os.path.join(output_dir,
+                                                                 LORA_ADAPTER))
     if best is None:
         raise UsageError(f"no checkpoint of {output_dir} can be read: nothing to evaluate")
     if distribute.is_chief(trainer.strategy):

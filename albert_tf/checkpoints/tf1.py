@@ -392,7 +392,8 @@ _DATA_SUFFIX = ".data-00000-of-00001"
 def save_tf1_checkpoint(model, path: str | os.PathLike, *,
                         global_step: int | None = None,
                         update_state_file: bool = False, optimizer=None) -> str:
-    """Writes the model's weights under their TF1 names as a name-based checkpoint.
+    """Writes the model's weights under their TF1 names as a name-based checkpoint
+    (a LoRA model's merged: `merged_weights`, a plain ALBERT).
 
     `<path>.index` and `<path>.data-00000-of-00001` are written under a temporary name
     and renamed when complete; the original TF1 code (`--init_checkpoint=<path>`),
@@ -406,6 +407,8 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, *,
     """
     path = os.fspath(path)
     variables = _model_variables(model)
+    if getattr(model, "lora_rank", None):  # the merged weights: a plain ALBERT
+        variables = model.merged_weights()
     if optimizer is not None:
         state = _optimizer_variables(optimizer, model)
         step = state.pop("global_step")
@@ -413,7 +416,8 @@ def save_tf1_checkpoint(model, path: str | os.PathLike, *,
             global_step = int(tf.convert_to_tensor(step).numpy())
         variables.update(state)
     names = sorted(variables)
-    tensors = [tf.convert_to_tensor(variables[n].value) for n in names]
+    tensors = [tf.convert_to_tensor(getattr(variables[n], "value", variables[n]))
+               for n in names]
     if global_step is not None:
         names.append("global_step")
         tensors.append(tf.constant(global_step, tf.int64))

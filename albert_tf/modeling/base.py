@@ -234,15 +234,24 @@ class AlbertModel(keras.Model):
         off."""
         if not self._lora:
             return self
-        values = {w.path: w for w in self.weights}
-        for layer in self.lora_targets(self._lora["ffn"]):
-            values[layer._kernel.path] = layer.kernel  # the adapted kernel
+        values = self.merged_weights()
         config = self.get_config()
         del config["lora"]
         merged = type(self).from_config(config)
         for weight in merged.weights:
             weight.assign(tf.cast(values[weight.path], weight.dtype))
         return merged
+
+    def merged_weights(self) -> dict:
+        """The weights by path as `merge_lora()`'s model holds them: each adapted kernel
+        with its adapter folded in (a tensor), no adapter weights (the variables
+        themselves where LoRA is off). What a TF1 checkpoint of the model holds."""
+        weights = {w.path: w for w in self.weights}
+        if self._lora:
+            for layer in self.lora_targets(self._lora["ffn"]):
+                weights[layer._kernel.path] = layer.kernel  # kernel + its adapter
+                del weights[layer.lora_kernel_a.path], weights[layer.lora_kernel_b.path]
+        return weights
 
     def lora_base_fingerprint(self) -> str:
         """sha256 of the frozen weights (paths and values): which base an adapter fits."""

@@ -17,6 +17,7 @@ from albert_tf import fileio
 from albert_tf.errors import UsageError
 
 BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
+LORA_ADAPTER = "lora_adapter.npz"  # --lora_rank: the best checkpoint's adapter, beside it
 
 
 def check_file(path, flag: str) -> str:

@@ -316,6 +316,11 @@ class FineTuningOptions(RunOptions, SkipOptions):
     warmup_step: int | None = option(
         None, "Warmup steps (default: --warmup_proportion of the steps).")
     warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.")
+    lora_rank: int | None = option(
+        None, "LoRA: train adapters of this rank on each attention's query and value "
+        "(and the head), the rest of the encoder frozen; the best adapter is kept as "
+        "lora_adapter.npz, the TF1 checkpoints and exports hold the merged weights.")
+    lora_ffn: bool = option(False, "With --lora_rank: adapters on the FFN's denses too.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -67,6 +67,7 @@ LONGEST_MODULES = (
     "test_resume.py", "test_readme.py",  # 110-117
     "test_export.py", "test_training_loop.py",  # 90
     "test_run_classifier.py", "test_readme_sections.py", "test_benchmarks.py",  # 52-60
+    "test_keras_native.py",  # 2026-11-28: about 100 (three script runs, exports)
     "test_tflite.py", "test_recompute.py", "test_multi_worker.py", "test_demo.py",
     "test_dynamic_masking.py", "test_bench_precision_agreement.py",
     "test_bench_serving.py", "test_reusable_export.py", "test_multi_label.py",  # 32-47

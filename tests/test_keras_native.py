@@ -249,8 +249,7 @@ def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
     shapes = trained.get_variable_to_shape_map()
     names = [n for n in shapes if n != "global_step"]
     assert len(names) > 20 and set(names) <= set(fitted.get_variable_to_shape_map())
-    initial = driver.keras_data(ClassificationTask, {
-        **options, "output_dir": str(tmp_path / "keras")}).build_model()
+    initial = data.build_model()  # a fresh model: the run's initial weights
     moved = 0
     # Float rounding: Adam's normalised steps (6 of up to lr = 1e-2 each) carry the
     # gradients' float32 rounding (other kernels, another summation order) into

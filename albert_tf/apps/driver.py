@@ -285,7 +285,6 @@ def keras_data(task_class, options, splits=("train", "dev")) -> KerasData:
     `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
     task, options, config, files, _, data = read_task(task_class, options)
     cache_dir = options.cached_dir or options.output_dir
-    os.makedirs(cache_dir, exist_ok=True)
     converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
                  for split in splits if split in files}
     steps, warmup = task.train_steps(converted["train"].num_examples

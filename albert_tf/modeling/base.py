@@ -83,9 +83,7 @@ class AlbertModel(LoraAdapters, keras.Model):
         (`albert_tf.modeling.recompute`; the same gradients, less memory, more time).
         Settable later as `model.recompute`."""
         super().__init__(**kwargs)
-        if not isinstance(config, AlbertConfig):
-            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
-        self.config = config
+        self.config = common.checked_config(config)
         self.seed = seed
         self.recompute = recompute
         self._lora = None  # `enable_lora`'s arguments, once called

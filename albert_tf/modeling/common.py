@@ -82,6 +82,14 @@ def serializable(cls):
     return keras.saving.register_keras_serializable(package=package)(cls)
 
 
+def checked_config(config) -> AlbertConfig:
+    """`config`, refused unless it is an `AlbertConfig` (what every layer and model of
+    the package is made from)."""
+    if not isinstance(config, AlbertConfig):
+        raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
+    return config
+
+
 class AlbertLayer(keras.layers.Layer):
     """A layer of the encoder or of the pretraining heads, made from an `AlbertConfig`
     and the `SeedStream` its initial weights and dropout draw from. Its config (Keras'
@@ -94,9 +102,7 @@ class AlbertLayer(keras.layers.Layer):
 
     def __init__(self, config: AlbertConfig, seeds: SeedStream, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(config, AlbertConfig):
-            raise TypeError(f"config must be an AlbertConfig, got {type(config).__name__}")
-        self.config = config
+        self.config = checked_config(config)
         self._seeds_state = seeds.state
 
     def get_config(self):

@@ -10,6 +10,7 @@ their own (`save_lora_weights`, `load_lora_weights`).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 
@@ -17,6 +18,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from albert_tf import fileio
 from albert_tf.errors import UserError
 from albert_tf.modeling import common
 
@@ -115,17 +117,12 @@ class LoraAdapters:
         checkpoint, loaded back with `load_lora_weights`."""
         if not self._lora:
             raise ValueError("save_lora_weights: LoRA is not enabled (enable_lora)")
-        path = os.fspath(path)
         arrays = {w.path: w.numpy() for w in self.trainable_weights}
         arrays[_LORA_BASE] = np.array(self.lora_base_fingerprint())
         arrays[_LORA_SETTINGS] = np.array(json.dumps(self._lora))
-        temporary = f"{path}.tmp-{os.getpid()}.npz"
-        try:
-            np.savez(temporary, **arrays)
-            os.replace(temporary, path)
-        finally:
-            if os.path.exists(temporary):
-                os.remove(temporary)
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        fileio.write_bytes_atomically(path, buffer.getvalue())
 
     def load_lora_weights(self, path) -> None:
         """Loads an adapter file of `save_lora_weights` onto this model (LoRA enabled

@@ -34,10 +34,12 @@ setup(
     # ai-edge-litert: LiteRT's interpreter, which runs the --export_tflite files in tests;
     # tensorflow-hub and tf-keras (hub.KerasLayer is a tf-keras layer): the TF Hub way of
     # using an encoder export (tests/test_reusable_export.py, the README); hypothesis:
-    # the readers fuzzed with mutations of real files (tests/test_messy_files.py).
+    # the readers fuzzed with mutations of real files (tests/test_messy_files.py);
+    # keras-hub (pure Python): its AlbertBackbone / AlbertTextClassifier load the presets
+    # albert_tf writes and write those it reads (tests/test_keras_hub_preset.py).
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3.8", "ai-edge-litert>=2.0",
                              "tensorflow-hub>=0.16", "tf-keras>=2.21,<2.22",
-                             "hypothesis>=6.100"]},
+                             "hypothesis>=6.100", "keras-hub>=0.32,<0.33"]},
     entry_points={
         # Each the same absl program as the script of the same name in the repository.
         "console_scripts": [

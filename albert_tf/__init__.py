@@ -28,6 +28,7 @@ from albert_tf.checkpoints.huggingface import (  # noqa: E402
     load_hf_checkpoint,
     save_hf_checkpoint,
 )
+from albert_tf.checkpoints.keras_hub_preset import save_keras_hub_preset  # noqa: E402
 from albert_tf.config import AlbertConfig, ConfigError, available_configs  # noqa: E402
 from albert_tf.export.kinds import set_kind_finder as _set_kind_finder  # noqa: E402
 from albert_tf.modeling import AlbertEncoder, AlbertPretrainer  # noqa: E402
@@ -80,5 +81,6 @@ __all__ = [
     "load_tf1_checkpoint",
     "losses",
     "save_hf_checkpoint",
+    "save_keras_hub_preset",
     "save_tf1_checkpoint",
 ]

@@ -196,9 +196,53 @@ class AlbertConfig:
         return values
 
     @classmethod
+    def from_keras_hub_dict(cls, values: dict[str, Any], source: str = "") -> AlbertConfig:
+        """Builds a config from a keras-hub preset's `config.json` (an `AlbertBackbone`'s
+        Keras config). Its model is the original's with the tanh GELU, one dropout
+        rate for both of ours and the initializer's stddev 0.02 (which it does not
+        record)."""
+        where = f" in {source}" if source else ""
+        if values.get("class_name") != KERAS_HUB_BACKBONE:
+            raise ConfigError(
+                f"keras-hub config{where} is of {values.get('class_name')!r}, not of "
+                f"ALBERT ({KERAS_HUB_BACKBONE})")
+        fields = values.get("config")
+        if not isinstance(fields, dict):
+            raise ConfigError(f"keras-hub config{where} has no 'config' object")
+        missing = [k for k in _KERAS_HUB_REQUIRED if k not in fields]
+        if missing:
+            raise ConfigError(f"keras-hub config{where} has no {', '.join(missing)}")
+        known = {ours: fields[theirs] for ours, theirs in _KERAS_HUB_FIELDS.items()
+                 if theirs in fields}
+        dropout = fields.get("dropout", 0.0)
+        return cls(**known, hidden_act="gelu", hidden_dropout_prob=dropout,
+                   attention_probs_dropout_prob=dropout, initializer_range=0.02,
+                   source=source)
+
+    def to_keras_hub_dict(self) -> dict[str, Any]:
+        """The fields of keras-hub's `AlbertBackbone` config for this model; raises
+        `ConfigError` for what it cannot compute (another activation, layers not
+        divisible into the groups), and takes `hidden_dropout_prob` as its one dropout
+        rate."""
+        where = f" ({self.source})" if self.source else ""
+        if self.hidden_act.lower() != "gelu":
+            raise ConfigError(
+                f"hidden_act{where} is {self.hidden_act!r}; keras-hub's "
+                f"{KERAS_HUB_BACKBONE} has the original's tanh GELU ('gelu') only")
+        if self.num_hidden_layers % self.num_hidden_groups:
+            raise ConfigError(
+                f"keras-hub's {KERAS_HUB_BACKBONE} needs num_hidden_layers "
+                f"({self.num_hidden_layers}){where} divisible by num_hidden_groups "
+                f"({self.num_hidden_groups})")
+        values = {theirs: getattr(self, ours) for ours, theirs in _KERAS_HUB_FIELDS.items()}
+        values["dropout"] = self.hidden_dropout_prob
+        return values
+
+    @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> AlbertConfig:
-        """Reads an `albert_config.json` (local path or any `tf.io.gfile` URL), or a
-        Hugging Face `config.json` (recognized by its `model_type`)."""
+        """Reads an `albert_config.json` (local path or any `tf.io.gfile` URL), a
+        Hugging Face `config.json` (recognized by its `model_type`) or a keras-hub
+        preset's (by its `registered_name`)."""
         path = os.fspath(path)
         text = _read_text(path)
         try:
@@ -209,6 +253,9 @@ class AlbertConfig:
                 f"column {e.colno}") from None
         if isinstance(values, dict) and "model_type" in values:
             return cls.from_hf_dict(values, source=path)
+        if isinstance(values, dict) and str(values.get("registered_name", "")).startswith(
+                "keras_hub>"):
+            return cls.from_keras_hub_dict(values, source=path)
         return cls.from_dict(values, source=path)
 
     @classmethod
@@ -265,7 +312,18 @@ _HF_TO_ACTIVATION = {"gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "gelu_fast
 _ACTIVATION_TO_HF = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
                      "tanh": "tanh", "linear": "linear"}
 HF_LAYER_NORM_EPS = 1e-12
-_HF_DEFAULTS = {"vocab_size": 30000}  # and hidden_act "gelu_new", read above
+_HF_DEFAULTS = {"vocab_size": 30000}
+
+# keras-hub's ALBERT (`keras_hub.models.AlbertBackbone`): our field -> its argument.
+KERAS_HUB_BACKBONE = "AlbertBackbone"
+_KERAS_HUB_FIELDS = {
+    "vocab_size": "vocabulary_size", "embedding_size": "embedding_dim",
+    "hidden_size": "hidden_dim", "num_hidden_layers": "num_layers",
+    "num_hidden_groups": "num_groups", "num_attention_heads": "num_heads",
+    "intermediate_size": "intermediate_dim", "inner_group_num": "num_inner_repetitions",
+    "max_position_embeddings": "max_sequence_length", "type_vocab_size": "num_segments"}
+_KERAS_HUB_REQUIRED = ("vocabulary_size", "num_layers", "num_heads", "embedding_dim",
+                       "hidden_dim", "intermediate_dim")  # and hidden_act "gelu_new", read above
 
 _MODEL_FIELDS = tuple(
     f.name for f in dataclasses.fields(AlbertConfig) if f.name not in ("extra", "source"))

@@ -4,10 +4,12 @@
     python -m albert_tf.convert --input=albert_chinese_tiny_hf --output=tf1 --to=google
 
 reads a release directory or checkpoint of any layout (Google's TF1, brightmart's
-albert_zh, a Hugging Face directory; `albert_tf.checkpoints.release`) and writes either a Hugging
-Face directory that `transformers` loads (`--to=huggingface`, the default) or a Google
-release directory (`--to=google`: `albert_config.json`, `model.ckpt.*`, the tokenizer
-file) that the original TF1 code and every tool for Google's checkpoints read. The model
+albert_zh, a Hugging Face directory, a keras-hub preset; `albert_tf.checkpoints.release`)
+and writes a Hugging Face directory that `transformers` loads (`--to=huggingface`, the
+default), a Google release directory (`--to=google`: `albert_config.json`,
+`model.ckpt.*`, the tokenizer file) that the original TF1 code and every tool for
+Google's checkpoints read, or a keras-hub preset (`--to=keras_hub`: the backbone, and a
+classifier's `AlbertTextClassifier`; `albert_tf.checkpoints.keras_hub_preset`). The model
 (pretraining heads, encoder alone, or a fine-tuned head) is recognized from the weights;
 `--model` says it where they cannot (a one-output head is a regression classifier or a
 multiple-choice scorer; a TF1 classifier head may be multi-label: `--model=multi_label`,
@@ -25,9 +27,15 @@ import tensorflow as tf
 from absl import app, flags, logging
 
 from albert_tf import fileio, task_heads, tasks
-from albert_tf.checkpoints import CheckpointError, huggingface, release, save_tf1_checkpoint
+from albert_tf.checkpoints import (
+    CheckpointError,
+    huggingface,
+    keras_hub_preset,
+    release,
+    save_tf1_checkpoint,
+)
 
-TARGETS = ("huggingface", "google")
+TARGETS = ("huggingface", "google", "keras_hub")
 
 
 def models() -> dict[str, type]:
@@ -138,6 +146,9 @@ def convert(input_path, output_dir, *, to: str = "huggingface", model: str = "au
         return save_google(result, output_dir, spm_model_file=spm, vocab_file=vocab)
     lower = do_lower_case if do_lower_case is not None else (
         True if files.do_lower_case is None else files.do_lower_case)
+    if to == "keras_hub":
+        return keras_hub_preset.save_keras_hub_preset(
+            result, output_dir, spm_model_file=spm, vocab_file=vocab, do_lower_case=lower)
     return huggingface.save_hf_checkpoint(result, output_dir, spm_model_file=spm,
                                           vocab_file=vocab, do_lower_case=lower)
 

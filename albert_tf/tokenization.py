@@ -16,7 +16,9 @@ The in-graph tokenizer that produces the same ids is in `albert_tf.text`.
 from __future__ import annotations
 
 import collections
+import functools
 import os
+import sys
 import unicodedata
 
 from albert_tf import fileio
@@ -91,6 +93,64 @@ def resplit_piece(sp_model, piece: str) -> list[str]:
             cur_pieces[0] = cur_pieces[0][1:]
     cur_pieces.append(piece[-1])
     return cur_pieces
+
+
+@functools.lru_cache(maxsize=4)
+def folded_sentencepiece_model(spm_model_file: str, do_lower_case: bool) -> bytes:
+    """The serialized SentencePiece model of `spm_model_file` whose normalizer applies
+    `tokenization.preprocess_text(text, lower=do_lower_case)` before its own rules.
+
+    Both steps are per character (whitespace becomes one space, which the model's
+    `remove_extra_whitespaces` collapses and strips as `preprocess_text` does; NFKD
+    without combining marks and lowercasing map each character on its own), so the
+    character map of the composition is, for every code point, the model's
+    normalization of its preprocessed text: one rule per character it changes.
+    """
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(fileio.read_bytes(spm_model_file))
+    own = spm.SentencePieceNormalizer(
+        model_proto=model.SerializeToString(), add_dummy_prefix=False,
+        escape_whitespaces=False, remove_extra_whitespaces=False)
+    rules = []
+    for char in characters():
+        text = " " if char.isspace() else preprocess_text(char, lower=do_lower_case)
+        normalized = own.normalize(text) if text else ""
+        if normalized != char:
+            rules.append((char, normalized))
+    model.normalizer_spec.name = "albert_preprocess_text"
+    model.normalizer_spec.precompiled_charsmap = compiled_charsmap(rules)
+    model.normalizer_spec.normalization_rule_tsv = ""
+    return model.SerializeToString()
+
+
+def compiled_charsmap(rules) -> bytes:
+    """SentencePiece's compiled character map of `rules` ((from, to) strings)."""
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2
+
+    compiled = sentencepiece_model_pb2.NormalizerSpec()
+    compiled.ParseFromString(
+        spm.SentencePieceNormalizer(norm_map=sorted(rules)).serialized_normalizer_spec())
+    return compiled.precompiled_charsmap
+
+
+def characters(also=lambda code: False):
+    """The code points a rule may change: every assigned one but NUL (no character map
+    key), and those unassigned for which `also(code)` holds. Unassigned code points
+    (Unicode's Cn, three quarters of them) have no case, decomposition or class a rule
+    here reads, so they stay as they are (checked: no rule of either map touched one
+    when every code point was visited, but the CJK blocks' unassigned ones, which BERT
+    splits by their range)."""
+    import unicodedata
+
+    for code in range(1, sys.maxunicode + 1):
+        char = chr(code)
+        if not 0xD800 <= code <= 0xDFFF and (
+                unicodedata.category(char) != "Cn" or also(code)):
+            yield char
 
 
 def load_vocab(vocab_file: str) -> collections.OrderedDict:

@@ -71,7 +71,7 @@ LONGEST_MODULES = (
     "test_tflite.py", "test_recompute.py", "test_multi_worker.py", "test_demo.py",
     "test_dynamic_masking.py", "test_bench_precision_agreement.py",
     "test_bench_serving.py", "test_reusable_export.py", "test_multi_label.py",  # 32-47
-    "test_task_registration.py",
+    "test_task_registration.py", "test_keras_hub_preset.py",  # 2026-11-28: about 30
     "test_optimizers.py", "test_run_squad.py", "test_tasks.py", "test_run_ner.py",
     "test_modeling.py", "test_tflite_text.py", "test_run_pretraining.py",  # 17-29
     "test_dynamic_masking_masker.py", "test_task_module.py",

@@ -194,6 +194,11 @@ def test_examples_run_in_order(release_dir, capsys):
     assert sorted(p.name for p in (out / "zh_hf_finetuned").iterdir()) == [
         "config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
     assert (out / "zh_hf_out" / "eval_results.txt").exists()
+    # keras-hub: Google's release as a preset (its backbone), a classifier's with its
+    # task and tokenizer, each loaded by keras-hub.
+    assert "\nkeras_hub\n" in printed and "keras-hub logits (1, 2)" in printed
+    assert sorted(p.name for p in (out / "albert_base_keras_hub").iterdir()) == [
+        "assets", "config.json", "metadata.json", "model.weights.h5", "tokenizer.json"]
     run_multi_worker_commands(out)
 
 

@@ -5,11 +5,12 @@ that does file I/O for weights, above `albert_tf.modeling` (which reads no file)
   matching of names to a model's variables, `LoadReport`.
 - `brightmart`: brightmart/albert_zh's names and config, as Google's layout.
 - `huggingface`: `transformers` directories (safetensors), both ways.
-- `release`: release directories of any of the three: their files, `load_checkpoint`,
+- `keras_hub_preset`: keras-hub ALBERT presets (Keras `.weights.h5`), both ways.
+- `release`: release directories of any of them: their files, `load_checkpoint`,
   and `load_model`, which `AlbertModel.from_release` calls.
 
-"Layout" in this package means one of those checkpoint formats: "google", "brightmart"
-or "huggingface".
+"Layout" in this package means one of those checkpoint formats: "google", "brightmart",
+"huggingface" or "keras_hub".
 """
 
 from albert_tf.checkpoints.release import (  # noqa: E402  (after tf1: it reads it)

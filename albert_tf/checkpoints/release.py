@@ -1,6 +1,6 @@
 """Release directories of every layout: find their files, load their weights.
 
-`AlbertModel.from_release(directory)` and the scripts' `--init_checkpoint` read three
+`AlbertModel.from_release(directory)` and the scripts' `--init_checkpoint` read four
 layouts, told apart by their files (nothing here downloads; a directory must be on
 disk or on a `tf.io.gfile` file system):
 
@@ -13,6 +13,9 @@ disk or on a `tf.io.gfile` file system):
   path on its authors' machine: then the one `*.index` of the directory is used.
 - Hugging Face (`save_pretrained`): `config.json` with `model_type: "albert"`,
   `model.safetensors`, `spiece.model` or `vocab.txt`, `tokenizer_config.json`.
+- keras-hub presets (`save_to_preset`): `config.json` of `keras_hub>AlbertBackbone`,
+  `model.weights.h5`, `assets/tokenizer/vocabulary.spm`, and a task's `task.json`
+  and `task.weights.h5` (`albert_tf.checkpoints.keras_hub_preset`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, task_heads
-from albert_tf.checkpoints import brightmart, huggingface
+from albert_tf.checkpoints import brightmart, huggingface, keras_hub_preset
 from albert_tf.checkpoints.tf1 import (
     CheckpointError,
     LoadReport,
@@ -41,9 +44,10 @@ from albert_tf.config import AlbertConfig
 @dataclasses.dataclass
 class ReleaseFiles:
     """The files of a release (`config_file`, `spm_model_file`, `vocab_file` may be
-    None where the directory has none). `layout` is "google", "brightmart" or
-    "huggingface"; `checkpoint` a TF1 prefix or a safetensors file (or shard index);
-    `do_lower_case` what `tokenizer_config.json` says, None where nothing does."""
+    None where the directory has none). `layout` is "google", "brightmart",
+    "huggingface" or "keras_hub"; `checkpoint` a TF1 prefix, a safetensors file (or
+    shard index), or a keras-hub preset's directory; `do_lower_case` what
+    `tokenizer_config.json` says, None where nothing does."""
 
     directory: str
     config_file: str | None
@@ -83,6 +87,17 @@ _SPM_PATTERNS = ("*.model", "assets/*.model")
 _VOCAB_PATTERNS = ("vocab*.txt", "assets/vocab*.txt", "*.vocab", "assets/*.vocab")
 _TF1_CONFIG_PATTERNS = ("albert_config.json", "assets/albert_config.json",
                         "albert_config*.json", "*config*.json")
+
+
+def _keras_hub_files(directory: str) -> ReleaseFiles:
+    keras_hub_preset.check_preset(directory)
+    spm = os.path.join(directory, keras_hub_preset.VOCABULARY_SPM)
+    vocab = os.path.join(directory, keras_hub_preset.VOCABULARY_TXT)
+    return ReleaseFiles(
+        directory=directory, layout="keras_hub", checkpoint=directory,
+        config_file=os.path.join(directory, keras_hub_preset.CONFIG),
+        spm_model_file=spm if fileio.exists(spm) else None,
+        vocab_file=vocab if fileio.exists(vocab) else None)
 
 
 def _is_hf_directory(directory: str) -> bool:
@@ -197,11 +212,15 @@ def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
     none)."""
     path = os.fspath(path).rstrip("/") or "/"
     if tf.io.gfile.isdir(path):
+        if keras_hub_preset.keras_hub_class(path) is not None:
+            return _keras_hub_files(path)
         if _is_hf_directory(path):
             return _hf_files(path)
         huggingface.refuse_other_weights(path)
         return _tf1_files(path, resolve_checkpoint(path), run_directory=True)
     base = os.path.basename(path)
+    if base == keras_hub_preset.WEIGHTS:
+        return _keras_hub_files(os.path.dirname(path) or ".")
     if base.endswith(".safetensors") or base == huggingface.SAFETENSORS_INDEX:
         if not fileio.exists(path):
             raise CheckpointError(f"no Hugging Face weights at {path}: file does not exist")
@@ -233,6 +252,9 @@ def load_checkpoint(model, path, *, strict: bool = False) -> LoadReport:
     files = path if isinstance(path, ReleaseFiles) else describe_checkpoint(path)
     if files.layout == "huggingface":
         return huggingface.load_hf_checkpoint(model, files.checkpoint, strict=strict)
+    if files.layout == "keras_hub":
+        return keras_hub_preset.load_keras_hub_checkpoint(model, files.checkpoint,
+                                                          strict=strict)
     return load_tf1_checkpoint(model, files.checkpoint, strict=strict)
 
 
@@ -272,6 +294,8 @@ def weight_shapes(files: ReleaseFiles, architecture: str | None = None,
             architecture = (raw.get("architectures") or [None])[0]
         reader = huggingface.HuggingFaceReader(files.checkpoint, files.load_config(),
                                                architecture, heads)
+    elif files.layout == "keras_hub":
+        reader = keras_hub_preset.KerasHubReader(files.checkpoint, files.load_config())
     else:
         reader = open_reader(files.checkpoint)
     return reader.get_variable_to_shape_map()

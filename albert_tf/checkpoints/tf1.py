@@ -34,6 +34,7 @@ LAYOUT_DESCRIPTIONS = {
     "brightmart": "brightmart/albert_zh TF1 names, read as the equivalent Google "
                   "layout with embedding_size = hidden_size",
     "huggingface": "Hugging Face safetensors",
+    "keras_hub": "a keras-hub preset's Keras weights",
 }
 
 
@@ -110,7 +111,7 @@ def open_reader(prefix: str):
 
 
 def layout_of(reader) -> str:
-    """"google", "brightmart" or "huggingface": the layout a reader shows."""
+    """The layout a reader shows (a `LAYOUT_DESCRIPTIONS` key)."""
     return getattr(reader, "layout", "google")
 
 
@@ -169,7 +170,8 @@ class LoadReport:
     optimizer_loaded: list[str] = dataclasses.field(default_factory=list)
     optimizer_missing: list[str] = dataclasses.field(default_factory=list)
     # Whose names the checkpoint has: "google" (TF1, Google's), "brightmart" (TF1,
-    # albert_zh's, read as its Google-layout equivalent) or "huggingface" (safetensors).
+    # albert_zh's, read as its Google-layout equivalent), "huggingface" (safetensors) or
+    # "keras_hub" (a preset's .weights.h5).
     # `unused` lists the checkpoint's own names.
     layout: str = "google"
 

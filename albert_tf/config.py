@@ -241,9 +241,13 @@ class AlbertConfig:
     @classmethod
     def from_json_file(cls, path: str | os.PathLike) -> AlbertConfig:
         """Reads an `albert_config.json` (local path or any `tf.io.gfile` URL), a
-        Hugging Face `config.json` (recognized by its `model_type`) or a keras-hub
-        preset's (by its `registered_name`)."""
+        Hugging Face `config.json` (recognized by its `model_type`), a keras-hub
+        preset's (by its `registered_name`), or the model config inside a `.keras` file
+        of an albert_tf model (`read_keras_file_config`)."""
         path = os.fspath(path)
+        if path.endswith(KERAS_FILE_SUFFIX):
+            return cls.from_dict(read_keras_file_config(path)["config"]["config"],
+                                 source=path)
         text = _read_text(path)
         try:
             values = json.loads(text)
@@ -354,6 +358,40 @@ def _exists(path: str) -> bool:
 
         return fileio.exists(path)
     return os.path.exists(path)
+
+
+# Keras' own file of a model (`model.save("m.keras")`): a zip whose config.json is the
+# model's Keras config; an albert_tf model's is registered as `albert_tf>Name` (a task
+# module's under its module's name: `albert_tf.modeling.common.serializable`), and holds
+# the `AlbertConfig` as its "config".
+KERAS_FILE_SUFFIX = ".keras"
+
+
+def read_keras_file_config(path: str) -> dict:
+    """The Keras config of an albert_tf model's `.keras` file; `ConfigError` naming the
+    file for one that is not a .keras file, or holds another package's model."""
+    import zipfile
+
+    if not _exists(path):
+        raise ConfigError(f"no Keras file at {path}: file does not exist")
+    try:
+        from albert_tf import fileio
+
+        with fileio.open_binary(path) as f, zipfile.ZipFile(f) as archive:
+            values = json.loads(archive.read("config.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError) as e:
+        raise ConfigError(f"{path} is not a Keras .keras file ({e})") from None
+    config = values.get("config") if isinstance(values, dict) else None
+    if not (isinstance(config, dict) and isinstance(config.get("config"), dict)
+            and "vocab_size" in config["config"]):
+        held = values.get("registered_name") if isinstance(values, dict) else None
+        held = held or (f"{values.get('module')}.{values.get('class_name')}"
+                        if isinstance(values, dict) else "something else")
+        raise ConfigError(
+            f"{path} is a .keras file of {held}, not of an albert_tf model; albert_tf "
+            "reads the .keras files of its own models (AlbertEncoder, AlbertClassifier, "
+            "...)")
+    return values
 
 
 def _read_text(path: str) -> str:

@@ -138,6 +138,43 @@ def test_a_task_files_own_model_round_trips_once_the_file_is_loaded(tmp_path):
         np.testing.assert_allclose(value, expected[name], rtol=0, atol=1e-6)
 
 
+def test_a_keras_file_is_read_wherever_a_release_is(tmp_path):
+    """`from_release`, `--init_checkpoint` and `convert --input` take a model's .keras
+    file (tokenizer files beside it); another package's is refused by name."""
+    import shutil
+
+    from albert_tf import AlbertClassifier, AlbertEncoder
+    from albert_tf.apps.model_files import complete_model_files, load_config
+    from albert_tf.config import ConfigError
+    from albert_tf.convert import convert
+    from albert_tf.tasks.options import RunOptions
+    from tests.helpers.paths import SPM_MODEL
+
+    model = build("classifier")
+    model.save(tmp_path / "classifier.keras")
+    shutil.copy(SPM_MODEL, tmp_path / "30k-clean.model")
+    again = AlbertClassifier.from_release(tmp_path / "classifier.keras", num_labels=3)
+    assert again.load_report.layout == "keras" and not again.load_report.unused
+    for x, y in zip(model.weights, again.weights, strict=True):
+        np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+    encoder = AlbertEncoder.from_release(tmp_path / "classifier.keras", strict=False)
+    assert encoder.load_report.unused == ["output_bias", "output_weights"]
+    options = complete_model_files(RunOptions(init_checkpoint=str(
+        tmp_path / "classifier.keras")))
+    assert (options.init_files.layout, options.spm_model_file) == (
+        "keras", str(tmp_path / "30k-clean.model"))
+    assert load_config(options.albert_config_file) == CONFIG
+    convert(tmp_path / "classifier.keras", tmp_path / "hf")
+    hf = AlbertClassifier.from_release(tmp_path / "hf", num_labels=3)
+    for x, y in zip(model.weights, hf.weights, strict=True):
+        np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+    other = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    other.save(tmp_path / "other.keras")
+    with pytest.raises(ConfigError, match=r"other.keras is a .keras file of "
+                                          r"keras.*Sequential, not of an albert_tf model"):
+        AlbertEncoder.from_release(tmp_path / "other.keras")
+
+
 def layers_of(model):
     """Every layer of the package inside `model` (Keras' Dense and friends excluded)."""
     return [layer for layer in model._flatten_layers(include_self=False)

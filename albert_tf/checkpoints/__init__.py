@@ -6,11 +6,12 @@ that does file I/O for weights, above `albert_tf.modeling` (which reads no file)
 - `brightmart`: brightmart/albert_zh's names and config, as Google's layout.
 - `huggingface`: `transformers` directories (safetensors), both ways.
 - `keras_hub_preset`: keras-hub ALBERT presets (Keras `.weights.h5`), both ways.
+- `keras_file`: Keras' own `.keras` file of an albert_tf model, read.
 - `release`: release directories of any of them: their files, `load_checkpoint`,
   and `load_model`, which `AlbertModel.from_release` calls.
 
 "Layout" in this package means one of those checkpoint formats: "google", "brightmart",
-"huggingface" or "keras_hub".
+"huggingface", "keras_hub" or "keras".
 """
 
 from albert_tf.checkpoints.release import (  # noqa: E402  (after tf1: it reads it)

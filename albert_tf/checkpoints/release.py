@@ -1,6 +1,6 @@
 """Release directories of every layout: find their files, load their weights.
 
-`AlbertModel.from_release(directory)` and the scripts' `--init_checkpoint` read four
+`AlbertModel.from_release(directory)` and the scripts' `--init_checkpoint` read five
 layouts, told apart by their files (nothing here downloads; a directory must be on
 disk or on a `tf.io.gfile` file system):
 
@@ -16,6 +16,8 @@ disk or on a `tf.io.gfile` file system):
 - keras-hub presets (`save_to_preset`): `config.json` of `keras_hub>AlbertBackbone`,
   `model.weights.h5`, `assets/tokenizer/vocabulary.spm`, and a task's `task.json`
   and `task.weights.h5` (`albert_tf.checkpoints.keras_hub_preset`).
+- Keras' own file of an albert_tf model (`model.save("m.keras")`), with the tokenizer
+  files beside it (`albert_tf.checkpoints.keras_file`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, task_heads
-from albert_tf.checkpoints import brightmart, huggingface, keras_hub_preset
+from albert_tf.checkpoints import brightmart, huggingface, keras_file, keras_hub_preset
 from albert_tf.checkpoints.tf1 import (
     CheckpointError,
     LoadReport,
@@ -219,6 +221,12 @@ def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
         huggingface.refuse_other_weights(path)
         return _tf1_files(path, resolve_checkpoint(path), run_directory=True)
     base = os.path.basename(path)
+    if keras_file.is_keras_file(path):
+        directory = os.path.dirname(path) or "."
+        return ReleaseFiles(
+            directory=directory, layout="keras", checkpoint=path, config_file=path,
+            spm_model_file=_glob_one(directory, _SPM_PATTERNS),
+            vocab_file=_glob_one(directory, _VOCAB_PATTERNS))
     if base == keras_hub_preset.WEIGHTS:
         return _keras_hub_files(os.path.dirname(path) or ".")
     if base.endswith(".safetensors") or base == huggingface.SAFETENSORS_INDEX:
@@ -235,7 +243,7 @@ def find_release_files(directory: str | os.PathLike) -> ReleaseFiles:
     """Locates config, checkpoint and tokenizer files in a release directory of any
     layout; the config must be there."""
     directory = os.fspath(directory)
-    if not tf.io.gfile.isdir(directory):
+    if not (tf.io.gfile.isdir(directory) or keras_file.is_keras_file(directory)):
         raise CheckpointError(f"release directory {directory} does not exist")
     files = describe_checkpoint(directory)
     if files.config_file is None:
@@ -255,6 +263,8 @@ def load_checkpoint(model, path, *, strict: bool = False) -> LoadReport:
     if files.layout == "keras_hub":
         return keras_hub_preset.load_keras_hub_checkpoint(model, files.checkpoint,
                                                           strict=strict)
+    if files.layout == "keras":
+        return keras_file.load_keras_file(model, files.checkpoint, strict=strict)
     return load_tf1_checkpoint(model, files.checkpoint, strict=strict)
 
 
@@ -296,6 +306,8 @@ def weight_shapes(files: ReleaseFiles, architecture: str | None = None,
                                                architecture, heads)
     elif files.layout == "keras_hub":
         reader = keras_hub_preset.KerasHubReader(files.checkpoint, files.load_config())
+    elif files.layout == "keras":
+        reader = keras_file.KerasFileReader(files.checkpoint)
     else:
         reader = open_reader(files.checkpoint)
     return reader.get_variable_to_shape_map()

@@ -35,6 +35,7 @@ LAYOUT_DESCRIPTIONS = {
                   "layout with embedding_size = hidden_size",
     "huggingface": "Hugging Face safetensors",
     "keras_hub": "a keras-hub preset's Keras weights",
+    "keras": "an albert_tf model's .keras file",
 }
 
 
@@ -171,7 +172,7 @@ class LoadReport:
     optimizer_missing: list[str] = dataclasses.field(default_factory=list)
     # Whose names the checkpoint has: "google" (TF1, Google's), "brightmart" (TF1,
     # albert_zh's, read as its Google-layout equivalent), "huggingface" (safetensors) or
-    # "keras_hub" (a preset's .weights.h5).
+    # "keras_hub" (a preset's .weights.h5) or "keras" (a model's .keras file).
     # `unused` lists the checkpoint's own names.
     layout: str = "google"
 

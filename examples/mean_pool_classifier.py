@@ -8,9 +8,9 @@ the masked mean of the sequence output, then a dense layer (TF1 variables
 `cls/mean_pool/dense/kernel` and `/bias`). `run_classifier.py` trains, evaluates every
 kept checkpoint (accuracy picks `model.ckpt-best`), predicts and exports it
 (`--export_dir`, `--export_tflite`) as it does its own tasks, and `export_savedmodel.py`
-and `python -m albert_tf.convert` take the same `--task_module`; see README "Your own
-task in one file". The one registration is `@tasks.register` on the task: the task names
-its serving kind, the kind its model, the model its head.
+and `python -m albert_tf.convert` take the same `--task_module`; see "Your own task
+in one file" in docs/your-own-task.md. The one registration is `@tasks.register` on
+the task: the task names its serving kind, the kind its model, the model its head.
 """
 
 import dataclasses

@@ -1,4 +1,6 @@
-"""Keeps README.md true: its Python examples and commands run, its figures are printed."""
+"""Keeps the documentation true (README.md and the docs/ pages its table links, read in
+that order as one text): its Python examples and commands run, its figures are
+printed."""
 
 import os
 import pathlib
@@ -13,7 +15,19 @@ from tests.helpers.paths import ALICE
 from tests.helpers.scripts import read_results
 
 ROOT = pathlib.Path(__file__).parent.parent
-README = (ROOT / "README.md").read_text()
+
+
+def documentation_pages() -> list[pathlib.Path]:
+    """README.md, then the docs/ pages in the order its table links them."""
+    front = (ROOT / "README.md").read_text()
+    linked = re.findall(r"\]\((docs/[\w-]+\.md)\)", front)
+    return [ROOT / "README.md", *(ROOT / page for page in dict.fromkeys(linked))]
+
+
+PAGES = documentation_pages()
+# Every page in reading order, one text: the examples of a page may use what those of
+# the pages before it made, as a reader who follows the table does.
+README = "\n".join(page.read_text() for page in PAGES)
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
 
@@ -109,12 +123,15 @@ def run_example(code: str, namespace: dict) -> None:
 
 def python_commands(section: str | None = EVERY):
     """The `python ...` lines of the README's shell blocks (continuations joined), of
-    the sections `blocks` takes."""
+    the sections `blocks` takes; a command shown twice (the front page's taste, then
+    its page) once, where it is first shown."""
     commands = []
     for block in blocks("sh", section):
         for command in block.replace("\\\n", " ").splitlines():
             if command.startswith("python "):
-                commands.append(shlex.split(command.split("#")[0]))
+                args = shlex.split(command.split("#")[0])
+                if args not in commands:
+                    commands.append(args)
     return commands
 
 
@@ -347,6 +364,26 @@ def check_rest_bodies(version_dir):
                 inputs[name] = tf.constant(value, tf.int32)
         outputs = model.signatures[request["signature_name"]](**inputs)
         assert outputs["probabilities"].shape == (1, 2), request["signature_name"]
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_page_is_in_the_table_and_every_link_lands():
+    assert sorted(PAGES[1:]) == sorted((ROOT / "docs").glob("*.md"))
+    for page in [*PAGES, ROOT / "BENCHMARKS.md"]:
+        for target, fragment in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)",
+                                           page.read_text()):
+            if "://" in target:
+                continue
+            path = (page.parent / target) if target else page
+            assert path.exists(), f"{page.name}: no {target}"
+            if fragment:
+                headings = re.findall(r"^#+ (.*)$", path.read_text(), re.M)
+                assert fragment in {anchor(h) for h in headings}, \
+                    f"{page.name}: no heading #{fragment} in {path.name}"
 
 
 def test_parameter_count_command_prints_the_table_figures(tmp_path):

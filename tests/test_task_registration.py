@@ -132,8 +132,8 @@ def test_the_readme_task_api_is_the_real_one():
     import inspect
 
     from albert_tf.export import ServingKind
+    from tests.test_readme import README as readme  # every page of the documentation
 
-    readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("#### The task API"):readme.index("A model is a subclass")]
     task_part, kind_part = section.split("A `ServingKind`")
     real = {}

@@ -6,8 +6,9 @@ package (`albert_tf.tasks.multi_label`) or in a file of your own that the script
 with `--task_module=path/to/my_task.py`. The driver owns everything else: flags common
 to every run, the tokenizer, the record cache, the loop on tf.distribute, checkpoints,
 the dev-set evaluation of every kept checkpoint with `model.ckpt-best`, and the
-exports. What a task says, attribute by attribute and hook by hook, is README's "The
-task API" (tests/test_task_registration.py holds it to this class). In short: its
+exports. What a task says, attribute by attribute and hook by hook, is "The task
+API" of docs/your-own-task.md (tests/test_task_registration.py holds it to this
+class). In short: its
 `name`, `metric` and `metric_goal`; its `serving_kinds` (each naming its model class);
 its options (`Options`, the scripts' flags) and checks (`validate`); its data (`data_files`, `read`,
 `head`, `discover_labels`); its records (`features` and `record_spec`, or

@@ -270,8 +270,7 @@ class RunOptions(ModelFileOptions, LiteRTOptions):
     recompute: bool = option(
         False, "Keep only each encoder block's input in the forward pass and run the "
         "block again in the backward pass: the same gradients, a fraction of the "
-        "activation memory, 13-28% more time a step as measured (README \"Fitting large "
-        "models\").")
+        "activation memory, 13-28% more time a step as measured (docs/large-models.md).")
     recompute_unit: str = option(
         "layer", "With --recompute: each block (layer) or each run of a layer group's "
         "inner_group_num blocks (group) is one recomputed unit.", choices=RECOMPUTE_UNITS)

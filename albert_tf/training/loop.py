@@ -364,8 +364,8 @@ def out_of_memory_message(error: tf.errors.ResourceExhaustedError, step: int) ->
     else:
         needed = "TensorFlow: " + text.strip().splitlines()[0]
     return (f"out of memory in training step {step}: {needed}. This batch does not fit: "
-            "recompute the encoder's layers (--recompute; README \"Fitting large "
-            "models\"), or lower --train_batch_size and raise "
+            "recompute the encoder's layers (--recompute; docs/large-models.md), "
+            "or lower --train_batch_size and raise "
             "--gradient_accumulation_steps for the same update")
 
 

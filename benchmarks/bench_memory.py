@@ -36,6 +36,9 @@ context, allocator fragmentation), so read those batches as upper bounds.
 Implementations (`--implementations`):
   ours                       albert_tf's Trainer, as the scripts train
   ours_recompute             the same with --recompute (each layer recomputed)
+  ours_lora                  the same with LoRA adapters (--lora_rank, on the shared
+                             query and value, as --lora_rank on the scripts): the
+                             encoder frozen, the adapters and the head trained
   keras_hub                  keras-hub's AlbertTextClassifier (TensorFlow backend)
   keras_hub_remat            the same built inside keras.RematScope(mode="full")
   transformers               AlbertForSequenceClassification, torch eager
@@ -66,7 +69,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_models as bm  # noqa: E402
 import children  # noqa: E402
 
-IMPLEMENTATIONS = ("ours", "ours_recompute", "keras_hub", "keras_hub_remat",
+IMPLEMENTATIONS = ("ours", "ours_recompute", "ours_lora", "keras_hub", "keras_hub_remat",
                    "transformers", "transformers_checkpointing")
 SIZES = ("base", "large", "xlarge", "xxlarge")
 CAPACITIES_GB = (16, 24, 40, 80)
@@ -82,15 +85,15 @@ flags.DEFINE_list("batch_sizes", ["1", "4"], "Batch sizes; the per-sequence figu
                   "two of them (the two largest are used).")
 flags.DEFINE_list("implementations", list(IMPLEMENTATIONS), "What to measure.")
 flags.DEFINE_integer("timeout", 3600, "Seconds a row may take.")
+flags.DEFINE_integer("lora_rank", 8, "The adapters' rank of the ours_lora rows.")
 flags.DEFINE_bool("timed", True, "Warm up with one step and measure the next (memory and "
                   "time); --notimed: measure the first step's memory alone (half the "
                   "time, for the large batches that give the memory per sequence).")
 flags.DEFINE_integer("time_steps", 3, "With --timed, the step time is the best of this "
                      "many steps after the warm-up (the first of them measures the "
                      "memory): one step's time on 2 shared cores varies by up to ~10%.")
-flags.DEFINE_integer("paired_rounds", 0, "With ours or ours_recompute among "
-                     "--implementations, also time the two in one process at each "
-                     "(size, seq)'s largest batch, this many pairs of steps in "
+flags.DEFINE_integer("paired_rounds", 0, "Also time ours and ours_recompute in one "
+                     "process at each (size, seq)'s largest batch, this many pairs of steps in "
                      "alternating order: the step-time ratio of --recompute that the "
                      "machine's load drifting between fresh processes cannot skew.")
 flags.DEFINE_list("tables_from", [], "Measure nothing: print the tables of the rows of "
@@ -161,10 +164,11 @@ def _batch(config, spec: dict):
     return bm.random_batch(config, spec["batch"], spec["seq"], spec["seed"])
 
 
-def _ours_trainers(spec: dict, recomputes) -> tuple[list, object, int]:
+def _ours_trainers(spec: dict, recomputes, lora_rank: int | None = None):
     """([the train loop of each of `recomputes` (None or a unit)], the iterator they
-    read, the model's parameter count): one classifier and optimizer, as
-    run_classifier.py builds them, trained by a Trainer per recompute setting."""
+    read, the model, the optimizer): one classifier and optimizer, as run_classifier.py
+    builds them (LoRA adapters of `lora_rank` put on after the model, in the strategy's
+    scope, as --lora_rank does), trained by a Trainer per recompute setting."""
     import atexit
     import shutil
     import tempfile
@@ -182,6 +186,8 @@ def _ours_trainers(spec: dict, recomputes) -> tuple[list, object, int]:
     strategy = distribute.get_strategy("one_device")
     with strategy.scope():
         model = AlbertClassifier(config, 2, seed=spec["seed"])
+        if lora_rank:
+            model.enable_lora(lora_rank)
         optimizer = make_optimizer(learning_rate=2e-5, num_train_steps=10_000,
                                    num_warmup_steps=100, optimizer="adamw")
     objective = MeanObjective(lambda o, f: losses.classification_loss(
@@ -198,8 +204,11 @@ def _ours_trainers(spec: dict, recomputes) -> tuple[list, object, int]:
                           objective=objective, output_dir=output_dir,
                           train_steps=10 ** 6, steps_per_loop=1, recompute=recompute)
         loops.append(trainer._build_train_loop())  # what Trainer.train runs
-    parameters = int(sum(v.shape.num_elements() for v in model.trainable_variables))
-    return loops, iterator, parameters
+    return loops, iterator, model, optimizer
+
+
+def _count(variables) -> int:
+    return int(sum(v.shape.num_elements() for v in variables))
 
 
 def _one_step(loop, iterator):
@@ -210,11 +219,20 @@ def _one_step(loop, iterator):
 
 
 def run_ours(spec: dict) -> dict:
+    """The row's measures, and what the model trains: its trainable weights
+    (`parameters`), all of its weights, and the optimizer's state after the step (the
+    slots of what it trains: AdamW's m and v)."""
+    import tensorflow as tf
+
     recompute = "layer" if spec["implementation"] == "ours_recompute" else None
-    [loop], iterator, parameters = _ours_trainers(spec, [recompute])
+    lora_rank = spec.get("lora_rank") if spec["implementation"] == "ours_lora" else None
+    [loop], iterator, model, optimizer = _ours_trainers(spec, [recompute], lora_rank)
     row = measure(_one_step(loop, iterator), tensorflow=True,
                   warm_up=spec.get("timed", True), time_steps=spec.get("time_steps", 1))
-    row["parameters"] = parameters
+    row["parameters"] = _count(model.trainable_variables)
+    row["all_parameters"] = _count(model.weights)
+    row["optimizer_mb"] = sum(v.shape.num_elements() * tf.as_dtype(v.dtype).size
+                              for v in optimizer.variables) / 2**20
     return row
 
 
@@ -225,7 +243,7 @@ def run_ours_paired(spec: dict) -> dict:
     median of the pairs' ratios."""
     import statistics
 
-    loops, iterator, _ = _ours_trainers(spec, [None, "layer"])
+    loops, iterator, _, _ = _ours_trainers(spec, [None, "layer"])
     steps = [_one_step(loop, iterator) for loop in loops]
     for step in steps:
         step()
@@ -336,11 +354,13 @@ def _checkpointed(forward, *args, **kwargs):
     return checkpoint(forward, *args, use_reentrant=False, **kwargs)
 
 
-CHILDREN = {"ours": run_ours, "ours_recompute": run_ours, "ours_paired": run_ours_paired,
+CHILDREN = {"ours": run_ours, "ours_recompute": run_ours, "ours_lora": run_ours,
+            "ours_paired": run_ours_paired,
             "keras_hub": run_keras_hub,
             "keras_hub_remat": run_keras_hub, "transformers": run_transformers,
             "transformers_checkpointing": run_transformers}
-IMPORTS = {"ours": "albert_tf", "ours_recompute": "albert_tf", "ours_paired": "albert_tf",
+IMPORTS = {"ours": "albert_tf", "ours_recompute": "albert_tf", "ours_lora": "albert_tf",
+           "ours_paired": "albert_tf",
            "keras_hub": "keras_hub",
            "keras_hub_remat": "keras_hub", "transformers": "transformers",
            "transformers_checkpointing": "transformers"}
@@ -379,6 +399,7 @@ def per_sequence(rows: list[dict]) -> dict:
         result[key] = {"per_sequence_mb": slope,
                        "fixed_mb": small["step_mb"] - slope * small["batch"],
                        "parameters": small["parameters"],
+                       "all_parameters": small.get("all_parameters", small["parameters"]),
                        "step_s": best_times(key, rows)}
     return result
 
@@ -414,12 +435,17 @@ def _seconds(value) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
+def state_mb(parameters: int, trained: int | None = None) -> float:
+    """float32 weights and two optimizer slots (AdamW's or LAMB's m and v) per weight
+    trained (all of them, unless `trained` says fewer: LoRA's)."""
+    return (parameters * 4 + (parameters if trained is None else trained) * 8) / 2**20
+
+
 def largest_batch(capacity_gb: float, parameters: int, fixed_mb: float,
-                  per_sequence_mb: float) -> int:
-    """The largest batch whose step fits in `capacity_gb` beside float32 weights and
-    two optimizer slots per weight (AdamW's or LAMB's m and v)."""
-    state_mb = parameters * 4 * 3 / 2**20
-    free = capacity_gb * 1024 - state_mb - fixed_mb
+                  per_sequence_mb: float, trained: int | None = None) -> int:
+    """The largest batch whose step fits in `capacity_gb` beside the weights and the
+    optimizer's slots (`state_mb`)."""
+    free = capacity_gb * 1024 - state_mb(parameters, trained) - fixed_mb
     return max(0, int(free // per_sequence_mb)) if per_sequence_mb > 0 else 0
 
 
@@ -427,15 +453,18 @@ def format_tables(rows: list[dict], notes: list[str]) -> list[str]:
     paired = [r for r in rows if r["implementation"] == "ours_paired"]
     rows = [r for r in rows if r["implementation"] != "ours_paired"]
     lines = ["| model | seq | batch | implementation | step memory MB | measured by | "
-             "step s |", "|---|---|---|---|---|---|---|"]
+             "step s | weights trained | optimizer state MB |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "step_mb" in r:
+            state = f"{r['optimizer_mb']:,.1f}" if "optimizer_mb" in r else "-"
             lines.append(f"| {r['name']} | {r['seq']} | {r['batch']} | "
                          f"{r['implementation']} | {r['step_mb']:,.0f} | "
-                         f"{r['measured_by']} | {_seconds(r['step_s'])} |")
+                         f"{r['measured_by']} | {_seconds(r['step_s'])} | "
+                         f"{r.get('parameters', 0):,} | {state} |")
         else:
             lines.append(f"| {r['name']} | {r['seq']} | {r['batch']} | "
-                         f"{r['implementation']} | {r['error']} | | |")
+                         f"{r['implementation']} | {r['error']} | | | | |")
     slopes = per_sequence(rows)
     lines += ["", "| model | seq | implementation | MB per sequence | MB at any batch | "
               "step time vs ours (each run's, at the largest batch timed in both) |",
@@ -461,11 +490,11 @@ def format_tables(rows: list[dict], notes: list[str]) -> list[str]:
         if s["per_sequence_mb"] <= 0:  # the two batches' peaks did not grow with them
             fits = " | ".join("-" for _ in CAPACITIES_GB)
         else:
-            fits = " | ".join(str(largest_batch(gb, s["parameters"], s["fixed_mb"],
-                                                s["per_sequence_mb"]))
+            fits = " | ".join(str(largest_batch(gb, s["all_parameters"], s["fixed_mb"],
+                                                s["per_sequence_mb"], s["parameters"]))
                               for gb in CAPACITIES_GB)
         lines.append(f"| {name} | {seq} | {implementation} | "
-                     f"{s['parameters'] * 12 / 2**20:,.0f} | {fits} |")
+                     f"{state_mb(s['all_parameters'], s['parameters']):,.0f} | {fits} |")
     return lines + [f"- {note}" for note in notes]
 
 
@@ -478,7 +507,10 @@ def _rows_to_run() -> list[dict]:
              "time_steps": FLAGS.time_steps}
             for name, config in configs for seq in FLAGS.seq_lengths
             for implementation in FLAGS.implementations for batch in FLAGS.batch_sizes]
-    if FLAGS.paired_rounds and {"ours", "ours_recompute"} & set(FLAGS.implementations):
+    for row in rows:
+        if row["implementation"] == "ours_lora":
+            row["lora_rank"] = FLAGS.lora_rank
+    if FLAGS.paired_rounds:
         batch = max(int(b) for b in FLAGS.batch_sizes)
         rows += [{"name": name, "config": config, "seq": int(seq), "batch": batch,
                   "implementation": "ours_paired", "seed": FLAGS.seed,

@@ -177,16 +177,17 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     """The harness of benchmarks/bench_memory.py on a tiny model (its figures mean
     nothing here): one process per row, TensorFlow's allocator statistics for ours,
     the step time the best of --time_steps steps after the warm-up, the memory per
-    sequence from the two batches and the largest batch per capacity from it; ours with
-    and without recompute timed in one process; a peer that does not import is skipped
-    with a note."""
+    sequence from the two batches and the largest batch per capacity from it; with LoRA,
+    the weights it trains and the optimizer's state of them alone; ours with and without
+    recompute timed in one process; a peer that does not import is skipped with a
+    note."""
     # (wide enough that the activations, not the weights' gradients, make the peak)
     config = write_tiny_config(tmp_path, hidden_size=64, num_attention_heads=4,
                                intermediate_size=256, max_position_embeddings=128)
     output = tmp_path / "memory.json"
     stdout = run_benchmark(
         "bench_memory.py", f"--sizes={config}", "--seq_lengths=128", "--batch_sizes=2,6",
-        "--implementations=ours_recompute,transformers", "--time_steps=2",
+        "--implementations=ours_lora,transformers", "--time_steps=2", "--lora_rank=2",
         "--paired_rounds=2", f"--json_output={output}")
     assert "CPU flags:" in stdout
     results = json.loads(output.read_text())
@@ -196,7 +197,7 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     assert f"| albert_config.json | 128 | 6 | {paired['kept_s']:.2f} | " \
         f"{paired['recompute_s']:.2f} | {paired['ratio']:.2f}x (2 pairs) |" in stdout
     peers = {"transformers"} if any(k[0] == "transformers" for k in rows) else set()
-    assert set(rows) == {(i, b) for i in ("ours_recompute", *peers) for b in (2, 6)}
+    assert set(rows) == {(i, b) for i in ("ours_lora", *peers) for b in (2, 6)}
     if not peers:
         assert "- transformers skipped: transformers is not importable here" in stdout
     for (implementation, batch), row in rows.items():
@@ -204,12 +205,25 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
         assert row["measured_by"] == ("RSS" if implementation == "transformers"
                                       else "TF allocator")
         assert f"| albert_config.json | 128 | {batch} | {implementation} | " in stdout
-    assert rows[("ours_recompute", 6)]["step_mb"] > rows[("ours_recompute", 2)]["step_mb"]
+    lora = rows[("ours_lora", 6)]
+    assert lora["step_mb"] > rows[("ours_lora", 2)]["step_mb"]
+    # Trained, with AdamW's two slots each: the adapters (rank 2 on the one group's
+    # query and value: 2 x (64 x 2 + 2 x 64)), the biases of those two denses (2 x 64)
+    # and the head (2 x 64 + 2); the rest of the encoder frozen.
+    assert (lora["lora_rank"], lora["parameters"]) == (2, 512 + 128 + 130)
+    assert lora["all_parameters"] > 20 * lora["parameters"]
+    assert lora["optimizer_mb"] == pytest.approx(2 * 4 * lora["parameters"] / 2**20,
+                                                 abs=1e-4)
+    assert f"| ours_lora | {lora['step_mb']:,.0f} | TF allocator | " \
+        f"{lora['step_s']:.2f} | {lora['parameters']:,} | {lora['optimizer_mb']:,.1f} |" \
+        in stdout
     for entry in results["per_sequence"]:
         small, large = rows[(entry["implementation"], 2)], rows[(entry["implementation"], 6)]
         assert entry["per_sequence_mb"] == pytest.approx(
             (large["step_mb"] - small["step_mb"]) / 4)
         if entry["implementation"].startswith("ours") and entry["per_sequence_mb"] > 0:
-            # weights and AdamW's two slots, float32, then what stays, then sequences
-            free = 16 * 1024 - entry["parameters"] * 12 / 2**20 - entry["fixed_mb"]
+            # the weights and AdamW's two slots of those trained, float32, then what
+            # stays, then sequences
+            state = (entry["all_parameters"] * 4 + entry["parameters"] * 8) / 2**20
+            free = 16 * 1024 - state - entry["fixed_mb"]
             assert f"| {int(free // entry['per_sequence_mb'])} | " in stdout

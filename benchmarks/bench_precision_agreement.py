@@ -79,6 +79,8 @@ flags.DEFINE_string("work_dir", None, "Where the runs go (default: a temporary f
 flags.DEFINE_integer("seed", 0, "Seed of the weights and of the data order.")
 flags.DEFINE_list("litert_precisions", ["float32", "float16", "int8"], "LiteRT files "
                   "written from the same checkpoint and compared (none: SavedModels only).")
+flags.DEFINE_list("keras_quantize", ["int8"], "Modes of Keras' own model.quantize "
+                  "applied to the same checkpoint's model (in memory) and compared.")
 flags.DEFINE_string("json_output", None, "Also write the results to this file.")
 
 FLAGS = flags.FLAGS
@@ -162,7 +164,29 @@ def agreement(reference, other) -> dict:
             "mean_abs_probability_difference": float(difference.mean())}
 
 
-def compare(task_dir: str, export_dir: str, tflite_dir: str) -> dict:
+def directory_mb(path: str) -> float:
+    return sum(os.path.getsize(os.path.join(root, name))
+               for root, _, names in os.walk(path) for name in names) / 2**20
+
+
+def keras_quantized(config_file: str, checkpoint: str, num_labels: int, mode: str):
+    """The checkpoint's classifier after Keras' `model.quantize(mode)` (in memory), and
+    its weights' MB as quantized (int8 kernels and their scales; what Keras does not
+    quantize stays float32: the embeddings, LayerNorm)."""
+    import warnings
+
+    from albert_tf import AlbertClassifier, AlbertConfig, load_tf1_checkpoint
+
+    model = AlbertClassifier(AlbertConfig.from_json_file(config_file), num_labels)
+    load_tf1_checkpoint(model, checkpoint, strict=True)
+    with warnings.catch_warnings():  # "Layer LayerNorm / Dropout does not have a
+        warnings.simplefilter("ignore")  # `quantize` method": nothing there to quantize
+        model.quantize(mode)
+    return model, sum(v.numpy().nbytes for v in model.weights) / 2**20
+
+
+def compare(task_dir: str, export_dir: str, tflite_dir: str, config_file: str,
+            checkpoint: str) -> dict:
     import numpy as np
     import tensorflow as tf
 
@@ -177,8 +201,10 @@ def compare(task_dir: str, export_dir: str, tflite_dir: str) -> dict:
     batches = [examples[start:start + FLAGS.batch_size]
                for start in range(0, len(examples), FLAGS.batch_size)]
     labels = np.array([task.labels.index(e.label) for e in examples])
-    probabilities = {}
+    probabilities, weights_mb = {}, {}
     for precision, serve in serve_texts(export_dir):
+        weights_mb[precision] = directory_mb(os.path.join(
+            export_dir, "1" if precision == "float32" else "2", "variables"))
         rows = []
         for batch in batches:
             inputs = {"text_a": tf.constant([e.text_a for e in batch])}
@@ -188,18 +214,30 @@ def compare(task_dir: str, export_dir: str, tflite_dir: str) -> dict:
         probabilities[precision] = np.concatenate(rows)
     tokenizer = FullTokenizer(spm_model_file=FLAGS.spm_model_file, do_lower_case=True)
     ids = {"cls_id": tokenizer.special_id("[CLS]"), "sep_id": tokenizer.special_id("[SEP]")}
+    packed = [pack_batch([[tokenizer.encode(text) for text in (e.text_a, e.text_b)
+                           if text is not None] for e in batch], seq_length(task_dir), **ids)
+              for batch in batches]
     for name, runner in litert_runners(tflite_dir):
-        probabilities[name] = np.concatenate([runner(**pack_batch(
-            [[tokenizer.encode(text) for text in (e.text_a, e.text_b) if text is not None]
-             for e in batch], seq_length(task_dir), **ids))["probabilities"]
-            for batch in batches])
+        weights_mb[name] = os.path.getsize(litert_path(
+            tflite_dir, name.split()[-1])) / 2**20
+        probabilities[name] = np.concatenate([runner(**inputs)["probabilities"]
+                                              for inputs in packed])
+    from albert_tf.modeling import real_tokens
+
+    for mode in FLAGS.keras_quantize:  # the model itself, on the same packed ids
+        model, weights_mb[f"Keras {mode}"] = keras_quantized(
+            config_file, checkpoint, len(task.labels), mode)
+        with real_tokens.inference_graph():  # as every export computes
+            probabilities[f"Keras {mode}"] = np.concatenate([
+                model(inputs)["probabilities"].numpy() for inputs in packed])
     reference = probabilities["float32"]
     shares = np.bincount(reference.argmax(-1), minlength=len(task.labels)) / len(examples)
     return {"task": task.dir_name, "examples": len(examples),
             "float32_prediction_shares": {label: float(share) for label, share in
                                           zip(task.labels, shares)},
             "exports": {name: dict(agreement(reference, p),
-                                   accuracy=float((p.argmax(-1) == labels).mean()))
+                                   accuracy=float((p.argmax(-1) == labels).mean()),
+                                   weights_mb=weights_mb[name])
                         for name, p in probabilities.items()}}
 
 
@@ -314,7 +352,8 @@ def main(argv):
                          f"--checkpoint={os.path.join(out, 'model.ckpt-best')}"]
             export_bfloat16_and_litert(tflite_dir, "export_savedmodel.py", exporting,
                                        [f"--export_dir={export_dir}", "--version=2"])
-        results.append(compare(task_dir, export_dir, tflite_dir))
+        results.append(compare(task_dir, export_dir, tflite_dir, config,
+                               os.path.join(out, "model.ckpt-best")))
     squad = None
     if FLAGS.squad_file:
         train_file, asked_file = split_squad(FLAGS.squad_file, work)
@@ -347,15 +386,16 @@ def main(argv):
     if results:
         print()
         print("| task | max_seq_length | dev examples | fp32 predictions by class | export "
-              "| accuracy | predictions agreeing with fp32 SavedModel "
+              "| weights MB | accuracy | predictions agreeing with fp32 SavedModel "
               "| max abs prob. difference | mean abs prob. difference |")
-        print("|---|---:|---:|---|---|---:|---:|---:|---:|")
+        print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|")
         for r in results:
             shares = ", ".join(f"{label} {100 * share:.0f}%" for label, share in
                                r["float32_prediction_shares"].items())
             for name, e in r["exports"].items():
                 print(f"| {r['task']} | {seq_length(r['task'])} | {r['examples']} | "
-                      f"{shares} | {export_label(name)} | {e['accuracy']:.4f} | "
+                      f"{shares} | {export_label(name)} | {e['weights_mb']:.2f} | "
+                      f"{e['accuracy']:.4f} | "
                       f"{100 * e['agreement']:.2f}% | "
                       f"{e['max_abs_probability_difference']:.4f} | "
                       f"{e['mean_abs_probability_difference']:.5f} |")
@@ -378,8 +418,11 @@ def main(argv):
 
 
 def export_label(name: str) -> str:
-    """How a table names an export: the SavedModels by precision, LiteRT files as such."""
-    return f"SavedModel {name}" if name in ("float32", "bfloat16") else name
+    """How a table names an export: the SavedModels by precision, LiteRT files as such,
+    Keras' quantized model by its mode."""
+    if name in ("float32", "bfloat16"):
+        return f"SavedModel {name}"
+    return f"Keras quantize(\"{name.split()[-1]}\")" if name.startswith("Keras ") else name
 
 
 if __name__ == "__main__":

@@ -31,6 +31,11 @@ a warm server has seen them). Rows:
   (each request padded to its longest text, computed on its real tokens); and the same
   files' `serve_text` (`export_tflite(with_text=True)`: raw text in, tokenized inside the
   file by TF Text's LiteRT kernels, `--ours=litert_float32_text,litert_int8_text`);
+- `Keras float32` / `Keras int8`: Keras' own export of the same model
+  (`model.export(format="tf_saved_model")`: its `serve` endpoint on token ids), and of
+  the model after Keras' `model.quantize("int8")` (int8 kernels of the dense layers,
+  float32 embeddings, LayerNorm and Dropout, which Keras does not quantize), served in a
+  fresh process on the texts tokenized and packed in Python as the LiteRT rows;
 - `--peers=onnxruntime`: the CPU runtime users would pick instead. transformers'
   `AlbertForSequenceClassification` loads the same weights (our model written by
   `save_hf_checkpoint`), `torch.onnx.export` writes it, ONNX Runtime's transformer
@@ -87,10 +92,13 @@ flags.DEFINE_string("exports", None, "Internal: JSON {task: {variant: SavedModel
 FLAGS = flags.FLAGS
 VARIANTS = ("real_tokens", "padded", "bfloat16")
 TFLITE_VARIANTS = ("float32", "int8")
+KERAS_MODES = ("float32", "int8")  # Keras' export, as the model is and after quantize
 LABELS = {"litert_float32": "ours, LiteRT float32 (Python tokenizer)",
           "litert_int8": "ours, LiteRT int8 (Python tokenizer)",
           "litert_float32_text": "ours, LiteRT float32 (raw text, tokenized in the file)",
           "litert_int8_text": "ours, LiteRT int8 (raw text, tokenized in the file)",
+          "keras_float32": "ours, Keras export float32 (Python tokenizer)",
+          "keras_int8": "ours, Keras export after quantize(\"int8\") (Python tokenizer)",
           "ort_float32": "ONNX Runtime float32, transformers' model, optimized (fast tokenizer)",
           "ort_int8": "ONNX Runtime int8 (quantize_dynamic), transformers' model (fast "
                       "tokenizer)",
@@ -172,6 +180,12 @@ def export_models(output_dir: str) -> dict:
                     spm_model_file=FLAGS.spm_model_file, task_name=name,
                     max_seq_length=FLAGS.max_seq_length, warmup_requests=False,
                     serving_precision="bfloat16" if variant == "bfloat16" else "float32")
+        for mode in KERAS_MODES:  # last: quantize changes the model in place
+            if mode != "float32":
+                model.quantize(mode)
+            paths[name][f"keras_{mode}"] = os.path.join(output_dir, name, f"keras_{mode}")
+            model.export(paths[name][f"keras_{mode}"], format="tf_saved_model",
+                         verbose=False)
     return paths
 
 
@@ -358,6 +372,37 @@ def litert(rec, precision: str, in_file: bool = False) -> None:
                     model_alone=not in_file)
 
 
+def keras_export(rec, mode: str) -> None:
+    """A fresh process serves each dev set's Keras export of `mode` (`serve` on the
+    texts tokenized in Python and packed, as the LiteRT rows)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import names
+    from albert_tf.tokenization import FullTokenizer
+
+    rec.versions.update(tensorflow=tf.__version__)
+    pack = python_requests(FullTokenizer(spm_model_file=FLAGS.spm_model_file,
+                                         do_lower_case=True))
+    exports = json.loads(FLAGS.exports)
+
+    def count(packed):  # computed on real tokens only (AlbertModel.export traces so)
+        tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
+        return tokens, tokens
+
+    for task_dir in FLAGS.data_dir:
+        name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
+                                                    FLAGS.seed)
+        path = exports[name][f"keras_{mode}"]
+        size = sum(os.path.getsize(os.path.join(root, f))
+                   for root, _, files in os.walk(os.path.join(path, "variables"))
+                   for f in files)
+        rec.notes.append(f"{name} Keras export {mode}: variables {size / 1e6:.2f} MB")
+        loaded = tf.saved_model.load(path)  # kept: its `serve` reads its variables
+        packed_rows(rec, name, LABELS[f"keras_{mode}"], texts_a, texts_b, pack,
+                    lambda inputs: loaded.serve(inputs)[names.PREDICTIONS].numpy(), count)
+
+
 def _version(distribution: str) -> str:
     from importlib import metadata
 
@@ -507,11 +552,13 @@ CHILDREN = {"savedmodel": lambda rec: serve(rec, "real_tokens"),
             "litert_int8": lambda rec: litert(rec, "int8"),
             "litert_float32_text": lambda rec: litert(rec, "float32", in_file=True),
             "litert_int8_text": lambda rec: litert(rec, "int8", in_file=True),
+            "keras_float32": lambda rec: keras_export(rec, "float32"),
+            "keras_int8": lambda rec: keras_export(rec, "int8"),
             "in_process": in_process, "keras_hub": keras_hub, "transformers": transformers,
             "onnxruntime": onnxruntime}
 OURS = ("savedmodel", "savedmodel_padded", "savedmodel_bf16", "savedmodel_bf16_env",
         "litert_float32", "litert_int8", "litert_float32_text", "litert_int8_text",
-        "in_process")
+        "keras_float32", "keras_int8", "in_process")
 PEERS = ("keras_hub", "transformers", "onnxruntime")
 # What each child needs importable (a peer that is not is skipped).
 IMPORTS = {"keras_hub": ("keras_hub",), "transformers": ("transformers", "torch"),

@@ -6,7 +6,9 @@ and TensorFlow Text 2.21. A newer op, or a newer attribute of an op, in an expor
 a server of an older TensorFlow refuse it at load time. This check exports every
 serving kind of `albert_tf.export` (the task modules' kinds included), float32 and
 bfloat16, from a tiny model with the English SentencePiece model (and the classifier
-with a Chinese WordPiece vocabulary too), and the TF Hub preprocessors; then one runner
+with a Chinese WordPiece vocabulary too), the TF Hub preprocessors, and Keras' own
+export of a classifier (`model.export`), as it is and after Keras' `model.quantize`
+("int8"; `--keras_quantize`); then one runner
 script calls every signature of every export (`serving_default`, `serve_examples`,
 `serve_text`), the Reusable SavedModel's `__call__` (and `mlm`) and the preprocessors'
 `tokenize` and `bert_pack_inputs`, on the same inputs, in two processes:
@@ -135,13 +137,16 @@ def model_cases():
     return cases
 
 
+KERAS_EXPORT = "classifier (Keras' model.export)"
 PREPROCESSORS = (("preprocessor (SentencePiece)", {"spm_model_file": str(SPM)}),
                  ("preprocessor (WordPiece, Chinese)", {"vocab_file": str(VOCAB_ZH)}))
 
 
-def export_all(work: pathlib.Path, precisions, wanted=None) -> list[dict]:
-    """Writes every export (of the labels `wanted`, default all); returns
-    [{label, precision, path, kind, info, chinese}]."""
+def export_all(work: pathlib.Path, precisions, wanted=None,
+               keras_modes=("float32", "int8")) -> list[dict]:
+    """Writes every export (of the labels `wanted`, default all; Keras' export of a
+    classifier in each of `keras_modes`: "float32", or a mode of Keras' `quantize`);
+    returns [{label, precision, path, kind, info, chinese}]."""
     from albert_tf import AlbertConfig
     from albert_tf.export import (
         build_model,
@@ -163,6 +168,14 @@ def export_all(work: pathlib.Path, precisions, wanted=None) -> list[dict]:
             exports.append({"label": label, "precision": precision, "path": path,
                             "kind": kind, "info": read_export_info(path),
                             "chinese": "vocab_file" in export_kwargs})
+    for mode in keras_modes if not wanted or KERAS_EXPORT in wanted else ():
+        model = build_model("classifier", config, seed=0, num_labels=3)
+        if mode != "float32":
+            model.quantize(mode)
+        path = work / f"keras_{mode}"
+        model.export(path, verbose=False)
+        exports.append({"label": KERAS_EXPORT, "precision": mode, "path": str(path),
+                        "kind": "keras", "info": {}, "chinese": False})
     for index, (label, files) in enumerate(PREPROCESSORS):
         if wanted and label not in wanted:
             continue
@@ -219,6 +232,13 @@ def calls_of(export: dict, rng) -> list[dict]:
         calls.append({"callable": "tokenize", "inputs": {"texts": texts}})
         calls.append({"callable": "bert_pack_inputs", "seq_length": 12,
                       "inputs": {"text_a": texts, "text_b": texts[::-1].copy()}})
+        return calls
+    if export["kind"] == "keras":  # its serving_default: the model's id inputs
+        from albert_tf.names import MODEL_INPUTS
+
+        spec = {"shape": [None, None], "dtype": "int32"}
+        calls.append({"callable": "signatures/serving_default", "inputs": {
+            name: _numbers(spec, name, rng) for name in MODEL_INPUTS}})
         return calls
     signatures = export["info"]["signatures"]
     default = {name: _numbers(spec, name, rng)
@@ -324,6 +344,9 @@ def main(argv=None) -> int:
     parser.add_argument("--kinds", default="",
                         help="Only the exports of these labels, as the table names them "
                              "(separated by ';'; default: all).")
+    parser.add_argument("--keras_quantize", default="float32,int8",
+                        help="The Keras exports of a classifier: float32 (as it is) and "
+                             "the modes of Keras' model.quantize (separated by ',').")
     parser.add_argument("--atol", type=float, default=1e-5,
                         help="Largest difference of float outputs that still agrees.")
     args = parser.parse_args(argv)
@@ -335,7 +358,8 @@ def main(argv=None) -> int:
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="serving_compat_"))
     work.mkdir(parents=True, exist_ok=True)
     wanted = set(args.kinds.split(";")) if args.kinds else None
-    exports = export_all(work, args.precisions.split(","), wanted)
+    exports = export_all(work, args.precisions.split(","), wanted,
+                         [m for m in args.keras_quantize.split(",") if m])
     rng = np.random.default_rng(0)
     calls = []
     for export in exports:

@@ -34,7 +34,7 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
         "--repeats=1", "--matmul_size=64", "--batch_sizes=1,2", "--max_seq_length=64",
         "--length_multiple=8", f"--json_output={output}",
         "--ours=savedmodel,savedmodel_padded,savedmodel_bf16_env,"
-        "litert_int8,litert_float32_text,in_process")
+        "litert_int8,litert_float32_text,keras_int8,in_process")
     assert "CPU flags:" in stdout and "bf16" in stdout
     assert "in-graph tokenizer" in stdout
     table = [line.split("|")[1:-1] for line in stdout.splitlines()
@@ -47,7 +47,8 @@ def test_bench_serving_serves_the_exports_in_fresh_processes(tmp_path):
     assert any("in process" in name and v > 1.0 for (name, _), v in per_token.items())
     bfloat16 = "ours, SavedModel serve_text, bfloat16 export"
     for litert in ("ours, LiteRT int8 (Python tokenizer)",  # real tokens only
-                   "ours, LiteRT float32 (raw text, tokenized in the file)"):
+                   "ours, LiteRT float32 (raw text, tokenized in the file)",
+                   'ours, Keras export after quantize("int8") (Python tokenizer)'):
         assert per_token[(litert, 1)] == per_token[(litert, 2)] == 1.0
         assert f"{litert}, one text per request: p50 " in stdout
     in_environment = f"{bfloat16}, served in its serving_environment"

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from albert_tf import names
 from albert_tf.config import AlbertConfig
-from albert_tf.modeling import common
+from albert_tf.modeling import common, real_tokens
 from albert_tf.modeling import recompute as recompute_units
 from albert_tf.modeling.lora import LoraAdapters
 
@@ -149,13 +149,17 @@ class AlbertModel(LoraAdapters, keras.Model):
                input_signature=None, **kwargs):
         """Keras' `Model.export` (`format="tf_saved_model"`, `"litert"`, ...), its input
         signature the model's own (`input_signature()`) unless given: a model built
-        when made, never called, exports too. (`albert_tf.export.export_savedmodel` is
-        the full export: raw text in, tf.Example, labels, warmup, versions.)"""
+        when made, never called, exports too. Traced as the package's own exports are
+        (`real_tokens.inference_graph`: computed on the real tokens only, and GELU and
+        LayerNorm as plain TensorFlow ops, which TF Serving runs without XLA).
+        (`albert_tf.export.export_savedmodel` is the full export: raw text in,
+        tf.Example, labels, warmup, versions.)"""
         if input_signature is None:
             input_signature = [self.input_signature()]
-        return keras.Model.export(_TensorOutputs(self), filepath, format=format,
-                                  verbose=verbose, input_signature=input_signature,
-                                  **kwargs)
+        with real_tokens.inference_graph():
+            return keras.Model.export(_TensorOutputs(self), filepath, format=format,
+                                      verbose=verbose, input_signature=input_signature,
+                                      **kwargs)
 
     def get_config(self):
         # Keras' own (name, trainable, the dtype policy), then ours.

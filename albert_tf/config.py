@@ -257,8 +257,7 @@ class AlbertConfig:
                 f"column {e.colno}") from None
         if isinstance(values, dict) and "model_type" in values:
             return cls.from_hf_dict(values, source=path)
-        if isinstance(values, dict) and str(values.get("registered_name", "")).startswith(
-                "keras_hub>"):
+        if keras_hub_class(values) is not None:
             return cls.from_keras_hub_dict(values, source=path)
         return cls.from_dict(values, source=path)
 
@@ -326,6 +325,20 @@ _KERAS_HUB_FIELDS = {
     "num_hidden_groups": "num_groups", "num_attention_heads": "num_heads",
     "intermediate_size": "intermediate_dim", "inner_group_num": "num_inner_repetitions",
     "max_position_embeddings": "max_sequence_length", "type_vocab_size": "num_segments"}
+
+
+def keras_hub_class(values) -> str | None:
+    """The class a keras-hub `config.json` (its parsed JSON) names (`AlbertBackbone`,
+    `BertBackbone`, ...); None for JSON that is not a keras-hub config."""
+    if not isinstance(values, dict):
+        return None
+    registered = str(values.get("registered_name") or "")
+    if registered.startswith("keras_hub>") or str(values.get("module", "")).startswith(
+            "keras_hub."):
+        return str(values.get("class_name") or registered.partition(">")[2])
+    return None
+
+
 _KERAS_HUB_REQUIRED = ("vocabulary_size", "num_layers", "num_heads", "embedding_dim",
                        "hidden_dim", "intermediate_dim")  # and hidden_act "gelu_new", read above
 

@@ -45,7 +45,7 @@ from absl import logging
 
 from albert_tf import fileio, task_heads
 from albert_tf.checkpoints.tf1 import CheckpointError, LoadReport, load_weights
-from albert_tf.config import KERAS_HUB_BACKBONE, AlbertConfig
+from albert_tf.config import KERAS_HUB_BACKBONE, AlbertConfig, keras_hub_class
 
 CONFIG = "config.json"
 WEIGHTS = "model.weights.h5"
@@ -76,23 +76,16 @@ _TASK_SEQUENCE_LENGTH = 512  # keras-hub's preprocessors' default
 
 
 # ----------------------------------------------------------------------- the config
-def keras_hub_class(directory: str) -> str | None:
+def preset_class(directory: str) -> str | None:
     """The keras-hub class named by `directory`'s config.json (`AlbertBackbone`,
     `BertBackbone`, ...); None where there is no such file or it is not keras-hub's."""
     path = os.path.join(directory, CONFIG)
     if not fileio.exists(path):
         return None
     try:
-        values = json.loads(fileio.read_bytes(path))
+        return keras_hub_class(json.loads(fileio.read_bytes(path)))
     except ValueError:
         return None
-    if not isinstance(values, dict):
-        return None
-    registered = str(values.get("registered_name") or "")
-    if registered.startswith("keras_hub>") or str(values.get("module", "")).startswith(
-            "keras_hub."):
-        return str(values.get("class_name") or registered.partition(">")[2])
-    return None
 
 
 def _read_json(path: str) -> dict:
@@ -107,7 +100,7 @@ def _read_json(path: str) -> dict:
 
 def check_preset(directory: str) -> None:
     """Raises unless `directory` is a keras-hub ALBERT preset with its weights."""
-    name = keras_hub_class(directory)
+    name = preset_class(directory)
     if name != BACKBONE:
         raise CheckpointError(
             f"{os.path.join(directory, CONFIG)} is a keras-hub preset of {name}, not of "

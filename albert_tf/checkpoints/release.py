@@ -47,9 +47,9 @@ from albert_tf.config import AlbertConfig
 class ReleaseFiles:
     """The files of a release (`config_file`, `spm_model_file`, `vocab_file` may be
     None where the directory has none). `layout` is "google", "brightmart",
-    "huggingface" or "keras_hub"; `checkpoint` a TF1 prefix, a safetensors file (or
-    shard index), or a keras-hub preset's directory; `do_lower_case` what
-    `tokenizer_config.json` says, None where nothing does."""
+    "huggingface", "keras_hub" or "keras"; `checkpoint` a TF1 prefix, a safetensors file
+    (or shard index), a keras-hub preset's directory or a `.keras` file;
+    `do_lower_case` what `tokenizer_config.json` says, None where nothing does."""
 
     directory: str
     config_file: str | None
@@ -214,7 +214,7 @@ def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
     none)."""
     path = os.fspath(path).rstrip("/") or "/"
     if tf.io.gfile.isdir(path):
-        if keras_hub_preset.keras_hub_class(path) is not None:
+        if keras_hub_preset.preset_class(path) is not None:
             return _keras_hub_files(path)
         if _is_hf_directory(path):
             return _hf_files(path)

@@ -250,6 +250,35 @@ def test_keras_export_answers_as_the_model(kind, tmp_path):
             np.testing.assert_allclose(got[name], value, rtol=0, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.parametrize("kind", EXPORTED)
+def test_keras_onnx_export_answers_as_the_model(kind, tmp_path):
+    """`model.export(path.onnx, format="onnx")` (Keras' exporter, through tf2onnx) run by
+    ONNX Runtime: the model's outputs to 1e-6. Neither is a dependency of albert_tf:
+    the test runs where they are installed (benchmarks/requirements-peers.txt)."""
+    for module in ("tf2onnx", "onnx", "onnxruntime"):
+        pytest.importorskip(module)
+    import onnxruntime
+
+    from albert_tf.modeling import real_tokens
+    from albert_tf.modeling.base import tensor_outputs
+
+    model = build(kind)
+    model.export(tmp_path / "model.onnx", format="onnx", verbose=False)
+    inputs = random_inputs(CONFIG, 3, 11, 5, min_length=5, second_segment_from=4,
+                           num_choices=2 if kind == "multiple_choice" else None,
+                           masked_lm_predictions=3 if kind == "mlm" else None)
+    if kind == "squad_v2":
+        inputs["p_mask"] = (1 - inputs["input_mask"]).astype(np.float32)
+    with real_tokens.inference_graph():
+        expected = {k: np.asarray(v) for k, v in tensor_outputs(model(inputs)).items()}
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"))
+    got = session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})
+    names = [o.name for o in session.get_outputs()]
+    assert sorted(names) == sorted(expected)
+    for name, value in zip(names, got):
+        np.testing.assert_allclose(value, expected[name], rtol=0, atol=1e-6, err_msg=name)
+
+
 def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
     """`driver.keras_data` (MRPC's training split as the scripts batch it), the model and
     optimizer it builds as the scripts do, the task's objective as Keras' loss:

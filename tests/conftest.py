@@ -61,22 +61,21 @@ def pytest_unconfigure(config):
 # (--dist=loadscope --no-loadscope-reorder: a module at a time, in collection order; by
 # default pytest-xdist 3.5+ reorders modules by their number of tests) the long ones
 # start early and the short ones fill in, instead of one worker running a long module
-# alone at the end. Seconds measured 2026-11-27 (a clean clone's `.ci/run`, 2 workers on
-# 2 cores: 1,179 s of tests in 10:09), roughly.
+# alone at the end. Worker seconds measured 2026-11-28 (2 workers on a 2-core AVX2
+# machine: 2,041 s of tests in 17:31, with other work on the machine), roughly.
 LONGEST_MODULES = (
-    "test_resume.py", "test_readme.py",  # 110-117
-    "test_export.py", "test_training_loop.py",  # 90
-    "test_run_classifier.py", "test_readme_sections.py", "test_benchmarks.py",  # 52-60
-    "test_keras_native.py",  # 2026-11-28: about 100 (three script runs, exports)
-    "test_tflite.py", "test_recompute.py", "test_multi_worker.py", "test_demo.py",
-    "test_dynamic_masking.py", "test_bench_precision_agreement.py",
-    "test_bench_serving.py", "test_reusable_export.py", "test_multi_label.py",  # 32-47
-    "test_task_registration.py", "test_keras_hub_preset.py",  # 2026-11-28: about 30
-    "test_optimizers.py", "test_run_squad.py", "test_tasks.py", "test_run_ner.py",
-    "test_modeling.py", "test_tflite_text.py", "test_run_pretraining.py",  # 17-29
-    "test_dynamic_masking_masker.py", "test_task_module.py",
-    "test_dynamic_masking_pairs.py", "test_fused.py", "test_text.py",
-    "test_huggingface.py")  # 6-13
+    "test_readme.py", "test_resume.py",  # 167-172
+    "test_export.py", "test_training_loop.py", "test_readme_sections.py",  # 121-137
+    "test_benchmarks.py", "test_multi_worker.py", "test_tflite.py",  # 110-117
+    "test_recompute.py", "test_keras_native.py", "test_run_classifier.py",  # 101-107
+    "test_bench_serving.py", "test_optimizers.py", "test_reusable_export.py",  # 57-60
+    "test_dynamic_masking.py", "test_demo.py", "test_multi_label.py",  # 47-57
+    "test_bench_precision_agreement.py", "test_run_squad.py",  # 39-46
+    "test_keras_hub_preset.py", "test_task_registration.py", "test_tflite_text.py",
+    "test_run_ner.py", "test_tasks.py", "test_modeling.py",  # 23-31
+    "test_run_pretraining.py", "test_dynamic_masking_masker.py", "test_text.py",
+    "test_task_module.py", "test_fused.py", "test_dynamic_masking_pairs.py",
+    "test_huggingface.py")  # 5-17
 
 
 def pytest_collection_modifyitems(items):

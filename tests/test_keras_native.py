@@ -279,6 +279,33 @@ def test_keras_onnx_export_answers_as_the_model(kind, tmp_path):
         np.testing.assert_allclose(value, expected[name], rtol=0, atol=1e-6, err_msg=name)
 
 
+def test_keras_int8_quantization_keeps_the_models_answers():
+    """`model.quantize("int8")`: every dense kernel int8 with a scale per output, the
+    shared blocks multiplying the dequantized kernels (`common.float_kernel`), the
+    outputs within the int8 rounding of the float model's; a mode the shared blocks
+    cannot read is refused by name."""
+    import warnings
+
+    model = build("classifier")
+    inputs = model_inputs("classifier")
+    expected = model(inputs)["logits"].numpy()
+    with warnings.catch_warnings():  # LayerNorm and Dropout: nothing to quantize
+        warnings.simplefilter("ignore")
+        model.quantize("int8")
+    kernels = [v for v in model.weights if v.path.endswith("/kernel")]
+    assert kernels and all(v.dtype == "int8" for v in kernels)
+    got = model(inputs)["logits"].numpy()
+    # (the weights' int8 rounding, and Keras' own int8 arithmetic in the projection)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=0.02 * np.abs(expected).max())
+    assert not np.array_equal(got, expected)
+    four_bits = build("classifier")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        four_bits.quantize("int4")
+    with pytest.raises(ValueError, match="quantization mode 'int4' is not supported"):
+        four_bits(inputs)
+
+
 def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
     """`driver.keras_data` (MRPC's training split as the scripts batch it), the model and
     optimizer it builds as the scripts do, the task's objective as Keras' loss:

@@ -136,6 +136,21 @@ def training_now(training) -> bool:
     return isinstance(training, bool) and training
 
 
+def float_kernel(layer, dtype) -> tf.Tensor:
+    """A Keras Dense layer's kernel as a float matmul takes it, in `dtype`. After Keras'
+    `model.quantize("int8")` the layer holds an int8 kernel and a scale per output
+    (`kernel_scale`, Keras' abs-max quantization: kernel ≈ int8 / scale): dequantized
+    here, once per forward pass, so the shared blocks multiply in float with weights
+    stored as int8 (weight-only int8). Other quantization modes are refused by name."""
+    mode = getattr(layer, "quantization_mode", None)
+    if mode is None:
+        return tf.cast(layer.kernel, dtype)
+    if mode == "int8":
+        return tf.cast(layer.kernel, dtype) / tf.cast(layer.kernel_scale, dtype)
+    raise ValueError(f"{layer.path}: Keras' quantization mode {mode!r} is not supported "
+                     "by the encoder's shared layers; quantize(\"int8\") is")
+
+
 class SharedDense(NamedTuple):
     """The weights of a dense layer (or of several side by side), read once per forward
     pass for every layer that shares them: `kernel` [in, out], `bias` [out] and, for
@@ -154,7 +169,7 @@ class SharedDense(NamedTuple):
 
     @classmethod
     def of(cls, layers, dtype, training=False) -> "SharedDense":
-        kernels = [tf.cast(layer.kernel, dtype) for layer in layers]
+        kernels = [float_kernel(layer, dtype) for layer in layers]
         biases = [tf.cast(layer.bias, dtype) for layer in layers]
         kernel = kernels[0] if len(kernels) == 1 else tf.concat(kernels, axis=1)
         bias = biases[0] if len(biases) == 1 else tf.concat(biases, axis=0)

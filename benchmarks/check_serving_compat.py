@@ -295,11 +295,14 @@ def run_calls(python: str, work: pathlib.Path, side: str) -> dict:
     return {"numbers": numbers, **outputs}
 
 
-def compare(calls, built: dict, served: dict, atol: float) -> list[dict]:
-    """One row per call: status and the largest float difference."""
+def compare(calls, built: dict, served: dict, atol: float,
+            bf16_atol: float | None = None) -> list[dict]:
+    """One row per call: status and the largest float difference (within `atol`; a
+    bfloat16 export's within `bf16_atol`, default `atol`)."""
     rows = []
     for index, call in enumerate(calls):
         key = str(index)
+        limit = bf16_atol if call.get("precision") == "bfloat16" and bf16_atol else atol
         row = {"call": call, "status": "same", "max_diff": 0.0}
         if key in built["errors"] or key in served["errors"]:
             row["status"] = "; ".join(
@@ -319,7 +322,7 @@ def compare(calls, built: dict, served: dict, atol: float) -> list[dict]:
             elif a.dtype.kind == "f":
                 diff = float(np.max(np.abs(a - b))) if a.size else 0.0
                 row["max_diff"] = max(row["max_diff"], diff)
-                if not diff <= atol:
+                if not diff <= limit:
                     row["status"] = f"{name[len(prefix):]} differs by {diff:.2e}"
             elif not np.array_equal(a, b):
                 row["status"] = f"{name[len(prefix):]} differs"
@@ -349,6 +352,11 @@ def main(argv=None) -> int:
                              "the modes of Keras' model.quantize (separated by ',').")
     parser.add_argument("--atol", type=float, default=1e-5,
                         help="Largest difference of float outputs that still agrees.")
+    parser.add_argument("--bf16_atol", type=float, default=2 ** -8,
+                        help="The same for the bfloat16 exports: one bfloat16 rounding "
+                             "of a value of magnitude 1 (2^-8). Two TensorFlow versions "
+                             "may round a bfloat16 matmul differently (their oneDNN; on "
+                             "a CPU without bfloat16 instructions, emulated).")
     args = parser.parse_args(argv)
     # Absolute (not resolved: a venv's python is a link), as the runner starts elsewhere.
     args.serving_python = os.path.abspath(args.serving_python)
@@ -370,7 +378,7 @@ def main(argv=None) -> int:
                        for c in calls])
     built = run_calls(sys.executable, work, "built")
     served = run_calls(args.serving_python, work, "served")
-    rows = compare(calls, built, served, args.atol)
+    rows = compare(calls, built, served, args.atol, args.bf16_atol)
     from bench_own_tasks import cpu_flags  # (bench_own_tasks defines no flags)
 
     print(f"CPU flags: {cpu_flags()}")

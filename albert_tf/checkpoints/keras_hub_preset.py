@@ -72,6 +72,7 @@ TASKS = {TEXT_CLASSIFIER: (task_heads.CLASSIFIER, {
     "output_weights": ("logits", 0, True), "output_bias": ("logits", 1, False)})}
 # What the task's layers are called in its weights file (`layers/dense`: the one Dense).
 _TASK_PATHS = {TEXT_CLASSIFIER: {"logits": "layers/dense"}}
+_TASK_NAMES = {TEXT_CLASSIFIER: "albert_text_classifier"}  # the task's own Keras name
 _TASK_SEQUENCE_LENGTH = 512  # keras-hub's preprocessors' default
 
 
@@ -498,9 +499,6 @@ def preset_weights(model) -> dict[str, bytes]:
         files[file] = _write_h5(groups, names, "albert_backbone" if file == WEIGHTS
                                 else _TASK_NAMES[task])
     return files
-
-
-_TASK_NAMES = {TEXT_CLASSIFIER: "albert_text_classifier"}
 
 
 def _parameter_count(weights: bytes) -> int:

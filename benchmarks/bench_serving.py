@@ -330,6 +330,17 @@ def packed_rows(rec, name: str, label: str, texts_a, texts_b, pack, model,
                 positions=positions, **extra)
 
 
+def real_token_counts(packed) -> tuple[int, int]:
+    """(real tokens, positions computed) of packed requests that a runtime computes on
+    their real tokens only: both the count of the input masks' ones."""
+    import numpy as np
+
+    from albert_tf import names
+
+    tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
+    return tokens, tokens
+
+
 def litert(rec, precision: str, in_file: bool = False) -> None:
     """A fresh process runs each dev set's LiteRT file of `precision`: `serving_default`
     on the texts tokenized in Python, or (`in_file`) `serve_text` on the raw texts."""
@@ -351,12 +362,11 @@ def litert(rec, precision: str, in_file: bool = False) -> None:
             inputs[names.TEXT_B] = np.array(b, object)
         return inputs
 
-    def count(packed):  # computed on real tokens only
+    def count(packed):
         if in_file:
             packed = [python_pack((list(p[names.TEXT_A]), list(p[names.TEXT_B])
                                    if names.TEXT_B in p else None)) for p in packed]
-        tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
-        return tokens, tokens
+        return real_token_counts(packed)
 
     for task_dir in FLAGS.data_dir:
         name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
@@ -375,7 +385,6 @@ def litert(rec, precision: str, in_file: bool = False) -> None:
 def keras_export(rec, mode: str) -> None:
     """A fresh process serves each dev set's Keras export of `mode` (`serve` on the
     texts tokenized in Python and packed, as the LiteRT rows)."""
-    import numpy as np
     import tensorflow as tf
 
     from albert_tf import names
@@ -385,10 +394,6 @@ def keras_export(rec, mode: str) -> None:
     pack = python_requests(FullTokenizer(spm_model_file=FLAGS.spm_model_file,
                                          do_lower_case=True))
     exports = json.loads(FLAGS.exports)
-
-    def count(packed):  # computed on real tokens only (AlbertModel.export traces so)
-        tokens = int(sum(np.sum(p[names.INPUT_MASK]) for p in packed))
-        return tokens, tokens
 
     for task_dir in FLAGS.data_dir:
         name, texts_a, texts_b, _ = bm.read_dev_set(task_dir, FLAGS.e2e_max_examples,
@@ -400,7 +405,8 @@ def keras_export(rec, mode: str) -> None:
         rec.notes.append(f"{name} Keras export {mode}: variables {size / 1e6:.2f} MB")
         loaded = tf.saved_model.load(path)  # kept: its `serve` reads its variables
         packed_rows(rec, name, LABELS[f"keras_{mode}"], texts_a, texts_b, pack,
-                    lambda inputs: loaded.serve(inputs)[names.PREDICTIONS].numpy(), count)
+                    lambda inputs: loaded.serve(inputs)[names.PREDICTIONS].numpy(),
+                    real_token_counts)  # (AlbertModel.export traces on real tokens)
 
 
 def _version(distribution: str) -> str:

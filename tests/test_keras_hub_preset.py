@@ -29,6 +29,7 @@ from albert_tf.config import ConfigError  # noqa: E402
 from albert_tf.convert import convert  # noqa: E402
 from albert_tf.tokenization import resplit_piece  # noqa: E402
 from tests.conftest import FIXTURE_DIR  # noqa: E402
+from tests.helpers.layouts import model_inputs  # noqa: E402
 from tests.helpers.paths import REAL_TEXT, SHARED_DATA, SPM_MODEL, shared_sample  # noqa: E402
 from tests.helpers.tiny import tiny_config  # noqa: E402
 
@@ -38,10 +39,6 @@ def theirs(inputs):
     return {"token_ids": inputs[names.INPUT_WORD_IDS],
             "segment_ids": inputs[names.INPUT_TYPE_IDS],
             "padding_mask": inputs[names.INPUT_MASK]}
-
-
-def ours(features):
-    return {names.RECORD_TO_MODEL[n]: features[n] for n in names.RECORD_SEQUENCES}
 
 
 def assert_same_encoding(ours_out, theirs_out, mask, atol=1e-5):
@@ -58,7 +55,7 @@ def test_google_release_as_a_keras_hub_preset_computes_the_originals_numbers(
     # its pretraining heads left out: keras-hub's backbone gives the original's outputs.
     convert(FIXTURE_DIR, tmp_path / "preset", to="keras_hub", model="encoder")
     backbone = keras_hub.models.AlbertBackbone.from_preset(str(tmp_path / "preset"))
-    inputs = ours(fixture_inputs)
+    inputs = model_inputs(fixture_inputs)
     assert_same_encoding(fixture_outputs, backbone(theirs(inputs)), inputs[names.INPUT_MASK])
     # Read back, the weights are the checkpoint's, bit for bit.
     again = AlbertEncoder.from_release(tmp_path / "preset")
@@ -261,5 +258,5 @@ def test_a_chinese_models_preset_keeps_its_wordpiece_vocabulary_for_us(tmp_path)
     assert encoder.release_files.vocab_file == str(
         tmp_path / "preset" / "assets" / "tokenizer" / "vocab.txt")
     backbone = keras_hub.models.AlbertBackbone.from_preset(str(tmp_path / "preset"))
-    inputs = ours(load_npz(BRIGHTMART, "inputs"))
+    inputs = model_inputs(load_npz(BRIGHTMART, "inputs"))
     assert_same_encoding(encoder(inputs), backbone(theirs(inputs)), inputs[names.INPUT_MASK])

@@ -218,6 +218,23 @@ def test_every_layer_is_registered_and_made_again_from_its_config():
 EXPORTED = ("encoder", "mlm", "multiple_choice", "squad_v2")
 
 
+def export_case(model, kind):
+    """Inputs of another batch size and length than any before, and the model's
+    outputs on them (list outputs one per entry, `tensor_outputs`) computed on the real
+    tokens, as every export of the package is traced."""
+    from albert_tf.modeling import real_tokens
+    from albert_tf.modeling.base import tensor_outputs
+
+    inputs = random_inputs(CONFIG, 3, 11, 5, min_length=5, second_segment_from=4,
+                           num_choices=2 if kind == "multiple_choice" else None,
+                           masked_lm_predictions=3 if kind == "mlm" else None)
+    if kind == "squad_v2":
+        inputs["p_mask"] = (1 - inputs["input_mask"]).astype(np.float32)
+    with real_tokens.inference_graph():
+        expected = {k: np.asarray(v) for k, v in tensor_outputs(model(inputs)).items()}
+    return inputs, expected
+
+
 @pytest.mark.parametrize("kind", EXPORTED)
 def test_keras_export_answers_as_the_model(kind, tmp_path):
     """`model.export(path)` (Keras' tf_saved_model) and `model.export(path.tflite,
@@ -228,19 +245,10 @@ def test_keras_export_answers_as_the_model(kind, tmp_path):
     import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
-    from albert_tf.modeling import real_tokens
-    from albert_tf.modeling.base import tensor_outputs
-
     model = build(kind)
     model.export(tmp_path / "saved", verbose=False)
     model.export(tmp_path / "model.tflite", format="litert", verbose=False)
-    inputs = random_inputs(CONFIG, 3, 11, 5, min_length=5, second_segment_from=4,
-                           num_choices=2 if kind == "multiple_choice" else None,
-                           masked_lm_predictions=3 if kind == "mlm" else None)
-    if kind == "squad_v2":
-        inputs["p_mask"] = (1 - inputs["input_mask"]).astype(np.float32)
-    with real_tokens.inference_graph():  # as the exports are traced: the real tokens
-        expected = {k: np.asarray(v) for k, v in tensor_outputs(model(inputs)).items()}
+    inputs, expected = export_case(model, kind)
     loaded = tf.saved_model.load(str(tmp_path / "saved"))  # kept: .serve reads its variables
     served = loaded.serve(inputs)
     runner = Interpreter(model_path=str(tmp_path / "model.tflite")).get_signature_runner()
@@ -259,18 +267,9 @@ def test_keras_onnx_export_answers_as_the_model(kind, tmp_path):
         pytest.importorskip(module)
     import onnxruntime
 
-    from albert_tf.modeling import real_tokens
-    from albert_tf.modeling.base import tensor_outputs
-
     model = build(kind)
     model.export(tmp_path / "model.onnx", format="onnx", verbose=False)
-    inputs = random_inputs(CONFIG, 3, 11, 5, min_length=5, second_segment_from=4,
-                           num_choices=2 if kind == "multiple_choice" else None,
-                           masked_lm_predictions=3 if kind == "mlm" else None)
-    if kind == "squad_v2":
-        inputs["p_mask"] = (1 - inputs["input_mask"]).astype(np.float32)
-    with real_tokens.inference_graph():
-        expected = {k: np.asarray(v) for k, v in tensor_outputs(model(inputs)).items()}
+    inputs, expected = export_case(model, kind)
     session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"))
     got = session.run(None, {i.name: inputs[i.name] for i in session.get_inputs()})
     names = [o.name for o in session.get_outputs()]

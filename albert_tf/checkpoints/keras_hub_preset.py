@@ -338,8 +338,7 @@ class KerasHubReader:
                     self._table[name] = entry
                     self._shapes[name] = tf1_shape(
                         name, shape[::-1] if entry.transposed else shape, config)
-            if file == WEIGHTS:  # the blocks too, whose sub-layers' names repeat
-                with _open_h5(path) as h5:
+                if file == WEIGHTS:  # the blocks too, whose sub-layers' names repeat
                     for group, layer in backbone_layer_paths(config).items():
                         _check_layer_name(h5, path, group, layer)
         self._identity = []

@@ -154,7 +154,10 @@ class AlbertConfig:
 
     @classmethod
     def from_hf_dict(cls, values: dict[str, Any], source: str = "") -> AlbertConfig:
-        """Builds a config from a Hugging Face `config.json` (`model_type: "albert"`).
+        """Builds a config from a Hugging Face `config.json` (`model_type: "albert"`,
+        or "bert": a BERT is the ALBERT with one group per layer, one inner group and
+        E = H, whose "gelu" is the erf form; `checkpoints.huggingface` reads its
+        `encoder.layer.N` weights into group N).
 
         Its field names are ours; `hidden_act` is translated ("gelu_new" and the other
         tanh forms are our "gelu", its erf "gelu" is our "gelu_exact"), its defaults
@@ -163,11 +166,13 @@ class AlbertConfig:
         `transformers` fields (token ids, labels, `architectures`) are not kept.
         """
         where = f" in {source}" if source else ""
-        if values.get("model_type") != "albert":
+        model_type = values.get("model_type")
+        if model_type not in HF_MODEL_TYPES:
             raise ConfigError(
-                f"Hugging Face config{where} has model_type "
-                f"{values.get('model_type')!r}; expected 'albert'")
-        act = values.get("hidden_act", "gelu_new")
+                f"Hugging Face config{where} has model_type {model_type!r}; expected "
+                f"{' or '.join(map(repr, HF_MODEL_TYPES))}")
+        bert = model_type == HF_BERT
+        act = values.get("hidden_act", "gelu" if bert else "gelu_new")
         if act not in _HF_TO_ACTIVATION:
             raise ConfigError(
                 f"Hugging Face config field 'hidden_act'{where} is {act!r}; supported: "
@@ -182,8 +187,12 @@ class AlbertConfig:
             raise ConfigError(
                 f"Hugging Face config field 'position_embedding_type'{where} is "
                 f"{position!r}; only 'absolute' (ALBERT's) is supported")
-        known = {**_HF_DEFAULTS, **{f: values[f] for f in _MODEL_FIELDS if f in values}}
+        defaults = _HF_BERT_DEFAULTS if bert else _HF_DEFAULTS
+        known = {**defaults, **{f: values[f] for f in _MODEL_FIELDS if f in values}}
         known["hidden_act"] = _HF_TO_ACTIVATION[act]
+        if bert:  # a BERT is an ALBERT that shares nothing and maps no E -> H
+            known.update(embedding_size=known["hidden_size"],
+                         num_hidden_groups=known["num_hidden_layers"], inner_group_num=1)
         return cls(**known, source=source)
 
     def to_hf_dict(self) -> dict[str, Any]:
@@ -316,6 +325,15 @@ _ACTIVATION_TO_HF = {"gelu": "gelu_new", "gelu_exact": "gelu", "relu": "relu",
                      "tanh": "tanh", "linear": "linear"}
 HF_LAYER_NORM_EPS = 1e-12
 _HF_DEFAULTS = {"vocab_size": 30000}
+# `model_type` of the Hugging Face configs read here; BERT's `BertConfig` defaults (what
+# its config.json may leave out) are those of bert-base-uncased.
+HF_ALBERT, HF_BERT = "albert", "bert"
+HF_MODEL_TYPES = (HF_ALBERT, HF_BERT)
+_HF_BERT_DEFAULTS = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+                     "num_attention_heads": 12, "intermediate_size": 3072,
+                     "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                     "max_position_embeddings": 512, "type_vocab_size": 2,
+                     "initializer_range": 0.02}
 
 # keras-hub's ALBERT (`keras_hub.models.AlbertBackbone`): our field -> its argument.
 KERAS_HUB_BACKBONE = "AlbertBackbone"

@@ -182,3 +182,34 @@ def test_multi_label_both_ways_with_the_same_loss(tmp_path):
     loaded, _ = convert.load(tmp_path / "theirs")
     assert isinstance(loaded, AlbertMultiLabelClassifier) and loaded.num_labels == 4
     close(loaded(inputs)[names.LOGITS], out.logits)
+
+
+@pytest.mark.parametrize("architecture", ["BertModel", "BertForSequenceClassification"])
+def test_a_bert_transformers_wrote_reads_as_it_computes(tmp_path, architecture):
+    """A BERT (the shape of MiniLM: erf GELU, one set of weights per layer) saved by
+    transformers reads as the ALBERT of one group per layer and computes as BertModel
+    (and its classifier) does; its WordPiece tokenizer gives our ids."""
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=70, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
+        intermediate_size=24, max_position_embeddings=32, num_labels=3)
+    theirs = getattr(transformers, architecture)(config).eval()
+    with torch.no_grad():
+        for parameter in theirs.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    theirs.save_pretrained(str(tmp_path / "bert"), safe_serialization=True)
+    if architecture == "BertModel":
+        model = AlbertEncoder.from_release(tmp_path / "bert", strict=True)
+    else:
+        model = AlbertClassifier.from_release(tmp_path / "bert", num_labels=3, strict=True)
+    assert model.load_report.unused == []
+    inputs = random_inputs(model.config, batch=3, length=12, seed=2, min_length=4,
+                           second_segment_from=6)
+    ours = model(inputs)
+    with torch.no_grad():
+        out = theirs(**torch_inputs(inputs))
+    if architecture == "BertModel":
+        close(ours["sequence_output"], out.last_hidden_state)
+        close(ours["pooled_output"], out.pooler_output)
+    else:
+        close(ours[names.LOGITS], out.logits)

@@ -6,7 +6,11 @@ A directory written by `transformers`' `save_pretrained` holds `config.json` (re
 `albert.encoder.albert_layer_groups.0.albert_layers.1.ffn.weight`), and the tokenizer's
 files (`spiece.model` or `vocab.txt`, with `tokenizer_config.json`). Its math is
 Google's; only the names differ, and a `Linear` weight is [out, in], the transpose of a
-TF kernel. `KEY_TABLE` below maps one to the other, for reading and for writing.
+TF kernel. `key_table` below maps one to the other, for reading and for writing.
+
+A BERT directory (`model_type: "bert"`, e.g. a MiniLM) is read too, as the ALBERT that
+shares nothing: its layer N is group N of one inner group, E = H, erf GELU
+(`AlbertConfig.from_hf_dict`); `BLOCK_KEYS` holds both families' names.
 
 Safetensors are read and written with the `safetensors` package's NumPy API: no
 PyTorch. A `pytorch_model.bin` is a pickle, which albert_tf never opens.
@@ -22,9 +26,9 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import fileio, task_heads
+from albert_tf import fileio, names, task_heads
 from albert_tf.checkpoints.tf1 import CheckpointError, LoadReport, load_weights, tf1_name
-from albert_tf.config import AlbertConfig
+from albert_tf.config import HF_ALBERT, HF_BERT, AlbertConfig
 
 # `transformers` class of each of our models' heads (`AlbertModel.hf_architecture`)
 from albert_tf.names import HF_BASE as BASE
@@ -62,24 +66,67 @@ def _layer_norm(scope: str, key: str) -> dict[str, Key]:
     return {f"{scope}/gamma": Key(f"{key}.weight"), f"{scope}/beta": Key(f"{key}.bias")}
 
 
-def _block_keys(group: int, inner: int, base: str) -> dict[str, Key]:
+# The keys of one transformer block under `bert/encoder/transformer/group_G/
+# inner_group_I/`, in each family's state dict ({block}: the block's key): ALBERT's
+# `encoder.albert_layer_groups.G.albert_layers.I`, BERT's `encoder.layer.G` (a BERT is
+# read as the ALBERT whose group G is its layer G, of one inner group).
+BLOCK_KEYS = {
+    HF_ALBERT: ("{base}encoder.albert_layer_groups.{group}.albert_layers.{inner}", {
+        "attention_1/self/query": "attention.query", "attention_1/self/key": "attention.key",
+        "attention_1/self/value": "attention.value",
+        "attention_1/output/dense": "attention.dense", "LayerNorm": "attention.LayerNorm",
+        "ffn_1/intermediate/dense": "ffn", "ffn_1/intermediate/output/dense": "ffn_output",
+        "LayerNorm_1": "full_layer_layer_norm"}),
+    HF_BERT: ("{base}encoder.layer.{group}", {
+        "attention_1/self/query": "attention.self.query",
+        "attention_1/self/key": "attention.self.key",
+        "attention_1/self/value": "attention.self.value",
+        "attention_1/output/dense": "attention.output.dense",
+        "LayerNorm": "attention.output.LayerNorm", "ffn_1/intermediate/dense":
+        "intermediate.dense", "ffn_1/intermediate/output/dense": "output.dense",
+        "LayerNorm_1": "output.LayerNorm"}),
+}
+# Each family's prefix of the encoder in its task classes, and its pooler's key.
+PREFIXES = {HF_ALBERT: "albert.", HF_BERT: "bert."}
+POOLER_KEYS = {HF_ALBERT: "pooler", HF_BERT: "pooler.dense"}
+# transformers' BERT classes whose weights are those of an ALBERT class here (the same
+# head keys); its masked-LM and NSP heads have other names and are not read.
+BERT_CLASSES = {"BertModel": BASE, "BertForSequenceClassification": SEQUENCE_CLASSIFICATION,
+                "BertForTokenClassification": TOKEN_CLASSIFICATION,
+                "BertForMultipleChoice": names.HF_MULTIPLE_CHOICE,
+                "BertForQuestionAnswering": names.HF_QUESTION_ANSWERING}
+# Buffers transformers saves beside the weights (the positions 0..P-1), not weights.
+BUFFERS = ("embeddings.position_ids",)
+
+
+def _block_keys(group: int, inner: int, base: str, family: str = HF_ALBERT) -> dict[str, Key]:
     scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
-    key = f"{base}encoder.albert_layer_groups.{group}.albert_layers.{inner}"
-    return {
-        **_linear(f"{scope}/attention_1/self/query", f"{key}.attention.query"),
-        **_linear(f"{scope}/attention_1/self/key", f"{key}.attention.key"),
-        **_linear(f"{scope}/attention_1/self/value", f"{key}.attention.value"),
-        **_linear(f"{scope}/attention_1/output/dense", f"{key}.attention.dense"),
-        **_layer_norm(f"{scope}/LayerNorm", f"{key}.attention.LayerNorm"),
-        **_linear(f"{scope}/ffn_1/intermediate/dense", f"{key}.ffn"),
-        **_linear(f"{scope}/ffn_1/intermediate/output/dense", f"{key}.ffn_output"),
-        **_layer_norm(f"{scope}/LayerNorm_1", f"{key}.full_layer_layer_norm"),
-    }
+    block, parts = BLOCK_KEYS[family]
+    key = block.format(base=base, group=group, inner=inner)
+    keys = {}
+    for ours, theirs in parts.items():
+        pieces = _layer_norm if ours.startswith("LayerNorm") else _linear
+        keys.update(pieces(f"{scope}/{ours}", f"{key}.{theirs}"))
+    return keys
 
 
-def encoder_keys(config: AlbertConfig, base: str = "albert.") -> dict[str, Key]:
+def family_of(keys) -> str:
+    """The family of a state dict's keys: BERT's blocks are `encoder.layer.N`."""
+    return HF_BERT if any("encoder.layer." in k for k in keys) else HF_ALBERT
+
+
+def encoder_keys(config: AlbertConfig, base: str = "albert.",
+                 family: str = HF_ALBERT) -> dict[str, Key]:
     """TF1 name -> state-dict key for everything under `bert/` (the mapping E -> H
     only where the TF1 model has it: E != H)."""
+    if family == HF_BERT and (config.inner_group_num != 1 or config.embedding_size !=
+                              config.hidden_size or config.num_hidden_groups !=
+                              config.num_hidden_layers):
+        raise CheckpointError(
+            "a BERT's weights fit an ALBERT of one group per layer, one inner group and "
+            f"embedding_size = hidden_size; this config has {config.num_hidden_groups} "
+            f"groups for {config.num_hidden_layers} layers, {config.inner_group_num} "
+            f"inner groups, E = {config.embedding_size}, H = {config.hidden_size}")
     keys = {
         "bert/embeddings/word_embeddings": Key(f"{base}embeddings.word_embeddings.weight"),
         "bert/embeddings/token_type_embeddings":
@@ -87,14 +134,14 @@ def encoder_keys(config: AlbertConfig, base: str = "albert.") -> dict[str, Key]:
         "bert/embeddings/position_embeddings":
             Key(f"{base}embeddings.position_embeddings.weight"),
         **_layer_norm("bert/embeddings/LayerNorm", f"{base}embeddings.LayerNorm"),
-        **_linear("bert/pooler/dense", f"{base}pooler"),
+        **_linear("bert/pooler/dense", f"{base}{POOLER_KEYS[family]}"),
     }
     if config.embedding_size != config.hidden_size:
         keys.update(_linear("bert/encoder/embedding_hidden_mapping_in",
                             f"{base}encoder.embedding_hidden_mapping_in"))
     for group in config.used_groups():
         for inner in range(config.inner_group_num):
-            keys.update(_block_keys(group, inner, base))
+            keys.update(_block_keys(group, inner, base, family))
     return keys
 
 
@@ -105,20 +152,22 @@ POOLER = "bert/pooler/"
 
 
 def hf_class(architecture: str) -> task_heads.HfClass:
+    architecture = BERT_CLASSES.get(architecture, architecture)
     if architecture not in task_heads.HF_CLASSES:
         raise CheckpointError(
             f"no Hugging Face class {architecture!r} for ALBERT here; known: "
-            f"{', '.join(sorted(task_heads.HF_CLASSES))}")
+            f"{', '.join(sorted([*task_heads.HF_CLASSES, *BERT_CLASSES]))}")
     return task_heads.HF_CLASSES[architecture]
 
 
 def key_table(config: AlbertConfig, architecture: str, base: str = "albert.",
-              heads=None) -> dict[str, Key]:
+              heads=None, family: str = HF_ALBERT) -> dict[str, Key]:
     """TF1 name -> state-dict key for a `transformers` class (`AlbertModel` has no
     `albert.` prefix: `base=""`): the encoder's and those of `heads` (default: the
-    heads of the class, `task_heads.HF_CLASSES`; a model gives its own)."""
+    heads of the class, `task_heads.HF_CLASSES`; a model gives its own). `family`:
+    the keys of ALBERT's classes or of BERT's (`BERT_CLASSES`)."""
     spec = hf_class(architecture)
-    keys = encoder_keys(config, base)
+    keys = encoder_keys(config, base, family)
     if not spec.pooler:
         keys = {n: k for n, k in keys.items() if not n.startswith(POOLER)}
     heads = spec.heads if heads is None else heads
@@ -201,11 +250,14 @@ class HuggingFaceReader:
         self._files = _safetensors_files(path)
         self._safe_open = safe_open
         keys = set(self._files)
-        base = "albert." if any(k.startswith("albert.") for k in keys) else ""
+        self.family = family_of(keys)
+        prefix = PREFIXES[self.family]
+        base = prefix if any(k.startswith(prefix) for k in keys) else ""
         architecture = architecture or (PRETRAINING if base else BASE)
         check_group_rule(config, path)
         self.architecture = architecture
-        self._table = {n: k for n, k in key_table(config, architecture, base, heads).items()
+        self._table = {n: k for n, k in key_table(config, architecture, base, heads,
+                                                  self.family).items()
                        if k.name in keys}
         info = self._slice_info()
         self._shapes, self._dtypes = {}, {}
@@ -220,7 +272,8 @@ class HuggingFaceReader:
             self._check_identity(mapping, config.hidden_size)
             self._identity_mapping = (f"{mapping}.weight", f"{mapping}.bias")
         self._unmapped = sorted(keys - {k.name for k in self._table.values()}
-                                - set(TIED) - set(self._identity_mapping or ()))
+                                - set(TIED) - set(self._identity_mapping or ())
+                                - {f"{base}{b}" for b in BUFFERS})
         self._tied = sorted(set(TIED) & keys)
 
     def _slice_info(self) -> dict[str, tuple[list[int], tf.DType]]:

@@ -227,3 +227,24 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
             state = (entry["all_parameters"] * 4 + entry["parameters"] * 8) / 2**20
             free = 16 * 1024 - state - entry["fixed_mb"]
             assert f"| {int(free // entry['per_sequence_mb'])} | " in stdout
+
+
+def test_bench_anchor_fine_tunes_a_bert_directory_with_lora(tmp_path):
+    """The harness of benchmarks/bench_anchor.py without its peer (times nothing): a
+    tiny BERT directory in transformers' layout fine-tuned with LoRA through
+    run_classifier.py on the GLUE fixture, its dev accuracy in the table; without
+    --peer_python the transformers row is left out and says so."""
+    from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
+
+    bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
+                                "BertModel")
+    stdout = run_benchmark(
+        "bench_anchor.py", f"--init_checkpoint={bert}", f"--glue_dir={GLUE}",
+        f"--work_dir={tmp_path / 'work'}", "--tasks=MRPC", "--steps=MRPC:2",
+        "--rows=ours_lora,transformers", "--batch_size=4", "--max_seq_length=12")
+    assert "CPU flags:" in stdout and "no --peer_python" in stdout
+    (row,) = [line.split("|")[1:-1] for line in stdout.splitlines()
+              if line.startswith("| MRPC |")]
+    assert [c.strip() for c in row[:4]] == ["MRPC", "ours_lora", "2", "0.001"]
+    assert 0 <= float(row[4]) <= 1 and 0 <= float(row[5]) <= 1
+    assert (tmp_path / "work" / "MRPC_ours_lora" / "lora_adapter.npz").exists()

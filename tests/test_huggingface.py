@@ -31,7 +31,16 @@ from albert_tf import (
 from albert_tf.checkpoints import huggingface
 from albert_tf.checkpoints.release import describe_checkpoint, find_release_files, load_checkpoint
 from albert_tf.modeling import common
-from tests.helpers.layouts import BRIGHTMART, HF, brightmart_release, hf_release, load_npz
+from tests.helpers.layouts import (
+    BERT,
+    BRIGHTMART,
+    HF,
+    bert_state_dict,
+    brightmart_release,
+    hf_release,
+    load_npz,
+    write_bert_directory,
+)
 from tests.helpers.layouts import model_inputs as fixture_model_inputs
 from tests.helpers.paths import SPM_MODEL
 from tests.helpers.tiny import random_inputs, tiny_config
@@ -354,42 +363,6 @@ def test_sharded_weights_read_through_their_index(tmp_path, pretrainer):
 
 
 # ------------------------------------------------------------------------------ BERT
-BERT = {"model_type": "bert", "vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 3,
-        "num_attention_heads": 2, "intermediate_size": 24, "hidden_act": "gelu",
-        "max_position_embeddings": 12, "type_vocab_size": 2, "layer_norm_eps": 1e-12}
-
-
-def bert_state_dict(config: dict, base: str, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random weights under BertModel's state-dict keys (`base`: "bert." in its task
-    classes), with the position buffer it saves beside them."""
-    rng = np.random.default_rng(seed)
-    h, i = config["hidden_size"], config["intermediate_size"]
-
-    def draw(*shape):
-        return rng.normal(0, 0.2, shape).astype(np.float32)
-
-    keys = {"embeddings.word_embeddings.weight": draw(config["vocab_size"], h),
-            "embeddings.position_embeddings.weight": draw(config["max_position_embeddings"], h),
-            "embeddings.token_type_embeddings.weight": draw(config["type_vocab_size"], h),
-            "pooler.dense.weight": draw(h, h), "pooler.dense.bias": draw(h)}
-    norms = ["embeddings.LayerNorm"]
-    for n in range(config["num_hidden_layers"]):
-        layer = f"encoder.layer.{n}"
-        for name, (out, into) in {"attention.self.query": (h, h), "attention.self.key": (h, h),
-                                  "attention.self.value": (h, h),
-                                  "attention.output.dense": (h, h),
-                                  "intermediate.dense": (i, h), "output.dense": (h, i)}.items():
-            keys[f"{layer}.{name}.weight"] = draw(out, into)
-            keys[f"{layer}.{name}.bias"] = draw(out)
-        norms += [f"{layer}.attention.output.LayerNorm", f"{layer}.output.LayerNorm"]
-    for norm in norms:
-        keys[f"{norm}.weight"], keys[f"{norm}.bias"] = 1 + draw(h), draw(h)
-    keys = {f"{base}{k}": v for k, v in keys.items()}
-    keys[f"{base}embeddings.position_ids"] = np.arange(
-        config["max_position_embeddings"], dtype=np.int64)[None]
-    return keys
-
-
 def numpy_bert(w: dict, config: dict, inputs: dict, base: str = "") -> tuple:
     """BERT's forward pass (Devlin et al. 2019, as transformers' BertModel computes it:
     post-LayerNorm blocks, erf GELU, tanh pooler) in float64 NumPy, from the state dict:
@@ -427,19 +400,6 @@ def numpy_bert(w: dict, config: dict, inputs: dict, base: str = "") -> tuple:
         hidden = gelu(linear(x, f"{layer}.intermediate.dense"))
         x = norm(x + linear(hidden, f"{layer}.output.dense"), f"{layer}.output.LayerNorm")
     return x, np.tanh(linear(x[:, 0], "pooler.dense"))
-
-
-def write_bert_directory(directory, config: dict, tensors: dict, architecture: str):
-    directory.mkdir(parents=True)
-    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
-    (directory / "config.json").write_text(json.dumps({**config,
-                                                       "architectures": [architecture]}))
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cafe", "un", "##able",
-             ",", "中", "文"]
-    (directory / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
-    (directory / "tokenizer_config.json").write_text(json.dumps(
-        {"do_lower_case": True, "tokenizer_class": "BertTokenizer"}))
-    return directory
 
 
 def test_a_bert_directory_reads_as_the_albert_of_one_group_per_layer(tmp_path):

@@ -4,8 +4,8 @@ encoder and the head and two accumulation steps, SIGKILLed between checkpoints (
 run_pretraining mirrored over two logical CPUs, on raw text, which it reads on one
 device as on two; run_classifier mirrored with --recompute killed right after the
 checkpoint of step 8 instead (the one loop of every script resumes from a fresh
-checkpoint as from an older one, so each case is killed once). Its last checkpoint equals the uninterrupted run's bit for bit
-(weights, optimizer slots, step).
+checkpoint as from an older one, so each case is killed once). Its last checkpoint
+equals the uninterrupted run's bit for bit (weights, optimizer slots, step).
 
 Exact, not close: every draw (dropout masks, shuffles, dynamic masks and sentence-order
 swaps) is a function of (seed, step, micro-batch, replica) or of the data position, and a

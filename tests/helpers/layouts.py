@@ -106,3 +106,58 @@ def write_brightmart_checkpoint(prefix: str, config, seed: int = 0) -> str:
     tf.raw_ops.SaveV2(prefix=prefix, tensor_names=ordered, shape_and_slices=[""] * len(ordered),
                       tensors=[tf.constant(tensors[n]) for n in ordered])
     return prefix
+
+
+# A tiny BERT (transformers' BertModel keys): what `checkpoints.huggingface` reads as
+# the ALBERT of one group per layer.
+BERT = {"model_type": "bert", "vocab_size": 40, "hidden_size": 16, "num_hidden_layers": 3,
+        "num_attention_heads": 2, "intermediate_size": 24, "hidden_act": "gelu",
+        "max_position_embeddings": 12, "type_vocab_size": 2, "layer_norm_eps": 1e-12}
+
+
+def bert_state_dict(config: dict, base: str, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random weights under BertModel's state-dict keys (`base`: "bert." in its task
+    classes), with the position buffer it saves beside them."""
+    rng = np.random.default_rng(seed)
+    h, i = config["hidden_size"], config["intermediate_size"]
+
+    def draw(*shape):
+        return rng.normal(0, 0.2, shape).astype(np.float32)
+
+    keys = {"embeddings.word_embeddings.weight": draw(config["vocab_size"], h),
+            "embeddings.position_embeddings.weight": draw(config["max_position_embeddings"], h),
+            "embeddings.token_type_embeddings.weight": draw(config["type_vocab_size"], h),
+            "pooler.dense.weight": draw(h, h), "pooler.dense.bias": draw(h)}
+    norms = ["embeddings.LayerNorm"]
+    for n in range(config["num_hidden_layers"]):
+        layer = f"encoder.layer.{n}"
+        for name, (out, into) in {"attention.self.query": (h, h), "attention.self.key": (h, h),
+                                  "attention.self.value": (h, h),
+                                  "attention.output.dense": (h, h),
+                                  "intermediate.dense": (i, h), "output.dense": (h, i)}.items():
+            keys[f"{layer}.{name}.weight"] = draw(out, into)
+            keys[f"{layer}.{name}.bias"] = draw(out)
+        norms += [f"{layer}.attention.output.LayerNorm", f"{layer}.output.LayerNorm"]
+    for norm in norms:
+        keys[f"{norm}.weight"], keys[f"{norm}.bias"] = 1 + draw(h), draw(h)
+    keys = {f"{base}{k}": v for k, v in keys.items()}
+    keys[f"{base}embeddings.position_ids"] = np.arange(
+        config["max_position_embeddings"], dtype=np.int64)[None]
+    return keys
+
+
+def write_bert_directory(directory, config: dict, tensors: dict, architecture: str):
+    """A Hugging Face BERT directory as transformers' save_pretrained lays it out: the
+    weights, config.json of `architecture`, a small uncased WordPiece vocab.txt."""
+    directory.mkdir(parents=True)
+    from safetensors.numpy import save_file
+
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    (directory / "config.json").write_text(json.dumps({**config,
+                                                       "architectures": [architecture]}))
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cafe", "un", "##able",
+             ",", "中", "文"]
+    (directory / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    (directory / "tokenizer_config.json").write_text(json.dumps(
+        {"do_lower_case": True, "tokenizer_class": "BertTokenizer"}))
+    return directory

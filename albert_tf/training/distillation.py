@@ -1,0 +1,181 @@
+"""Task distillation's pieces that no script owns (issue 50): the student made from its
+teacher's own weights, and the soft-target loss.
+
+**A student from its teacher's weights.** ALBERT's layers share their groups' weights,
+so a student with fewer layer passes needs no new weights at all: `student_config`
+keeps the teacher's config with fewer `num_hidden_layers` (and, for a teacher of several
+groups such as a BERT read as the ALBERT of one group per layer, fewer groups), and
+`init_student_from_teacher` copies each student variable from the teacher's variable of
+the same name, a group's from the teacher's group `group_map` names (the last of each
+equal block of the teacher's groups: 6 groups into 3 take groups 1, 3 and 5, as a
+student of every other layer does). Everything else (embeddings, pooler, a head of the
+same shape) is copied as it is; a head of another shape stays as initialized, and the
+report says so.
+
+**The soft-target loss** (Hinton et al. 2015): per example, T^2 * KL(softmax(t / T) ||
+softmax(s / T)) over the last axis of the teacher's logits t and the student's s,
+whose gradient is T * (softmax(s / T) - softmax(t / T)), the same scale at every T
+(`softmax_distillation`); for sigmoid outputs (multi-label) the same with each output a
+two-way softmax (`sigmoid_distillation`); for a regression, the squared difference of
+the two predictions (`regression_distillation`). `DistillationObjective` mixes it with
+the task's own loss on the labels, as `(1 - alpha) * labels + alpha * soft`, in the
+numerator / denominator form of `training.objectives`, so that replicas and
+micro-batches add up to the loss of the whole batch. The teacher's outputs are a
+feature of the batch (`TEACHER_LOGITS`), computed once before the student trains: a
+student step runs no teacher.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable, NamedTuple
+
+import tensorflow as tf
+
+from albert_tf.checkpoints.tf1 import CheckpointError, tf1_name
+from albert_tf.config import AlbertConfig, ConfigError
+from albert_tf.training.objectives import Objective, _batch_size
+
+# The feature of a batch that holds the teacher's outputs for its examples.
+TEACHER_LOGITS = "teacher_logits"
+_GROUP = re.compile(r"(bert/encoder/transformer/group_)(\d+)(/)")
+
+
+# ------------------------------------------------------------------ the student
+def student_config(teacher: AlbertConfig, *, num_hidden_layers: int | None = None,
+                   num_hidden_groups: int | None = None) -> AlbertConfig:
+    """The teacher's config with `num_hidden_layers` layer passes (default: the
+    teacher's) in `num_hidden_groups` groups (default: the teacher's, or fewer where
+    the student has fewer layers). Raises ConfigError, naming the field, for a student
+    that the teacher's weights cannot start: more groups than the teacher has, more
+    groups than layers, or none."""
+    layers = teacher.num_hidden_layers if num_hidden_layers is None else num_hidden_layers
+    if layers < 1:
+        raise ConfigError(f"the student's num_hidden_layers is {layers}; it needs at least 1")
+    groups = (min(teacher.num_hidden_groups, layers) if num_hidden_groups is None
+              else num_hidden_groups)
+    if not 1 <= groups <= teacher.num_hidden_groups:
+        raise ConfigError(
+            f"the student's num_hidden_groups is {groups}; a student started from its "
+            f"teacher's weights has 1 to the teacher's {teacher.num_hidden_groups}")
+    if groups > layers:
+        raise ConfigError(
+            f"the student's num_hidden_groups ({groups}) is more than its "
+            f"num_hidden_layers ({layers}): a group no layer uses has no weights")
+    return dataclasses.replace(teacher, num_hidden_layers=layers, num_hidden_groups=groups)
+
+
+def group_map(teacher: AlbertConfig, student: AlbertConfig) -> dict[int, int]:
+    """Student group -> the teacher's group whose weights it starts from: the teacher's
+    groups cut into the student's number of equal blocks, the last of each."""
+    teacher_groups, student_groups = teacher.num_hidden_groups, student.num_hidden_groups
+    return {g: (g + 1) * teacher_groups // student_groups - 1
+            for g in student.used_groups()}
+
+
+class StudentReport(NamedTuple):
+    """What `init_student_from_teacher` did: the student's variables copied (by name)
+    and those left as initialized (no teacher variable of that name and shape)."""
+
+    copied: list[str]
+    initialized: list[str]
+
+
+def init_student_from_teacher(student, teacher) -> StudentReport:
+    """Assigns each of the student model's variables from the teacher model's variable
+    of the same TF1 name, a transformer group's from the teacher's group of `group_map`.
+    Both models are built; their configs must agree but for the layers and groups."""
+    ours, theirs = student.config, teacher.config
+    differ = [f.name for f in dataclasses.fields(AlbertConfig)
+              if f.compare and f.name not in ("num_hidden_layers", "num_hidden_groups")
+              and getattr(ours, f.name) != getattr(theirs, f.name)]
+    if differ:
+        raise CheckpointError(
+            "a student started from its teacher's weights has the teacher's config but "
+            f"for its layers and groups; these differ: {', '.join(differ)}")
+    mapping = group_map(theirs, ours)
+    source = {tf1_name(v): v for v in teacher.weights}
+
+    def teacher_name(name: str) -> str:
+        return _GROUP.sub(lambda m: f"{m[1]}{mapping[int(m[2])]}{m[3]}", name)
+
+    copied, initialized = [], []
+    for variable in student.weights:
+        name = tf1_name(variable)
+        found = source.get(teacher_name(name))
+        if found is None or tuple(found.shape) != tuple(variable.shape):
+            initialized.append(name)
+            continue
+        variable.assign(found)
+        copied.append(name)
+    return StudentReport(copied, initialized)
+
+
+# ---------------------------------------------------------------- the soft loss
+def softmax_distillation(student_logits, teacher_logits, temperature: float):
+    """Per example (all axes but the last): T^2 * KL(softmax(t / T) || softmax(s / T))."""
+    t = tf.cast(teacher_logits, tf.float32) / temperature
+    s = tf.cast(student_logits, tf.float32) / temperature
+    teacher = tf.nn.softmax(t, axis=-1)
+    kl = tf.reduce_sum(teacher * (tf.nn.log_softmax(t, axis=-1) -
+                                  tf.nn.log_softmax(s, axis=-1)), axis=-1)
+    return temperature ** 2 * kl
+
+
+def sigmoid_distillation(student_logits, teacher_logits, temperature: float):
+    """Per example: `softmax_distillation` of each output as a two-way softmax
+    (logits 0 and x), summed over the outputs (multi-label)."""
+    def two_way(x):
+        x = tf.cast(x, tf.float32)
+        return tf.stack([tf.zeros_like(x), x], axis=-1)
+
+    return tf.reduce_sum(softmax_distillation(two_way(student_logits),
+                                              two_way(teacher_logits), temperature), axis=-1)
+
+
+def regression_distillation(student_predictions, teacher_predictions, temperature=None):
+    """Per example: the squared difference of the predictions (no temperature)."""
+    del temperature
+    difference = tf.cast(student_predictions, tf.float32) - tf.cast(teacher_predictions,
+                                                                   tf.float32)
+    return tf.reshape(tf.square(difference), [tf.shape(difference)[0], -1])[:, 0]
+
+
+SOFT_LOSSES: dict[str, Callable] = {"softmax": softmax_distillation,
+                                    "sigmoid": sigmoid_distillation,
+                                    "regression": regression_distillation}
+
+
+class DistillationObjective(Objective):
+    """`(1 - alpha)` times the task's own objective on the labels, plus `alpha` times
+    the mean over the examples of `soft_loss(outputs[output], features[TEACHER_LOGITS],
+    temperature)`: its term `distillation_loss` beside the task's terms."""
+
+    def __init__(self, task_objective: Objective, *, soft_loss: str = "softmax",
+                 temperature: float = 1.0, alpha: float = 0.5, output: str = "logits"):
+        if soft_loss not in SOFT_LOSSES:
+            raise ValueError(f"soft_loss {soft_loss!r}; known: {', '.join(SOFT_LOSSES)}")
+        if not temperature > 0:
+            raise ValueError(f"the temperature must be positive, got {temperature}")
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha (the soft targets' weight) must be in [0, 1], got {alpha}")
+        if "distillation_loss" in task_objective.term_names:
+            raise ValueError("the task's objective already has a term distillation_loss")
+        self.task, self.soft_loss = task_objective, SOFT_LOSSES[soft_loss]
+        self.temperature, self.alpha, self.output = float(temperature), float(alpha), output
+        self.term_names = (*task_objective.term_names, "distillation_loss")
+        self.offsets = dict(task_objective.offsets)
+
+    def numerators(self, outputs, features):
+        found = {k: (1.0 - self.alpha) * v
+                 for k, v in self.task.numerators(outputs, features).items()}
+        soft = self.soft_loss(outputs[self.output], features[TEACHER_LOGITS], self.temperature)
+        found["distillation_loss"] = self.alpha * tf.reduce_sum(soft)
+        return found
+
+    def denominators(self, features):
+        found = dict(self.task.denominators(features))
+        found["distillation_loss"] = _batch_size(features)
+        return found
+

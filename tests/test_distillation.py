@@ -1,0 +1,136 @@
+"""Distillation's pieces (albert_tf.training.distillation): a student started from its
+teacher's own weights (fewer layer passes of the same shared group, or fewer of a
+BERT's groups), and the soft-target loss, its closed-form gradient and its mix with the
+task's loss in a form that any split of the batch adds up to."""
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertClassifier, AlbertEncoder, CheckpointError, ConfigError, losses, names
+from albert_tf.training import distillation
+from albert_tf.training.objectives import MeanObjective
+from tests.helpers.tiny import random_inputs, tiny_config
+
+
+def softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 4.0])
+def test_soft_loss_is_scaled_kl_with_the_closed_form_gradient(temperature):
+    rng = np.random.default_rng(0)
+    student, teacher = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)) * 2
+    p, q = softmax(teacher / temperature), softmax(student / temperature)
+    expected = temperature ** 2 * np.sum(p * (np.log(p) - np.log(q)), -1)
+    s = tf.Variable(student, dtype=tf.float32)
+    with tf.GradientTape() as tape:
+        loss = distillation.softmax_distillation(s, teacher, temperature)
+        total = tf.reduce_sum(loss)
+    np.testing.assert_allclose(loss, expected, rtol=1e-5, atol=1e-6)
+    # d/ds T^2 KL(p || q) = T (q - p): the same scale at every temperature
+    np.testing.assert_allclose(tape.gradient(total, s), temperature * (q - p), atol=1e-6)
+    np.testing.assert_allclose(distillation.softmax_distillation(teacher, teacher, temperature),
+                               0.0, atol=1e-6)
+
+
+def test_sigmoid_and_regression_soft_losses():
+    rng = np.random.default_rng(1)
+    student, teacher = rng.normal(size=(4, 6)), rng.normal(size=(4, 6))
+
+    def binary_kl(s, t):
+        p, q = 1 / (1 + np.exp(-t / 2)), 1 / (1 + np.exp(-s / 2))
+        return 4 * (p * np.log(p / q) + (1 - p) * np.log((1 - p) / (1 - q)))
+
+    np.testing.assert_allclose(distillation.sigmoid_distillation(student, teacher, 2.0),
+                               binary_kl(student, teacher).sum(-1), rtol=1e-5)
+    np.testing.assert_allclose(
+        distillation.regression_distillation(student[:, 0], teacher[:, 0]),
+        (student[:, 0] - teacher[:, 0]) ** 2, rtol=1e-5)
+
+
+def test_objective_mixes_the_labels_and_adds_up_over_any_split():
+    rng = np.random.default_rng(2)
+    outputs = {names.LOGITS: tf.constant(rng.normal(size=(6, 3)), tf.float32)}
+    features = {"label_ids": tf.constant([0, 1, 2, 1, 0, 2]),
+                distillation.TEACHER_LOGITS: tf.constant(rng.normal(size=(6, 3)), tf.float32)}
+    task = MeanObjective(lambda o, f: losses.classification_loss(
+        o[names.LOGITS], f["label_ids"], per_example=True))
+    objective = distillation.DistillationObjective(task, temperature=2.0, alpha=0.7)
+    assert objective.term_names == ("loss", "distillation_loss")
+    whole = objective.terms(outputs, features)
+    labels = float(task.loss(outputs, features))
+    soft = float(tf.reduce_mean(distillation.softmax_distillation(
+        outputs[names.LOGITS], features[distillation.TEACHER_LOGITS], 2.0)))
+    np.testing.assert_allclose([whole["loss"], whole["distillation_loss"]],
+                               [0.3 * labels, 0.7 * soft], rtol=1e-6)
+    # two micro-batches of 2 and 4 examples, their denominators added first
+    halves = [({k: v[:2] for k, v in outputs.items()}, {k: v[:2] for k, v in features.items()}),
+              ({k: v[2:] for k, v in outputs.items()}, {k: v[2:] for k, v in features.items()})]
+    denominators = objective.global_denominators([objective.denominators(f) for _, f in halves])
+    parts = [objective.terms(o, f, denominators) for o, f in halves]
+    for name in objective.term_names:
+        np.testing.assert_allclose(sum(float(p[name]) for p in parts), whole[name], rtol=1e-6)
+    only_labels = distillation.DistillationObjective(task, alpha=0.0).terms(outputs, features)
+    assert float(only_labels["loss"]) == pytest.approx(labels, rel=1e-6)
+    for wrong, words in (({"temperature": 0}, "positive"), ({"alpha": 1.5}, "[0, 1]"),
+                         ({"soft_loss": "hinge"}, "known: softmax")):
+        with pytest.raises(ValueError, match=words.replace("[", r"\[")):
+            distillation.DistillationObjective(task, **wrong)
+
+
+def test_fewer_passes_of_the_shared_group_are_the_teachers_weights():
+    """A 1-group teacher of 4 layers and its 2-layer student: every weight of the
+    student (its head of the same labels too) is the teacher's, and the student computes
+    what the teacher's weights compute in 2 passes."""
+    teacher = AlbertClassifier(tiny_config(num_hidden_layers=4), 3, seed=1)
+    config = distillation.student_config(teacher.config, num_hidden_layers=2)
+    assert (config.num_hidden_layers, config.num_hidden_groups) == (2, 1)
+    student = AlbertClassifier(config, 3, seed=2)
+    report = distillation.init_student_from_teacher(student, teacher)
+    assert report.initialized == [] and len(report.copied) == len(student.weights)
+    inputs = random_inputs(config, batch=2, length=8, seed=3, min_length=3)
+    twin = AlbertClassifier(config, 3, seed=5)
+    twin.set_weights(teacher.get_weights())  # the same variables, in the same order
+    np.testing.assert_allclose(student(inputs)[names.LOGITS], twin(inputs)[names.LOGITS],
+                               atol=1e-6)
+
+
+def test_a_bert_like_teacher_gives_every_other_layer():
+    """A teacher of 6 groups (a BERT read as ALBERT) into 3: the student's groups 0, 1, 2
+    are the teacher's 1, 3, 5; a head of another label set stays as initialized."""
+    bert = tiny_config(num_hidden_layers=6, num_hidden_groups=6, embedding_size=32)
+    teacher = AlbertClassifier(bert, 3, seed=1)
+    config = distillation.student_config(bert, num_hidden_layers=3)
+    assert distillation.group_map(bert, config) == {0: 1, 1: 3, 2: 5}
+    student = AlbertClassifier(config, 2, seed=2)
+    report = distillation.init_student_from_teacher(student, teacher)
+    assert sorted(report.initialized) == ["output_bias", "output_weights"]
+    theirs = {v.path: v.numpy() for v in teacher.weights}
+    groups = set()
+    for variable in student.weights:
+        if variable.path in report.initialized:
+            continue
+        source = re.sub(r"transformer/group_(\d+)/",
+                        lambda m: f"transformer/group_{2 * int(m[1]) + 1}/", variable.path)
+        groups.update(re.findall(r"transformer/group_(\d+)/", source))
+        np.testing.assert_array_equal(variable.numpy(), theirs[source])
+    assert groups == {"1", "3", "5"}
+
+
+def test_students_the_teacher_cannot_start_are_refused():
+    teacher = tiny_config(num_hidden_layers=4, num_hidden_groups=2)
+    for kwargs, words in (({"num_hidden_groups": 3}, "1 to the teacher's 2"),
+                          ({"num_hidden_layers": 1, "num_hidden_groups": 2},
+                           "more than its num_hidden_layers"),
+                          ({"num_hidden_layers": 0}, "at least 1")):
+        with pytest.raises(ConfigError, match=words):
+            distillation.student_config(teacher, **kwargs)
+    wider = dataclasses.replace(teacher, intermediate_size=teacher.intermediate_size * 2)
+    with pytest.raises(CheckpointError, match="these differ: intermediate_size"):
+        distillation.init_student_from_teacher(AlbertEncoder(wider, seed=0),
+                                               AlbertEncoder(teacher, seed=0))

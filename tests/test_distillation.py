@@ -134,3 +134,104 @@ def test_students_the_teacher_cannot_start_are_refused():
     with pytest.raises(CheckpointError, match="these differ: intermediate_size"):
         distillation.init_student_from_teacher(AlbertEncoder(wider, seed=0),
                                                AlbertEncoder(teacher, seed=0))
+
+
+# ------------------------------------------------------- run_classifier.py --teacher_*
+def classifier(*args, check=True):
+    from tests.helpers.scripts import run_script
+
+    return run_script("run_classifier.py", *args, check=check)
+
+
+@pytest.fixture(scope="module")
+def sst2_teacher(tmp_path_factory):
+    """A 2-layer teacher fine-tuned on the SST-2 fixture (the flags its students share)."""
+    from tests.helpers.scripts import FIXTURES, SPM
+    from tests.helpers.tiny import write_tiny_config
+
+    root = tmp_path_factory.mktemp("teacher")
+    config = write_tiny_config(root, max_position_embeddings=64, num_hidden_layers=2)
+    common = ["--task_name=SST-2", f"--data_dir={FIXTURES / 'glue'}", f"--spm_model_file={SPM}",
+              "--max_seq_length=32", "--train_batch_size=4", "--train_step=4",
+              "--learning_rate=1e-3", "--do_train"]
+    classifier(*common, "--do_eval", f"--albert_config_file={config}",
+               f"--output_dir={root / 'out'}")
+    return root, config, common
+
+
+def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_path):
+    """run_classifier.py --teacher_checkpoint --student_num_hidden_layers=1: the student
+    is the teacher's weights in one pass; the teacher's logits on every training record
+    are written once beside the records (equal to the teacher's own, 1e-5) and read back
+    by the next student with the same records and teacher, which runs no teacher."""
+    import tensorflow as tf
+
+    from albert_tf import AlbertClassifier, AlbertConfig
+    from albert_tf.checkpoints.release import load_checkpoint
+    from albert_tf.data import sentence_records
+    from albert_tf.data.glue import get_task
+
+    root, config, common = sst2_teacher
+    teacher = str(root / "out" / "model.ckpt-best")
+    cache = tmp_path / "cache"
+    flags = [*common, f"--teacher_checkpoint={teacher}", f"--teacher_config_file={config}",
+             "--student_num_hidden_layers=1", "--distill_temperature=2", "--do_eval",
+             f"--cached_dir={cache}"]
+    first = classifier(*flags, f"--output_dir={tmp_path / 'student'}")
+    assert "student started from the teacher" in first.stderr
+    assert 0 <= results_of(tmp_path / "student")["eval_accuracy"] <= 1
+    (written,) = cache.glob("*.teacher.tf_record")
+    stored = [tf.train.Example.FromString(r).features.feature["teacher_logits"].float_list.value
+              for r in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+    model = AlbertClassifier(AlbertConfig.from_json_file(config), 2, seed=0)
+    load_checkpoint(model, teacher)
+    dataset = sentence_records.sentence_dataset(
+        str(written).replace(".teacher", ""), get_task("SST-2"), 32, 64, training=False)
+    logits = np.concatenate([model(names.to_model_inputs(batch))[names.LOGITS]
+                             for batch in dataset])
+    np.testing.assert_allclose(np.array(stored), logits, atol=1e-5)
+    again = classifier(*flags, f"--output_dir={tmp_path / 'again'}")
+    assert f"using cached records {written}" in again.stderr
+    student = dict(tf.train.list_variables(str(tmp_path / "student" / "model.ckpt-best")))
+    assert "bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel" \
+        in student
+
+
+def results_of(directory):
+    from tests.helpers.scripts import read_results
+
+    return read_results(directory / "eval_results.txt")
+
+
+def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, tmp_path):
+    """A teacher of another label set, a student made of the teacher given its own
+    config too or more groups than the teacher has, student flags without a teacher, a
+    student of another vocabulary: one line, before any training, no directory left."""
+    from tests.helpers.tiny import write_tiny_config
+
+    root, config, common = sst2_teacher
+    teacher = [f"--teacher_checkpoint={root / 'out' / 'model.ckpt-best'}",
+               f"--teacher_config_file={config}"]
+    cases = [
+        # a teacher of two labels for a task of one (STS-B's regression)
+        ([*common[1:], "--task_name=STS-B", *teacher, f"--albert_config_file={config}"],
+         "is not a model of this task and its labels"),
+        ([*common, *teacher, f"--albert_config_file={config}",
+          "--student_num_hidden_layers=1"], "cannot be given with it"),
+        ([*common, *teacher, "--student_num_hidden_layers=1",
+          "--student_num_hidden_groups=2"], "num_hidden_groups is 2"),
+        ([*common, "--student_num_hidden_layers=1", f"--albert_config_file={config}"],
+         "--teacher_checkpoint, which is not given"),
+        ([*common, *teacher,
+          f"--albert_config_file={write_tiny_config(tmp_path, vocab_size=100)}"],
+         "has a vocabulary of"),
+    ]
+    for args, words in cases:
+        out = tmp_path / "out"
+        done = classifier(*args, f"--output_dir={out}", check=False)
+        # one line (after the run's own log lines where the teacher is read), no
+        # traceback, nothing trained and nothing left
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        line = done.stderr.strip().splitlines()[-1]
+        assert line.startswith("error: ") and words in line, line
+        assert "steps/s" not in done.stderr and not out.exists()

@@ -31,7 +31,7 @@ import tensorflow as tf
 from absl import flags, logging
 
 from albert_tf import names, tasks
-from albert_tf.apps import session
+from albert_tf.apps import distill, session
 from albert_tf.apps.labels import check_labels_known, resolve_labels, save_labels
 from albert_tf.apps.options import OptionsError, define_flags, from_flags
 from albert_tf.checkpoints import release
@@ -184,7 +184,9 @@ def run(task_class, options) -> dict:
     """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
     test split and exports; returns the best dev results. `options`: the task's
     `Options`, or a mapping that makes them."""
-    task, options, _, files, report, data = read_task(task_class, options)
+    task, options, config, files, report, data = read_task(task_class, options)
+    teacher_config = (distill.check_teacher(task, options, config)
+                      if distill.distilling(options) else None)
     context = session.setup(options)
     strategy, output_dir = context.strategy, context.output_dir
     with session.removed_if_stopped(context):
@@ -192,6 +194,10 @@ def run(task_class, options) -> dict:
         with strategy.scope():
             model = task.build_model(context.config)
         session.initialize_from(model, context)
+        teacher = None
+        if teacher_config is not None:
+            teacher = distill.load_teacher(task, options, teacher_config, strategy)
+            distill.start_student(model, teacher, options, output_dir)
         if options.lora_rank:  # on the loaded base: its fingerprint is the adapter's
             with strategy.scope():
                 model.enable_lora(options.lora_rank, ffn=options.lora_ffn)
@@ -213,12 +219,18 @@ def run(task_class, options) -> dict:
             learning_rate=options.learning_rate, num_train_steps=steps,
             num_warmup_steps=warmup, optimizer=options.optimizer,
             precision=options.precision)
-    trainer = session.make_trainer(options, strategy, model, optimizer, task.objective(),
+    objective, extra_spec = task.objective(), None
+    if teacher is not None and "train" in paths:
+        paths["train"], extra_spec = distill.teacher_records(
+            task, options, teacher, strategy, converted["train"], cache_dir)
+        objective = distill.objective(task, options, teacher)
+    trainer = session.make_trainer(options, strategy, model, optimizer, objective,
                                    output_dir, steps)
     if "train" in paths:
         micro_batch = options.train_batch_size // options.gradient_accumulation_steps
         session.train(trainer, lambda skip: task.dataset(
-            paths["train"], micro_batch, True, drop_remainder=True).skip(skip))
+            paths["train"], micro_batch, True, drop_remainder=True,
+            extra_spec=extra_spec).skip(skip))
     best = {}
     if "dev" in paths:
         best = session.evaluate_checkpoints(task, data["dev"], trainer, options,

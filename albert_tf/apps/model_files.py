@@ -30,6 +30,7 @@ def complete_model_files(options: RunOptions) -> RunOptions:
     used by the config and the load), and the config and tokenizer files found beside
     them where the options give none (a release directory of any layout),
     `do_lower_case` too. A copy, checked before any work starts."""
+    options = _teacher_files(options)
     if not options.init_checkpoint:
         return options.replace(
             do_lower_case=True if options.do_lower_case is None else options.do_lower_case)
@@ -54,4 +55,39 @@ def complete_model_files(options: RunOptions) -> RunOptions:
     elif said is not None and given != said:
         logging.warning("--do_lower_case=%s, but %s says do_lower_case=%s", given,
                         files.directory, said)
+    return options.replace(**changes)
+
+
+def _teacher_files(options: RunOptions) -> RunOptions:
+    """With --teacher_checkpoint: its description (`teacher_files`) and its config
+    (`teacher_config_file`, from beside it where not given). A student made of the
+    teacher's weights (--student_num_hidden_layers) takes the teacher's files as its
+    --init_checkpoint brings them (config and tokenizer), which it may not give itself."""
+    teacher = getattr(options, "teacher_checkpoint", None)
+    student = getattr(options, "student_num_hidden_layers", None) or getattr(
+        options, "student_num_hidden_groups", None)
+    if not teacher:
+        if student:
+            raise UsageError("--student_num_hidden_layers and --student_num_hidden_groups "
+                             "make a student of --teacher_checkpoint, which is not given")
+        return options
+    files = release.describe_checkpoint(teacher)
+    config_file = options.teacher_config_file or files.config_file
+    if config_file is None:
+        raise UsageError(f"--teacher_config_file is required: there is no config beside "
+                         f"--teacher_checkpoint={teacher}")
+    changes = {"teacher_files": files, "teacher_config_file": config_file}
+    if student:
+        given = [f"--{n}" for n in ("init_checkpoint", "albert_config_file")
+                 if getattr(options, n)]
+        if given:
+            raise UsageError(
+                f"--student_num_hidden_layers starts the student from the teacher's "
+                f"weights and config; {' and '.join(given)} cannot be given with it")
+        changes["albert_config_file"] = config_file
+        if not (options.spm_model_file or options.vocab_file):
+            changes["spm_model_file"] = files.spm_model_file
+            changes["vocab_file"] = None if files.spm_model_file else files.vocab_file
+        if options.do_lower_case is None and files.do_lower_case is not None:
+            changes["do_lower_case"] = files.do_lower_case
     return options.replace(**changes)

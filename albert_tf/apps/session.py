@@ -22,6 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import checkpoints
+from albert_tf.apps import distill
 from albert_tf.apps.model_files import complete_model_files, load_config
 from albert_tf.apps.runner import user_errors
 from albert_tf.checkpoints import release
@@ -101,6 +102,7 @@ def check_setup(options: RunOptions) -> AlbertConfig:
     init_files = options.init_files
     config = load_config(options.albert_config_file,
                          init_files.layout if init_files is not None else "google")
+    config = distill.student_config(options, config)
     if options.max_seq_length > config.max_position_embeddings:
         raise UsageError(
             f"--max_seq_length={options.max_seq_length} is longer than the model's "

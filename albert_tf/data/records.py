@@ -130,7 +130,9 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
                         shuffle_buffer: int = 10_000, repeat: bool | None = None,
                         bucket_boundaries: list[int] | None = None,
                         sequence_features=SEQUENCE_FEATURES,
-                        padding_values: Mapping[str, int] | None = None) -> tf.data.Dataset:
+                        padding_values: Mapping[str, int] | None = None,
+                        extra_spec: Mapping[str, tf.io.FixedLenFeature] | None = None
+                        ) -> tf.data.Dataset:
     """Batches of original-format fine-tuning records, padded to each batch's longest.
 
     Args:
@@ -142,7 +144,9 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
         similar length share a batch (eval and predict keep every example).
       sequence_features: the features trimmed to the real length (`trim_to_length`).
       padding_values: feature name -> the value that pads it in a batch (default 0).
+      extra_spec: features parsed beside `spec`'s (a teacher's outputs).
     """
+    spec = {**spec, **(extra_spec or {})}
     files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     dataset = tf.data.TFRecordDataset([os.fspath(f) for f in files])
     if training:

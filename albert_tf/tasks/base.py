@@ -68,6 +68,10 @@ class Task:
     # (cut to each batch's longest with them), and what pads any feature in a batch.
     sequence_features: tuple[str, ...] = ()
     padding_values: Mapping[str, int] = {}
+    # What a teacher's outputs teach a student of this task (--teacher_checkpoint):
+    # (the model output, its soft loss: "softmax", "sigmoid" or "regression", as
+    # `albert_tf.training.distillation.SOFT_LOSSES`); None: not distilled.
+    distillation: tuple[str, str] | None = None
     # Bump when `features` changes what it writes: cached records are then rewritten.
     cache_format: int = 1
     # What a run returns where it has no dev split: results the task scored on its test
@@ -180,13 +184,14 @@ class Task:
                                             self.split_records(split, data)))
 
     def dataset(self, path: str, batch_size: int, training: bool,
-                drop_remainder: bool = False) -> tf.data.Dataset:
+                drop_remainder: bool = False, extra_spec=None) -> tf.data.Dataset:
         """Batches of the records at `path`, each padded to its longest sequence
         (`sequence_features` with the three, `padding_values`); shuffled with the
-        run's seed and repeated when `training`."""
+        run's seed and repeated when `training`. `extra_spec`: features parsed beside
+        the task's (a teacher's outputs)."""
         return records.fine_tuning_dataset(
             path, records.fixed_length_spec(self.options.max_seq_length,
-                                            self.record_spec()),
+                                            {**self.record_spec(), **(extra_spec or {})}),
             batch_size, training=training, seed=self.options.seed,
             drop_remainder=drop_remainder,
             sequence_features=records.SEQUENCE_FEATURES + tuple(self.sequence_features),

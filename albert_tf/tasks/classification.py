@@ -161,6 +161,8 @@ class ClassificationTask(Task):
             self.is_regression = self._sentence_task.is_regression
             self.labels = list(self._sentence_task.labels) or None
         self.has_labels = self.is_file and not self.is_regression
+        self.distillation = ((names.PREDICTIONS, "regression") if self.is_regression
+                             else (names.LOGITS, "softmax"))
         self.predict_outputs = (names.PREDICTIONS,) if self.is_regression else (
             names.PROBABILITIES, names.PREDICTIONS)
 
@@ -231,10 +233,11 @@ class ClassificationTask(Task):
                                                self.options.max_seq_length,
                                                self.tokenizer, path)
 
-    def dataset(self, path, batch_size, training, drop_remainder=False):
+    def dataset(self, path, batch_size, training, drop_remainder=False, extra_spec=None):
         return sentence_records.sentence_dataset(
             path, self.sentence_task, self.options.max_seq_length, batch_size,
-            training=training, seed=self.options.seed, drop_remainder=drop_remainder)
+            training=training, seed=self.options.seed, drop_remainder=drop_remainder,
+            extra_spec=extra_spec)
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):

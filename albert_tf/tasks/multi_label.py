@@ -162,6 +162,7 @@ class MultiLabelTask(Task):
     serving_kinds = (SERVING_KIND,)
     has_labels = True
     eval_outputs = (names.PROBABILITIES,)
+    distillation = (names.LOGITS, "sigmoid")
 
     @dataclasses.dataclass(frozen=True)
     class Options(ClassificationTask.Options):

@@ -147,6 +147,7 @@ class MultipleChoiceTask(Task):
     name = "multiple_choice"
     metric = "eval_accuracy"
     serving_kinds = (MULTIPLE_CHOICE,)
+    distillation = (names.LOGITS, "softmax")  # over the choices
 
     @classmethod
     def task_names(cls) -> tuple[str, ...]:
@@ -249,11 +250,11 @@ class MultipleChoiceTask(Task):
         return choice_records.write_examples(examples, o.max_seq_length, o.max_qa_length,
                                    self.tokenizer, path, self.num_choices)
 
-    def dataset(self, path, batch_size, training, drop_remainder=False):
+    def dataset(self, path, batch_size, training, drop_remainder=False, extra_spec=None):
         return choice_records.choice_dataset(
             path, self.options.max_seq_length, batch_size, training=training,
             seed=self.options.seed, drop_remainder=drop_remainder,
-            num_choices=self.num_choices)
+            num_choices=self.num_choices, extra_spec=extra_spec)
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):

@@ -320,6 +320,28 @@ class FineTuningOptions(RunOptions, SkipOptions):
         "(and the head), the rest of the encoder frozen; the best adapter is kept as "
         "lora_adapter.npz, the TF1 checkpoints and exports hold the merged weights.")
     lora_ffn: bool = option(False, "With --lora_rank: adapters on the FFN's denses too.")
+    teacher_checkpoint: str | None = option(
+        None, "Distil: a model of this task fine-tuned on the same labels (any layout "
+        "--init_checkpoint reads), whose outputs on the training examples (computed once "
+        "and cached) the model learns beside the labels.")
+    teacher_config_file: str | None = option(
+        None, "The teacher's albert_config.json, where none lies beside "
+        "--teacher_checkpoint.")
+    distill_temperature: float = option(
+        2.0, "With --teacher_checkpoint: the softmax temperature of the soft targets.")
+    distill_alpha: float = option(
+        0.5, "With --teacher_checkpoint: the soft targets' weight; the labels' loss has "
+        "1 - alpha.")
+    student_num_hidden_layers: int | None = option(
+        None, "With --teacher_checkpoint: the student is the teacher with this many layer "
+        "passes, started from the teacher's weights (its groups: the last of each equal "
+        "block of the teacher's); without it, --init_checkpoint / --albert_config_file "
+        "give the student.")
+    student_num_hidden_groups: int | None = option(
+        None, "With --student_num_hidden_layers: the student's groups (default: the "
+        "teacher's, or fewer where the student has fewer layers).")
+    # Derived before any work (`complete_model_files`): --teacher_checkpoint described.
+    teacher_files: Any = option(None, flag=False)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,150 @@
+"""Distillation in the fine-tuning driver (--teacher_checkpoint): the teacher checked
+and loaded before any work, its outputs on the training records computed once and
+cached beside them (a student step runs no teacher), the objective that mixes them with
+the labels, and the student started from the teacher's weights where it is the teacher
+with fewer layer passes (`albert_tf.training.distillation`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from albert_tf.apps.model_files import load_config
+from albert_tf.checkpoints import CheckpointError, release
+from albert_tf.data import cache, records
+from albert_tf.errors import UsageError
+from albert_tf.training import distillation
+from albert_tf.training.loop import predict
+
+
+@dataclasses.dataclass
+class Teacher:
+    model: object
+    output: str      # the model output the student learns
+    soft_loss: str   # `distillation.SOFT_LOSSES`
+
+
+def distilling(options) -> bool:
+    return bool(getattr(options, "teacher_checkpoint", None))
+
+
+def student_config(options, config):
+    """The run's config, or with --student_num_hidden_layers / _groups the teacher's
+    with fewer passes or groups (the config `check_setup` returns)."""
+    layers = getattr(options, "student_num_hidden_layers", None)
+    groups = getattr(options, "student_num_hidden_groups", None)
+    if not (layers or groups):
+        return config
+    return distillation.student_config(config, num_hidden_layers=layers,
+                                       num_hidden_groups=groups)
+
+
+def _tokenizer_file(files_or_options) -> str | None:
+    return files_or_options.spm_model_file or files_or_options.vocab_file
+
+
+def check_teacher(task, options, config):
+    """Before any work: a task that distils, a teacher config whose vocabulary and
+    tokenizer are the student's; returns the teacher's config."""
+    if task.distillation is None:
+        raise UsageError(f"--teacher_checkpoint: the task {task.name!r} is not distilled "
+                         "here (its kind has no soft targets defined)")
+    files = options.teacher_files
+    teacher_config = load_config(options.teacher_config_file, files.layout)
+    if teacher_config.vocab_size != config.vocab_size:
+        raise UsageError(
+            f"the teacher ({options.teacher_checkpoint}) has a vocabulary of "
+            f"{teacher_config.vocab_size} and the student {config.vocab_size}: a student "
+            "learns from its teacher's outputs on the same ids")
+    ours, theirs = _tokenizer_file(options), _tokenizer_file(files)
+    if ours and theirs and cache.file_sha256(ours) != cache.file_sha256(theirs):
+        raise UsageError(
+            f"the teacher's tokenizer {theirs} is not the student's {ours}: a student "
+            "learns from its teacher's outputs on the same ids")
+    if options.max_seq_length > teacher_config.max_position_embeddings:
+        raise UsageError(
+            f"--max_seq_length={options.max_seq_length} is longer than the teacher's "
+            f"max_position_embeddings ({teacher_config.max_position_embeddings})")
+    return teacher_config
+
+
+def load_teacher(task, options, teacher_config, strategy) -> Teacher:
+    """The teacher: the task's model of the teacher's config, every weight read from
+    --teacher_checkpoint (a checkpoint of another kind or label set is refused)."""
+    with strategy.scope():
+        model = task.build_model(teacher_config)
+    try:
+        report = release.load_checkpoint(model, options.teacher_files)
+    except CheckpointError as e:
+        differ = "; ".join(line.strip() for line in str(e).splitlines()[1:])
+        raise UsageError(f"--teacher_checkpoint={options.teacher_checkpoint} is not a "
+                         f"model of this task and its labels ({differ or e})") from None
+    if report.missing:
+        raise UsageError(
+            f"--teacher_checkpoint={options.teacher_checkpoint} is not a fine-tuned model "
+            f"of this task: it has no {', '.join(report.missing[:4])}"
+            f"{' ...' if len(report.missing) > 4 else ''}")
+    return Teacher(model, *task.distillation)
+
+
+def start_student(model, teacher: Teacher, options, output_dir: str) -> None:
+    """A student of --student_num_hidden_layers starts from the teacher's weights
+    (unless the run resumes)."""
+    if not (options.student_num_hidden_layers or options.student_num_hidden_groups):
+        return
+    if tf.train.latest_checkpoint(output_dir):
+        return
+    report = distillation.init_student_from_teacher(model, teacher.model)
+    logging.info("student started from the teacher: %d variables copied, %d initialized "
+                 "(%s)", len(report.copied), len(report.initialized),
+                 ", ".join(report.initialized) or "none")
+
+
+def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir: str):
+    """The training records with the teacher's outputs of each (feature
+    `distillation.TEACHER_LOGITS`), computed once: cached beside them, reused while the
+    records and the teacher's files are the same. Returns (path, parsing spec)."""
+    path = os.path.join(cache_dir, task.records_name("train") + ".teacher.tf_record")
+    weights = [f for f in tf.io.gfile.glob(options.teacher_files.checkpoint + "*")
+               if not f.endswith(".meta.json")]
+    settings = {"records": cache.read_cache_info(train.path),
+                "teacher": {os.path.basename(f): cache.file_sha256(f) for f in sorted(weights)}}
+
+    def write(target: str):
+        dataset = task.dataset(train.path, options.predict_batch_size, False)
+        outputs = predict(strategy, teacher.model, dataset, [teacher.output])[teacher.output]
+        rows = np.asarray(outputs, np.float32).reshape(len(outputs), -1)
+
+        def examples():
+            for record, row in zip(tf.data.TFRecordDataset(train.path).as_numpy_iterator(),
+                                   rows):
+                example = tf.train.Example.FromString(record)
+                example.features.feature[distillation.TEACHER_LOGITS].float_list.value \
+                    .extend(row.tolist())
+                yield example.SerializeToString()
+
+        count = records.write_records(target, examples())
+        if count != train.num_examples:
+            raise RuntimeError(f"{count} teacher outputs for {train.num_examples} records")
+        return count, 0
+
+    written = cache.cached_conversion(path, settings, write)
+    logging.info("the teacher's outputs on %d training examples: %s",
+                 written.num_examples, written.path)
+    first = next(tf.data.TFRecordDataset(written.path).as_numpy_iterator())
+    width = len(tf.train.Example.FromString(first).features.feature[
+        distillation.TEACHER_LOGITS].float_list.value)
+    shape = [] if teacher.soft_loss == "regression" else [width]
+    return written.path, {distillation.TEACHER_LOGITS: tf.io.FixedLenFeature(
+        shape, tf.float32)}
+
+
+def objective(task, options, teacher: Teacher):
+    return distillation.DistillationObjective(
+        task.objective(), soft_loss=teacher.soft_loss,
+        temperature=options.distill_temperature, alpha=options.distill_alpha,
+        output=teacher.output)

@@ -178,6 +178,9 @@ def test_examples_run_in_order(release_dir, capsys):
     assert printed.count("(8, 128) (8, 20) True") == 2
     out = release_dir.parent
     check_mrpc_run(out, release_dir)
+    # the distilled student: the teacher's one shared group in one pass
+    assert read_results(out / "mrpc_student" / "eval_results.txt")["global_step"] == 8
+    assert (out / "mrpc_student" / "mrpc_train.teacher.tf_record").exists()
     check_recompute_run(out)
     check_squad_v1_run(out / "squad_out", out / "dev-v1.1.json")
     assert (out / "pretrain_out" / "eval_results.txt").exists()

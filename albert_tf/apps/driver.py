@@ -224,13 +224,16 @@ def run(task_class, options) -> dict:
         paths["train"], extra_spec = distill.teacher_records(
             task, options, teacher, strategy, converted["train"], cache_dir)
         objective = distill.objective(task, options, teacher)
+        teacher.model = None  # its outputs are cached: the student's steps run no teacher
     trainer = session.make_trainer(options, strategy, model, optimizer, objective,
                                    output_dir, steps)
     if "train" in paths:
         micro_batch = options.train_batch_size // options.gradient_accumulation_steps
+        # (a task that distils takes the teacher's outputs' spec; the others' `dataset`
+        # need not know the argument)
+        teaching = {"extra_spec": extra_spec} if extra_spec else {}
         session.train(trainer, lambda skip: task.dataset(
-            paths["train"], micro_batch, True, drop_remainder=True,
-            extra_spec=extra_spec).skip(skip))
+            paths["train"], micro_batch, True, drop_remainder=True, **teaching).skip(skip))
     best = {}
     if "dev" in paths:
         best = session.evaluate_checkpoints(task, data["dev"], trainer, options,

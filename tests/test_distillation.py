@@ -225,6 +225,8 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
         ([*common, *teacher,
           f"--albert_config_file={write_tiny_config(tmp_path, vocab_size=100)}"],
          "has a vocabulary of"),
+        ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
+         "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
     ]
     for args, words in cases:
         out = tmp_path / "out"

@@ -53,6 +53,12 @@ def check_teacher(task, options, config):
     if task.distillation is None:
         raise UsageError(f"--teacher_checkpoint: the task {task.name!r} is not distilled "
                          "here (its kind has no soft targets defined)")
+    if not options.distill_temperature > 0:
+        raise UsageError(f"--distill_temperature={options.distill_temperature}: it must be "
+                         "positive")
+    if not 0.0 <= options.distill_alpha <= 1.0:
+        raise UsageError(f"--distill_alpha={options.distill_alpha}: the soft targets' "
+                         "weight is in [0, 1]")
     files = options.teacher_files
     teacher_config = load_config(options.teacher_config_file, files.layout)
     if teacher_config.vocab_size != config.vocab_size:

@@ -192,11 +192,11 @@ class Task:
         the task's (a teacher's outputs)."""
         return records.fine_tuning_dataset(
             path, records.fixed_length_spec(self.options.max_seq_length,
-                                            {**self.record_spec(), **(extra_spec or {})}),
+                                            self.record_spec()),
             batch_size, training=training, seed=self.options.seed,
             drop_remainder=drop_remainder,
             sequence_features=records.SEQUENCE_FEATURES + tuple(self.sequence_features),
-            padding_values=self.padding_values or None)
+            padding_values=self.padding_values or None, extra_spec=extra_spec)
 
     def records_name(self, split: str) -> str:
         """The cached record file's name, `.tf_record` added: `<task>_train`,

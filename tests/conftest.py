@@ -70,7 +70,7 @@ LONGEST_MODULES = (
     "test_recompute.py", "test_keras_native.py", "test_run_classifier.py",  # 101-107
     "test_bench_serving.py", "test_optimizers.py", "test_reusable_export.py",  # 57-60
     "test_dynamic_masking.py", "test_demo.py", "test_multi_label.py",  # 47-57
-    "test_bench_precision_agreement.py", "test_run_squad.py",  # 39-46
+    "test_bench_precision_agreement.py", "test_run_squad.py", "test_distillation.py",  # 39-46
     "test_keras_hub_preset.py", "test_task_registration.py", "test_tflite_text.py",
     "test_run_ner.py", "test_tasks.py", "test_modeling.py",  # 23-31
     "test_run_pretraining.py", "test_dynamic_masking_masker.py", "test_text.py",

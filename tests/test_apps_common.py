@@ -23,6 +23,9 @@ MODEL_FLAGS = {
     "export_hf_dir"}
 # The flags of each script, as when the lists were written by hand (run_squad.py has
 # --task_name and --cached_dir since every run script has them).
+# The fine-tuning scripts' distillation flags (a task that does not distil refuses them).
+DISTILL_FLAGS = {"teacher_checkpoint", "teacher_config_file", "distill_temperature",
+                 "distill_alpha", "student_num_hidden_layers", "student_num_hidden_groups"}
 APP_FLAGS = {
     "classifier": {
         "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length",
@@ -39,20 +42,20 @@ APP_FLAGS = {
         "version_2_with_negative", "doc_stride", "max_query_length", "n_best_size",
         "max_answer_length", "start_n_top", "end_n_top", "null_score_diff_threshold",
         # LoRA (every fine-tuning script).
-        "lora_rank", "lora_ffn"},
+        "lora_rank", "lora_ffn", *DISTILL_FLAGS},
     "ner": {
         "do_predict", "data_dir", "task_name", "train_file", "dev_file", "test_file",
         "labels", "cached_dir", "max_seq_length", "train_batch_size", "eval_batch_size",
         "predict_batch_size", "train_step", "num_train_epochs", "warmup_step",
         "warmup_proportion", "dropout_prob", "max_skipped_rows", "task_module",
-        "lora_rank", "lora_ffn"},
+        "lora_rank", "lora_ffn", *DISTILL_FLAGS},
     "squad": {
         "task_name", "cached_dir", "do_predict", "train_file", "predict_file", "train_feature_file",
         "predict_feature_file", "version_2_with_negative", "max_seq_length", "doc_stride",
         "max_query_length", "train_batch_size", "predict_batch_size", "num_train_epochs",
         "warmup_proportion", "n_best_size", "max_answer_length", "start_n_top", "end_n_top",
         "null_score_diff_threshold", "max_skipped_rows", "task_module", "lora_rank",
-        "lora_ffn"},
+        "lora_ffn", *DISTILL_FLAGS},
     "pretraining": {
         "input_file", "input_text", "max_seq_length", "max_predictions_per_seq",
         "train_batch_size", "eval_batch_size", "num_train_steps", "num_warmup_steps",

@@ -34,7 +34,6 @@ Prints one Markdown table (and the machine's CPU flags); the figures go to BENCH
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import pathlib
@@ -68,14 +67,17 @@ def ours(args, task: str, steps: int, out: pathlib.Path, lora: bool) -> dict:
 
 
 # ------------------------------------------------------- the peer (transformers) side
-def read_glue(glue_dir: pathlib.Path, task: str, split: str) -> tuple[list, list]:
-    """(texts, labels) of a GLUE TSV as released: SST-2 (sentence, label), MRPC
-    (Quality, #1 ID, #2 ID, #1 String, #2 String)."""
-    with open(glue_dir / task / f"{split}.tsv", encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))[1:]
-    if task == "SST-2":
-        return [(r[0],) for r in rows], [int(r[1]) for r in rows]
-    return [(r[3], r[4]) for r in rows], [int(r[0]) for r in rows]
+def read_glue(glue_dir, task: str, split: str) -> tuple[list, list]:
+    """(texts, label indices) of a GLUE split, read by our GLUE processor (the rows
+    run_classifier.py reads); each text a tuple of one or two strings."""
+    peer_modules()
+    from albert_tf.data import glue
+
+    processor = glue.get_processor(task)
+    labels = processor.get_labels()
+    examples = processor.get_examples(str(glue_dir), split)
+    return ([(e.text_a,) if e.text_b is None else (e.text_a, e.text_b) for e in examples],
+            [labels.index(e.label) for e in examples])
 
 
 def transformers_child(spec: dict) -> dict:

@@ -170,6 +170,7 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
     from albert_tf.checkpoints.release import load_checkpoint
     from albert_tf.data import sentence_records
     from albert_tf.data.glue import get_task
+    from tests.helpers.scripts import read_results
 
     root, config, common = sst2_teacher
     teacher = str(root / "out" / "model.ckpt-best")
@@ -179,7 +180,7 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
              f"--cached_dir={cache}"]
     first = classifier(*flags, f"--output_dir={tmp_path / 'student'}")
     assert "student started from the teacher" in first.stderr
-    assert 0 <= results_of(tmp_path / "student")["eval_accuracy"] <= 1
+    assert 0 <= read_results(tmp_path / "student" / "eval_results.txt")["eval_accuracy"] <= 1
     (written,) = cache.glob("*.teacher.tf_record")
     stored = [tf.train.Example.FromString(r).features.feature["teacher_logits"].float_list.value
               for r in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
@@ -195,12 +196,6 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
     student = dict(tf.train.list_variables(str(tmp_path / "student" / "model.ckpt-best")))
     assert "bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel" \
         in student
-
-
-def results_of(directory):
-    from tests.helpers.scripts import read_results
-
-    return read_results(directory / "eval_results.txt")
 
 
 def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, tmp_path):

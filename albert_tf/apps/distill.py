@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf.apps.model_files import load_config
+from albert_tf.apps.model_files import check_length, load_config
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.data import cache, records
 from albert_tf.errors import UsageError
@@ -71,10 +71,7 @@ def check_teacher(task, options, config):
         raise UsageError(
             f"the teacher's tokenizer {theirs} is not the student's {ours}: a student "
             "learns from its teacher's outputs on the same ids")
-    if options.max_seq_length > teacher_config.max_position_embeddings:
-        raise UsageError(
-            f"--max_seq_length={options.max_seq_length} is longer than the teacher's "
-            f"max_position_embeddings ({teacher_config.max_position_embeddings})")
+    check_length(options.max_seq_length, teacher_config, "the teacher's")
     return teacher_config
 
 

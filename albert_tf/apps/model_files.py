@@ -24,6 +24,16 @@ def load_config(albert_config_file, checkpoint_layout: str = "google") -> Albert
                                  checkpoint_layout)
 
 
+def check_length(max_seq_length: int, config: AlbertConfig, whose: str,
+                 where: str = "") -> None:
+    """--max_seq_length within the positions of a model (`whose` and `where` name it
+    in the message)."""
+    if max_seq_length > config.max_position_embeddings:
+        raise UsageError(
+            f"--max_seq_length={max_seq_length} is longer than {whose} "
+            f"max_position_embeddings ({config.max_position_embeddings}){where}")
+
+
 def complete_model_files(options: RunOptions) -> RunOptions:
     """The options with what `--init_checkpoint` brings: its description
     (`init_files`, a `release.ReleaseFiles`: the layout of its weights, read once and

@@ -23,7 +23,7 @@ from absl import logging
 
 from albert_tf import checkpoints
 from albert_tf.apps import distill
-from albert_tf.apps.model_files import complete_model_files, load_config
+from albert_tf.apps.model_files import check_length, complete_model_files, load_config
 from albert_tf.apps.runner import user_errors
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
@@ -103,11 +103,8 @@ def check_setup(options: RunOptions) -> AlbertConfig:
     config = load_config(options.albert_config_file,
                          init_files.layout if init_files is not None else "google")
     config = distill.student_config(options, config)
-    if options.max_seq_length > config.max_position_embeddings:
-        raise UsageError(
-            f"--max_seq_length={options.max_seq_length} is longer than the model's "
-            f"max_position_embeddings ({config.max_position_embeddings}) in "
-            f"{options.albert_config_file}")
+    check_length(options.max_seq_length, config, "the model's",
+                 f" in {options.albert_config_file}")
     return config
 
 

@@ -83,6 +83,38 @@ def test_objective_mixes_the_labels_and_adds_up_over_any_split():
             distillation.DistillationObjective(task, **wrong)
 
 
+def test_token_soft_loss_is_the_mean_over_labelled_positions():
+    """"token_softmax": T^2 KL at each position whose label is >= 0 (not the padding,
+    not a word's later pieces), averaged over those positions of the whole batch as
+    the task's token loss is; any split adds up, and a batch with none is 0."""
+    from albert_tf.training.objectives import TokenObjective
+
+    rng = np.random.default_rng(3)
+    student, teacher = rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 5, 4)) * 2
+    labels = np.array([[-1, 2, -1, 0, -1], [-1, 1, 3, -1, -1], [-1, -1, -1, -1, -1]])
+    outputs = {names.LOGITS: tf.constant(student, tf.float32)}
+    features = {names.LABEL_IDS: tf.constant(labels),
+                distillation.TEACHER_LOGITS: tf.constant(teacher, tf.float32)}
+    objective = distillation.DistillationObjective(TokenObjective(), soft_loss="token_softmax",
+                                                   temperature=2.0, alpha=0.6)
+    p, q = softmax(teacher / 2), softmax(student / 2)
+    kl = 4 * np.sum(p * (np.log(p) - np.log(q)), -1)
+    whole = objective.terms(outputs, features)
+    assert float(whole["distillation_loss"]) == pytest.approx(
+        0.6 * kl[labels >= 0].mean(), rel=1e-5)
+    assert float(whole["loss"]) == pytest.approx(
+        0.4 * float(TokenObjective().loss(outputs, features)), rel=1e-6)
+    halves = [({k: v[i:j] for k, v in outputs.items()}, {k: v[i:j] for k, v in features.items()})
+              for i, j in ((0, 1), (1, 3))]
+    denominators = objective.global_denominators([objective.denominators(f) for _, f in halves])
+    for name in objective.term_names:
+        parts = sum(float(objective.terms(o, f, denominators)[name]) for o, f in halves)
+        np.testing.assert_allclose(parts, whole[name], rtol=1e-6)
+    unlabelled = {k: v[2:] for k, v in features.items()}
+    none = objective.terms({k: v[2:] for k, v in outputs.items()}, unlabelled)
+    assert float(none["distillation_loss"]) == 0.0 and float(none["loss"]) == 0.0
+
+
 def test_fewer_passes_of_the_shared_group_are_the_teachers_weights():
     """A 1-group teacher of 4 layers and its 2-layer student: every weight of the
     student (its head of the same labels too) is the teacher's, and the student computes
@@ -202,6 +234,7 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
     """A teacher of another label set, a student made of the teacher given its own
     config too or more groups than the teacher has, student flags without a teacher, a
     student of another vocabulary: one line, before any training, no directory left."""
+    from tests.helpers.scripts import FIXTURES, SPM, run_script
     from tests.helpers.tiny import write_tiny_config
 
     root, config, common = sst2_teacher
@@ -223,12 +256,62 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
          "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
     ]
+    squad = [FIXTURES / "squad" / "dev-v1.1-excerpt.json", f"--spm_model_file={SPM}",
+             f"--albert_config_file={config}", *teacher]
+    cases.append((["run_squad.py", f"--train_file={squad[0]}", *squad[1:], "--do_train",
+                   "--max_seq_length=64", "--doc_stride=16", "--max_query_length=16"],
+                  "the task 'squad' is not distilled here"))
     for args, words in cases:
         out = tmp_path / "out"
-        done = classifier(*args, f"--output_dir={out}", check=False)
+        script = args.pop(0) if args[0].endswith(".py") else "run_classifier.py"
+        done = run_script(script, *args, f"--output_dir={out}", check=False)
         # one line (after the run's own log lines where the teacher is read), no
         # traceback, nothing trained and nothing left
         assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
         line = done.stderr.strip().splitlines()[-1]
         assert line.startswith("error: ") and words in line, line
         assert "steps/s" not in done.stderr and not out.exists()
+
+
+# ------------------------------------------------------------- run_ner.py --teacher_*
+def test_a_ner_student_learns_each_labelled_position(tmp_path):
+    """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student. The
+    cached outputs are the teacher's logits at each example's real positions (1e-5),
+    and the student trains, evaluates (seqeval's scores) and keeps its TF1 checkpoint."""
+    from albert_tf import AlbertConfig, AlbertTokenClassifier
+    from albert_tf.checkpoints.release import load_checkpoint
+    from albert_tf.data import records
+    from tests.helpers.scripts import FIXTURES, read_results, run_script
+    from tests.helpers.tiny import write_tiny_config
+
+    ner = FIXTURES / "ner"
+    config = write_tiny_config(tmp_path, vocab_size=21128, num_hidden_layers=2)
+    common = [f"--train_file={ner / 'cluener_train.json'}",
+              f"--dev_file={ner / 'cluener_dev.json'}", f"--vocab_file={ner / 'vocab_chinese.txt'}",
+              "--max_seq_length=64", "--train_batch_size=16", "--eval_batch_size=16",
+              "--train_step=3", "--learning_rate=1e-3", "--do_train", "--do_eval",
+              f"--cached_dir={tmp_path / 'cache'}"]
+    run_script("run_ner.py", *common, f"--albert_config_file={config}",
+               f"--output_dir={tmp_path / 'teacher'}")
+    teacher = str(tmp_path / "teacher" / "model.ckpt-best")
+    done = run_script("run_ner.py", *common, f"--teacher_checkpoint={teacher}",
+                      f"--teacher_config_file={config}", "--student_num_hidden_layers=1",
+                      f"--output_dir={tmp_path / 'student'}")
+    assert "student started from the teacher" in done.stderr
+    assert "f1" in read_results(tmp_path / "student" / "eval_results.txt")
+    (written,) = (tmp_path / "cache").glob("*.teacher.tf_record")
+    labels = (tmp_path / "teacher" / "labels.txt").read_text().split()
+    model = AlbertTokenClassifier(AlbertConfig.from_json_file(config), len(labels), seed=0)
+    load_checkpoint(model, teacher)
+    count = 0
+    for record in tf.data.TFRecordDataset(str(written)).as_numpy_iterator():
+        feature = tf.train.Example.FromString(record).features.feature
+        length = sum(feature["input_mask"].int64_list.value)
+        inputs = names.to_model_inputs({
+            k: tf.constant([feature[k].int64_list.value[:length]], tf.int32)
+            for k in records.SEQUENCE_FEATURES})
+        logits = model(inputs)[names.LOGITS][0]
+        stored = np.reshape(feature["teacher_logits"].float_list.value, (length, len(labels)))
+        np.testing.assert_allclose(stored, logits, atol=1e-5)
+        count += 1
+    assert count > 10

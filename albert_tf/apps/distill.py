@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from albert_tf import names
 from albert_tf.apps.model_files import check_length, load_config
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.data import cache, records
@@ -110,17 +111,25 @@ def start_student(model, teacher: Teacher, options, output_dir: str) -> None:
 def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir: str):
     """The training records with the teacher's outputs of each (feature
     `distillation.TEACHER_LOGITS`), computed once: cached beside them, reused while the
-    records and the teacher's files are the same. Returns (path, parsing spec)."""
+    records and the teacher's files are the same. A token task's are its real
+    positions' (length x labels, flattened). Returns (path, parsing spec)."""
     path = os.path.join(cache_dir, task.records_name("train") + ".teacher.tf_record")
     weights = [f for f in tf.io.gfile.glob(options.teacher_files.checkpoint + "*")
                if not f.endswith(".meta.json")]
     settings = {"records": cache.read_cache_info(train.path),
                 "teacher": {os.path.basename(f): cache.file_sha256(f) for f in sorted(weights)}}
+    per_position = teacher.soft_loss in distillation.PER_POSITION
 
     def write(target: str):
         dataset = task.dataset(train.path, options.predict_batch_size, False)
-        outputs = predict(strategy, teacher.model, dataset, [teacher.output])[teacher.output]
-        rows = np.asarray(outputs, np.float32).reshape(len(outputs), -1)
+        found = predict(strategy, teacher.model, dataset, [teacher.output],
+                        [names.INPUT_MASK] if per_position else [])
+        outputs = found[teacher.output]
+        if per_position:  # [S, labels] of each example, padded per batch: its real part
+            rows = [np.asarray(o, np.float32)[:int(np.sum(m))].reshape(-1)
+                    for o, m in zip(outputs, found[names.INPUT_MASK])]
+        else:
+            rows = np.asarray(outputs, np.float32).reshape(len(outputs), -1)
 
         def examples():
             for record, row in zip(tf.data.TFRecordDataset(train.path).as_numpy_iterator(),
@@ -138,9 +147,13 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     written = cache.cached_conversion(path, settings, write)
     logging.info("the teacher's outputs on %d training examples: %s",
                  written.num_examples, written.path)
-    first = next(tf.data.TFRecordDataset(written.path).as_numpy_iterator())
-    width = len(tf.train.Example.FromString(first).features.feature[
-        distillation.TEACHER_LOGITS].float_list.value)
+    first = tf.train.Example.FromString(
+        next(tf.data.TFRecordDataset(written.path).as_numpy_iterator())).features.feature
+    width = len(first[distillation.TEACHER_LOGITS].float_list.value)
+    if per_position:  # [real length, labels], padded per batch as the labels are
+        width //= sum(first[names.INPUT_MASK].int64_list.value)
+        return written.path, {distillation.TEACHER_LOGITS: tf.io.FixedLenSequenceFeature(
+            [width], tf.float32, allow_missing=True)}
     shape = [] if teacher.soft_loss == "regression" else [width]
     return written.path, {distillation.TEACHER_LOGITS: tf.io.FixedLenFeature(
         shape, tf.float32)}

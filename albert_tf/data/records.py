@@ -131,7 +131,7 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
                         bucket_boundaries: list[int] | None = None,
                         sequence_features=SEQUENCE_FEATURES,
                         padding_values: Mapping[str, int] | None = None,
-                        extra_spec: Mapping[str, tf.io.FixedLenFeature] | None = None
+                        extra_spec: Mapping | None = None
                         ) -> tf.data.Dataset:
     """Batches of original-format fine-tuning records, padded to each batch's longest.
 

@@ -103,6 +103,7 @@ class TokenClassificationTask(Task):
     label_features = ()
     sequence_features = (names.LABEL_IDS,)
     padding_values = {names.LABEL_IDS: ner.IGNORE}  # padding positions are not scored
+    distillation = (names.LOGITS, "token_softmax")  # at each labelled position
 
     @classmethod
     def task_names(cls) -> tuple[str, ...]:

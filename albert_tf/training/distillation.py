@@ -17,7 +17,10 @@ softmax(s / T)) over the last axis of the teacher's logits t and the student's s
 whose gradient is T * (softmax(s / T) - softmax(t / T)), the same scale at every T
 (`softmax_distillation`); for sigmoid outputs (multi-label) the same with each output a
 two-way softmax (`sigmoid_distillation`); for a regression, the squared difference of
-the two predictions (`regression_distillation`). `DistillationObjective` mixes it with
+the two predictions (`regression_distillation`); for token classification,
+`softmax_distillation` at each labelled position (`label_ids` >= 0), averaged over
+those positions as the task's own loss is (`"token_softmax"`). `DistillationObjective`
+mixes it with
 the task's own loss on the labels, as `(1 - alpha) * labels + alpha * soft`, in the
 numerator / denominator form of `training.objectives`, so that replicas and
 micro-batches add up to the loss of the whole batch. The teacher's outputs are a
@@ -33,6 +36,7 @@ from typing import Callable, NamedTuple
 
 import tensorflow as tf
 
+from albert_tf import names
 from albert_tf.checkpoints.tf1 import CheckpointError, tf1_name
 from albert_tf.config import AlbertConfig, ConfigError
 from albert_tf.training.objectives import Objective, _batch_size
@@ -144,12 +148,21 @@ def regression_distillation(student_predictions, teacher_predictions, temperatur
 
 SOFT_LOSSES: dict[str, Callable] = {"softmax": softmax_distillation,
                                     "sigmoid": sigmoid_distillation,
-                                    "regression": regression_distillation}
+                                    "regression": regression_distillation,
+                                    "token_softmax": softmax_distillation}
+# The soft losses of each labelled position of a sequence ([B, S] per position, its
+# mean over the positions whose `label_ids` are >= 0) rather than of each example.
+PER_POSITION = frozenset({"token_softmax"})
+
+
+def _labelled(features) -> tf.Tensor:
+    return tf.cast(tf.cast(features[names.LABEL_IDS], tf.int32) >= 0, tf.float32)
 
 
 class DistillationObjective(Objective):
     """`(1 - alpha)` times the task's own objective on the labels, plus `alpha` times
-    the mean over the examples of `soft_loss(outputs[output], features[TEACHER_LOGITS],
+    the mean over the examples (over the labelled positions, for a soft loss of
+    `PER_POSITION`) of `soft_loss(outputs[output], features[TEACHER_LOGITS],
     temperature)`: its term `distillation_loss` beside the task's terms."""
 
     def __init__(self, task_objective: Objective, *, soft_loss: str = "softmax",
@@ -163,6 +176,7 @@ class DistillationObjective(Objective):
         if "distillation_loss" in task_objective.term_names:
             raise ValueError("the task's objective already has a term distillation_loss")
         self.task, self.soft_loss = task_objective, SOFT_LOSSES[soft_loss]
+        self.per_position = soft_loss in PER_POSITION
         self.temperature, self.alpha, self.output = float(temperature), float(alpha), output
         self.term_names = (*task_objective.term_names, "distillation_loss")
         self.offsets = dict(task_objective.offsets)
@@ -171,11 +185,22 @@ class DistillationObjective(Objective):
         found = {k: (1.0 - self.alpha) * v
                  for k, v in self.task.numerators(outputs, features).items()}
         soft = self.soft_loss(outputs[self.output], features[TEACHER_LOGITS], self.temperature)
+        if self.per_position:
+            soft = soft * _labelled(features)
         found["distillation_loss"] = self.alpha * tf.reduce_sum(soft)
         return found
 
     def denominators(self, features):
         found = dict(self.task.denominators(features))
-        found["distillation_loss"] = _batch_size(features)
+        found["distillation_loss"] = (tf.reduce_sum(_labelled(features)) if self.per_position
+                                      else _batch_size(features))
         return found
+
+    def global_denominators(self, parts, all_reduce=None):
+        # the task's own rule for its terms (and the sum for ours); a global batch with
+        # no labelled position counts as one, as the task's token loss does
+        total = self.task.global_denominators(parts, all_reduce)
+        if self.per_position:
+            total["distillation_loss"] = tf.maximum(total["distillation_loss"], 1.0)
+        return total
 

@@ -275,9 +275,11 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
 
 # ------------------------------------------------------------- run_ner.py --teacher_*
 def test_a_ner_student_learns_each_labelled_position(tmp_path):
-    """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student. The
-    cached outputs are the teacher's logits at each example's real positions (1e-5),
-    and the student trains, evaluates (seqeval's scores) and keeps its TF1 checkpoint."""
+    """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student
+    named by the teacher's output directory alone (the run kept its config and
+    vocabulary there). The cached outputs are the teacher's logits at each example's
+    real positions (1e-5); the student trains, evaluates (seqeval's scores) and keeps
+    its TF1 checkpoint and its own config."""
     from albert_tf import AlbertConfig, AlbertTokenClassifier
     from albert_tf.checkpoints.release import load_checkpoint
     from albert_tf.data import records
@@ -287,22 +289,26 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
     ner = FIXTURES / "ner"
     config = write_tiny_config(tmp_path, vocab_size=21128, num_hidden_layers=2)
     common = [f"--train_file={ner / 'cluener_train.json'}",
-              f"--dev_file={ner / 'cluener_dev.json'}", f"--vocab_file={ner / 'vocab_chinese.txt'}",
-              "--max_seq_length=64", "--train_batch_size=16", "--eval_batch_size=16",
-              "--train_step=3", "--learning_rate=1e-3", "--do_train", "--do_eval",
+              f"--dev_file={ner / 'cluener_dev.json'}", "--max_seq_length=64",
+              "--train_batch_size=16", "--eval_batch_size=16", "--train_step=3",
+              "--learning_rate=1e-3", "--do_train", "--do_eval",
               f"--cached_dir={tmp_path / 'cache'}"]
+    teacher = tmp_path / "teacher"
     run_script("run_ner.py", *common, f"--albert_config_file={config}",
-               f"--output_dir={tmp_path / 'teacher'}")
-    teacher = str(tmp_path / "teacher" / "model.ckpt-best")
+               f"--vocab_file={ner / 'vocab_chinese.txt'}", f"--output_dir={teacher}")
+    assert (teacher / "vocab.txt").read_bytes() == (ner / "vocab_chinese.txt").read_bytes()
+    assert AlbertConfig.from_json_file(teacher / "albert_config.json") == \
+        AlbertConfig.from_json_file(config)
     done = run_script("run_ner.py", *common, f"--teacher_checkpoint={teacher}",
-                      f"--teacher_config_file={config}", "--student_num_hidden_layers=1",
-                      f"--output_dir={tmp_path / 'student'}")
+                      "--student_num_hidden_layers=1", f"--output_dir={tmp_path / 'student'}")
     assert "student started from the teacher" in done.stderr
     assert "f1" in read_results(tmp_path / "student" / "eval_results.txt")
+    assert AlbertConfig.from_json_file(tmp_path / "student" / "albert_config.json") \
+        .num_hidden_layers == 1
     (written,) = (tmp_path / "cache").glob("*.teacher.tf_record")
-    labels = (tmp_path / "teacher" / "labels.txt").read_text().split()
+    labels = (teacher / "labels.txt").read_text().split()
     model = AlbertTokenClassifier(AlbertConfig.from_json_file(config), len(labels), seed=0)
-    load_checkpoint(model, teacher)
+    load_checkpoint(model, str(teacher / "model.ckpt-best"))
     count = 0
     for record in tf.data.TFRecordDataset(str(written)).as_numpy_iterator():
         feature = tf.train.Example.FromString(record).features.feature

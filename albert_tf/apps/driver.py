@@ -33,6 +33,7 @@ from absl import flags, logging
 from albert_tf import names, tasks
 from albert_tf.apps import distill, session
 from albert_tf.apps.labels import check_labels_known, resolve_labels, save_labels
+from albert_tf.apps.model_files import save_model_files
 from albert_tf.apps.options import OptionsError, define_flags, from_flags
 from albert_tf.checkpoints import release
 from albert_tf.data.report import DataReport, SkipLimit
@@ -207,6 +208,7 @@ def run(task_class, options) -> dict:
     if task.has_labels:
         save_labels(options, output_dir, task.labels)
     if distribute.is_chief(strategy):
+        save_model_files(options, output_dir, context.config)
         logging.info("what was read: %s", report.write(output_dir))
     cache_dir = options.cached_dir or output_dir
     converted = {split: task.cached_records(split, data[split], files[split], cache_dir)

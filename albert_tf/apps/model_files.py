@@ -1,12 +1,18 @@
 """The model's files: the config a run reads (`load_config`: a shipped name or a file),
-and what `--init_checkpoint` brings beside its weights (`complete_model_files`: their
-layout, the config and tokenizer files of a release directory, `do_lower_case`).
+what `--init_checkpoint` brings beside its weights (`complete_model_files`: their
+layout, the config and tokenizer files of a release directory, `do_lower_case`), and
+what a training run keeps beside its checkpoints so that its output directory is such a
+release directory itself (`save_model_files`).
 """
 
 from __future__ import annotations
 
+import os
+
+import tensorflow as tf
 from absl import logging
 
+from albert_tf import fileio
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
@@ -101,3 +107,30 @@ def _teacher_files(options: RunOptions) -> RunOptions:
         if options.do_lower_case is None and files.do_lower_case is not None:
             changes["do_lower_case"] = files.do_lower_case
     return options.replace(**changes)
+
+
+# What a training run writes beside its checkpoints (`save_model_files`).
+RUN_CONFIG = "albert_config.json"
+RUN_VOCAB = "vocab.txt"
+
+
+def save_model_files(options, output_dir: str, config: AlbertConfig) -> None:
+    """A training run's config (`albert_config.json`) and a copy of its tokenizer file
+    (the SentencePiece model under its name, a WordPiece vocabulary as `vocab.txt`)
+    beside its checkpoints, each written atomically unless there: the output directory
+    is then a release directory that `--init_checkpoint` and `--teacher_checkpoint`
+    read without more flags. (`do_lower_case` is not kept: such a directory reads as
+    lowercased unless the flag says otherwise, as Google's do.)"""
+    if not getattr(options, "do_train", False):
+        return
+    path = os.path.join(output_dir, RUN_CONFIG)
+    if not tf.io.gfile.exists(path):
+        fileio.write_text_atomically(path, config.to_json_string())
+    spm, vocab = getattr(options, "spm_model_file", None), getattr(options, "vocab_file", None)
+    if spm or vocab:
+        name = os.path.basename(spm) if spm else RUN_VOCAB
+        if spm and not name.endswith(".model"):
+            name += ".model"
+        path = os.path.join(output_dir, name)
+        if not tf.io.gfile.exists(path):
+            fileio.write_bytes_atomically(path, fileio.read_bytes(spm or vocab))

@@ -12,6 +12,7 @@ import os
 from absl import logging
 
 from albert_tf.apps import session
+from albert_tf.apps.model_files import save_model_files
 from albert_tf.apps.options import define_flags as define_option_flags
 from albert_tf.apps.options import from_flags
 from albert_tf.tasks.pretraining import PretrainingTask
@@ -49,6 +50,8 @@ def run(options) -> dict:
     trainer = session.make_trainer(options, strategy, model, optimizer, task.objective(),
                                    context.output_dir, options.num_train_steps)
     results = {}
+    if distribute.is_chief(strategy):
+        save_model_files(options, context.output_dir, config)
     if options.do_train:
         micro_batch = options.train_batch_size // options.gradient_accumulation_steps
         session.train(trainer, task.stream(micro_batch, training=True))

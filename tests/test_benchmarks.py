@@ -248,3 +248,36 @@ def test_bench_anchor_fine_tunes_a_bert_directory_with_lora(tmp_path):
     assert [c.strip() for c in row[:4]] == ["MRPC", "ours_lora", "2", "0.001"]
     assert 0 <= float(row[4]) <= 1 and 0 <= float(row[5]) <= 1
     assert (tmp_path / "work" / "MRPC_ours_lora" / "lora_adapter.npz").exists()
+
+
+def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
+    """The harness of benchmarks/bench_distill.py (times nothing that is asserted): a
+    tiny BERT directory fine-tuned as the teacher on the GLUE fixture, then its student
+    of fewer passes distilled and on the labels alone, each with its dev accuracy,
+    parameters, FLOPs and a LiteRT file; the teacher's outputs computed once."""
+    from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
+
+    bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
+                                "BertModel")
+    work = tmp_path / "work"
+    stdout = run_benchmark(
+        "bench_distill.py", f"--init_checkpoint={bert}", f"--glue_dir={GLUE}",
+        f"--work_dir={work}", "--tasks=MRPC", "--steps=MRPC:2", "--students=passes",
+        "--student_layers=1", "--seeds=1", "--batch_size=4", "--max_seq_length=12",
+        "--precisions=float32", "--latency_texts=3")
+    assert "CPU flags:" in stdout
+    rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
+                                           for line in stdout.splitlines()
+                                           if line.startswith("| MRPC |"))}
+    assert sorted(rows) == ["passes_distilled", "passes_labels", "teacher"]
+    for cells in rows.values():
+        assert 0 <= float(cells[3]) <= 1 and 0 <= float(cells[5]) <= 1
+    # the student is the teacher with fewer passes (of a BERT's 3 groups, 1): fewer
+    # parameters and FLOPs
+    million = [float(rows[r][6].rstrip("M")) for r in ("passes_distilled", "teacher")]
+    assert 0 < million[0] < million[1]
+    assert 0 < float(rows["passes_distilled"][7]) < float(rows["teacher"][7])
+    assert rows["teacher"][-1] == "1.00x"
+    assert len(list((work / "MRPC_cache").glob("*.teacher.tf_record"))) == 1
+    assert sorted(p.name for p in (work / "litert").glob("*.tflite")) == [
+        f"MRPC_{name}_float32.tflite" for name in sorted(rows)]

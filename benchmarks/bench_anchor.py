@@ -11,8 +11,9 @@ transformers row) the commands are the same.
 For each GLUE task (real SST-2 / MRPC from `--glue_dir`), with the same steps, batch,
 peak learning rate, warmup and linear decay, maximum length and seed:
 - `ours`: run_classifier.py --init_checkpoint=DIR (the original's AdamW, clipping 1.0);
-- `ours_lora`: the same with --lora_rank (adapters on the query and value, the encoder
-  frozen; its own learning rate, `--lora_learning_rate`, as LoRA is run);
+- `ours_lora`: the same with --lora_rank (adapters on the query and value, with
+  `--lora_ffn` on the FFN's two denses too, the encoder frozen; its own learning rate,
+  `--lora_learning_rate`, as LoRA is run);
 - `transformers`: AutoModelForSequenceClassification from DIR, trained by a plain
   PyTorch loop (torch.optim.AdamW, weight decay 0.01 off the biases and LayerNorms,
   clipping 1.0, batches padded to their own longest), in `--peer_python` (an
@@ -59,6 +60,8 @@ def ours(args, task: str, steps: int, out: pathlib.Path, lora: bool) -> dict:
              f"--learning_rate={args.lora_learning_rate if lora else args.learning_rate}"]
     if lora:
         flags.append(f"--lora_rank={args.lora_rank}")
+        if args.lora_ffn:
+            flags.append("--lora_ffn")
     children.run([sys.executable, str(ROOT / "run_classifier.py"), *flags], check=True,
                  cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -215,6 +218,8 @@ def main() -> None:
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--lora_learning_rate", type=float, default=1e-3)
     parser.add_argument("--lora_rank", type=int, default=8)
+    parser.add_argument("--lora_ffn", action="store_true",
+                        help="adapters on the FFN's denses too (run_classifier's --lora_ffn)")
     parser.add_argument("--warmup", type=float, default=0.1, help="fraction of the steps")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--texts", type=int, default=64, help="dev texts of the outputs check")

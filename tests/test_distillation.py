@@ -230,6 +230,43 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
         in student
 
 
+def test_transfer_text_is_labelled_by_the_teacher_among_the_training_records(
+        sst2_teacher, tmp_path):
+    """--transfer_file: its texts (blank lines skipped) become records with the
+    teacher's logits and the teacher's class as their label, spread among the training
+    records; the student trains on both."""
+    import tensorflow as tf
+
+    root, config, common = sst2_teacher
+    lines = ["a gripping , funny film", "", "dull and far too long", "it is what it is",
+             "the actors seem bored", "a small delight"]
+    transfer = tmp_path / "transfer.txt"
+    transfer.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cache = tmp_path / "cache"
+    classifier(*common, f"--teacher_checkpoint={root / 'out'}", "--student_num_hidden_layers=1",
+               f"--transfer_file={transfer}", f"--cached_dir={cache}",
+               f"--output_dir={tmp_path / 'student'}")
+    (written,) = cache.glob("*.teacher.tf_record")
+    train = sum(1 for _ in tf.data.TFRecordDataset(str(cache / "sst-2_train.tf_record")))
+    rows = [tf.train.Example.FromString(r).features.feature
+            for r in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+    assert len(rows) == train + 5
+    # the transfer records: their label the argmax of their own teacher logits; not all
+    # at the end
+    from albert_tf.tokenization import FullTokenizer
+    from tests.helpers.scripts import SPM
+
+    tokenizer = FullTokenizer(spm_model_file=str(SPM), do_lower_case=True)
+    wanted = {tuple(tokenizer.encode(text)) for text in lines if text}
+    where = [i for i, f in enumerate(rows)
+             if tuple(f["input_ids"].int64_list.value[1:1 + sum(
+                 f["input_mask"].int64_list.value) - 2]) in wanted]
+    assert len(where) == 5 and where[0] < train // 2, where
+    for i in where:
+        logits = rows[i]["teacher_logits"].float_list.value
+        assert rows[i]["label_ids"].int64_list.value[0] == int(np.argmax(logits))
+
+
 def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, tmp_path):
     """A teacher of another label set, a student made of the teacher given its own
     config too or more groups than the teacher has, student flags without a teacher, a
@@ -255,6 +292,24 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
          "has a vocabulary of"),
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
          "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
+    ]
+    texts = {"empty.txt": b"\n  \n", "latin1.txt": "caf\u00e9\n".encode("latin-1"),
+             "nul.txt": b"good\nbad\0\n", "single.txt": b"one text only\n"}
+    for name, data in texts.items():
+        (tmp_path / name).write_bytes(data)
+    cases += [
+        ([*common, *teacher, "--student_num_hidden_layers=1",
+          f"--transfer_file={tmp_path / 'empty.txt'}"], "empty.txt has no text"),
+        ([*common, *teacher, "--student_num_hidden_layers=1",
+          f"--transfer_file={tmp_path / 'latin1.txt'}"], "latin1.txt is not UTF-8"),
+        ([*common, *teacher, "--student_num_hidden_layers=1",
+          f"--transfer_file={tmp_path / 'nul.txt'}"], "nul.txt:2: a NUL byte"),
+        ([*[f for f in common if not f.startswith("--task_name")], "--task_name=MRPC",
+          *teacher, "--student_num_hidden_layers=1",
+          f"--transfer_file={tmp_path / 'single.txt'}"],
+         "single.txt:1: 1 tab-separated fields; a line of --transfer_file for mrpc is a pair"),
+        ([*common, f"--albert_config_file={config}",
+          f"--transfer_file={tmp_path / 'single.txt'}"], "it needs --teacher_checkpoint"),
     ]
     squad = [FIXTURES / "squad" / "dev-v1.1-excerpt.json", f"--spm_model_file={SPM}",
              f"--albert_config_file={config}", *teacher]

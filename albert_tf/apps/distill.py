@@ -7,13 +7,14 @@ with fewer layer passes (`albert_tf.training.distillation`)."""
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import os
 
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import names
+from albert_tf import fileio, names
 from albert_tf.apps.model_files import check_length, load_config
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.data import cache, records
@@ -76,6 +77,42 @@ def check_teacher(task, options, config):
     return teacher_config
 
 
+def read_transfer(task, options) -> list[tuple[str, str | None]]:
+    """--transfer_file's examples, (text_a, text_b or None) per non-blank line, read and
+    checked before any work: a file of UTF-8 text, not empty, each line one text (or,
+    for a pair task, two separated by a tab), on a task that takes transfer text."""
+    path = getattr(options, "transfer_file", None)
+    if not path:
+        return []
+    if not distilling(options):
+        raise UsageError("--transfer_file is text for a teacher to label: it needs "
+                         "--teacher_checkpoint")
+    pair = task.transfer_is_pair()
+    if pair is None:
+        raise UsageError(f"--transfer_file: the task {task.name!r} takes no transfer text")
+    if not tf.io.gfile.exists(path):
+        raise UsageError(f"--transfer_file={path}: no such file")
+    text = fileio.read_text(path, UsageError)
+    if "\0" in text:
+        raise UsageError(f"{path}:{text[:text.index(chr(0))].count(chr(10)) + 1}: a NUL "
+                         "byte: --transfer_file is a text file")
+    texts = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t") if pair else [line]
+        if pair and len(fields) != 2:
+            raise UsageError(f"{path}:{number}: {len(fields)} tab-separated fields; a "
+                             f"line of --transfer_file for {task.name} is a pair of texts")
+        if not all(f.strip() for f in fields):
+            raise UsageError(f"{path}:{number}: an empty text")
+        texts.append((fields[0], fields[1] if pair else None))
+    if not texts:
+        raise UsageError(f"--transfer_file={path} has no text")
+    logging.info("%d transfer examples in %s", len(texts), path)
+    return texts
+
+
 def load_teacher(task, options, teacher_config, strategy) -> Teacher:
     """The teacher: the task's model of the teacher's config, every weight read from
     --teacher_checkpoint (a checkpoint of another kind or label set is refused)."""
@@ -108,20 +145,28 @@ def start_student(model, teacher: Teacher, options, output_dir: str) -> None:
                  ", ".join(report.initialized) or "none")
 
 
-def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir: str):
+def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir: str,
+                    transfer=()):
     """The training records with the teacher's outputs of each (feature
     `distillation.TEACHER_LOGITS`), computed once: cached beside them, reused while the
-    records and the teacher's files are the same. A token task's are its real
-    positions' (length x labels, flattened). Returns (path, parsing spec)."""
+    records, the teacher's files and the transfer text are the same. A token task's are
+    its real positions' (length x labels, flattened). The `transfer` texts
+    (`read_transfer`) become records too, labelled by the teacher (`pseudo_label`), and
+    are spread evenly among the training records. Returns (path, parsing spec)."""
     path = os.path.join(cache_dir, task.records_name("train") + ".teacher.tf_record")
     weights = [f for f in tf.io.gfile.glob(options.teacher_files.checkpoint + "*")
                if not f.endswith(".meta.json")]
     settings = {"records": cache.read_cache_info(train.path),
                 "teacher": {os.path.basename(f): cache.file_sha256(f) for f in sorted(weights)}}
+    if transfer:
+        settings["transfer"] = {"path": cache.abspath_or_url(options.transfer_file),
+                                "sha256": cache.file_sha256(options.transfer_file)}
     per_position = teacher.soft_loss in distillation.PER_POSITION
 
-    def write(target: str):
-        dataset = task.dataset(train.path, options.predict_batch_size, False)
+    def taught(path: str, label: bool):
+        """(position in [0, 1), record) of each record at `path`, in order, the record
+        with the teacher's outputs (and, with `label`, the teacher's labels)."""
+        dataset = task.dataset(path, options.predict_batch_size, False)
         found = predict(strategy, teacher.model, dataset, [teacher.output],
                         [names.INPUT_MASK] if per_position else [])
         outputs = found[teacher.output]
@@ -130,18 +175,30 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
                     for o, m in zip(outputs, found[names.INPUT_MASK])]
         else:
             rows = np.asarray(outputs, np.float32).reshape(len(outputs), -1)
+        for i, (record, row) in enumerate(zip(
+                tf.data.TFRecordDataset(path).as_numpy_iterator(), rows)):
+            example = tf.train.Example.FromString(record)
+            if label:
+                task.pseudo_label(example, np.asarray(outputs[i]))
+            example.features.feature[distillation.TEACHER_LOGITS].float_list.value \
+                .extend(row.tolist())
+            yield (i + 0.5) / len(rows), example.SerializeToString()
 
-        def examples():
-            for record, row in zip(tf.data.TFRecordDataset(train.path).as_numpy_iterator(),
-                                   rows):
-                example = tf.train.Example.FromString(record)
-                example.features.feature[distillation.TEACHER_LOGITS].float_list.value \
-                    .extend(row.tolist())
-                yield example.SerializeToString()
-
-        count = records.write_records(target, examples())
-        if count != train.num_examples:
-            raise RuntimeError(f"{count} teacher outputs for {train.num_examples} records")
+    def write(target: str):
+        unlabeled = f"{target}.transfer-{os.getpid()}"
+        try:
+            parts = [taught(train.path, label=False)]
+            if transfer:
+                task.write_transfer_records(transfer, unlabeled)
+                parts.append(taught(unlabeled, label=True))
+            # spread evenly by position: the shuffle buffer mixes both from the start
+            merged = heapq.merge(*parts, key=lambda pair: pair[0])
+            count = records.write_records(target, (record for _, record in merged))
+        finally:
+            fileio.remove_if_exists(unlabeled)
+        if count != train.num_examples + len(transfer):
+            raise RuntimeError(f"{count} teacher outputs for {train.num_examples} records "
+                               f"and {len(transfer)} transfer texts")
         return count, 0
 
     written = cache.cached_conversion(path, settings, write)

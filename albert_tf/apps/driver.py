@@ -188,6 +188,7 @@ def run(task_class, options) -> dict:
     task, options, config, files, report, data = read_task(task_class, options)
     teacher_config = (distill.check_teacher(task, options, config)
                       if distill.distilling(options) else None)
+    transfer = distill.read_transfer(task, options)
     context = session.setup(options)
     strategy, output_dir = context.strategy, context.output_dir
     with session.removed_if_stopped(context):
@@ -224,7 +225,7 @@ def run(task_class, options) -> dict:
     objective, extra_spec = task.objective(), None
     if teacher is not None and "train" in paths:
         paths["train"], extra_spec = distill.teacher_records(
-            task, options, teacher, strategy, converted["train"], cache_dir)
+            task, options, teacher, strategy, converted["train"], cache_dir, transfer)
         objective = distill.objective(task, options, teacher)
         teacher.model = None  # its outputs are cached: the student's steps run no teacher
     trainer = session.make_trainer(options, strategy, model, optimizer, objective,

@@ -162,6 +162,25 @@ class Task:
         `has_labels` task."""
         return {"labels": self.labels} if self.has_labels else {}
 
+    # ------------------------------------------- distillation's transfer text
+    def transfer_is_pair(self) -> bool | None:
+        """--transfer_file: whether each of its lines is a pair of texts (tab-separated)
+        or one text; None (the default): the task takes no transfer text."""
+        return None
+
+    def write_transfer_records(self, texts: Sequence[tuple[str, str | None]],
+                               path: str) -> int:
+        """Writes unlabeled texts ((text_a, text_b or None) each) as the task's training
+        records, their labels a placeholder that `pseudo_label` replaces; returns how
+        many. Needed where `transfer_is_pair` is not None."""
+        raise NotImplementedError(f"{type(self).__name__}.write_transfer_records")
+
+    def pseudo_label(self, example: tf.train.Example, teacher_output) -> None:
+        """Sets the label features of a transfer record (a `tf.train.Example`, changed
+        in place) from the teacher's output on it (the `distillation` output, a numpy
+        row): what the labels' part of the loss learns there."""
+        raise NotImplementedError(f"{type(self).__name__}.pseudo_label")
+
     def cached_records(self, split: str, data, paths: Sequence[str], cache_dir: str):
         """The split's records as a file under `cache_dir` (`records_name`), written by
         `write_records` unless the file there was made from what `cache_info` says;

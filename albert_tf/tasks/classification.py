@@ -233,6 +233,24 @@ class ClassificationTask(Task):
                                                self.options.max_seq_length,
                                                self.tokenizer, path)
 
+    def transfer_is_pair(self) -> bool:
+        return self.sentence_task.is_pair
+
+    def write_transfer_records(self, texts, path) -> int:
+        process = self.tokenizer.preprocess
+        return self.write_records("train", [
+            sentence_records.InputExample(f"transfer-{i}", process(a),
+                                          None if b is None else process(b))
+            for i, (a, b) in enumerate(texts)], path)
+
+    def pseudo_label(self, example, teacher_output) -> None:
+        """The teacher's class (its score, for a regression)."""
+        label = example.features.feature[names.LABEL_IDS]
+        if self.is_regression:
+            label.float_list.value[:] = [float(np.reshape(teacher_output, -1)[0])]
+        else:
+            label.int64_list.value[:] = [int(np.argmax(teacher_output))]
+
     def dataset(self, path, batch_size, training, drop_remainder=False, extra_spec=None):
         return sentence_records.sentence_dataset(
             path, self.sentence_task, self.options.max_seq_length, batch_size,

@@ -340,6 +340,11 @@ class FineTuningOptions(RunOptions, SkipOptions):
     student_num_hidden_groups: int | None = option(
         None, "With --student_num_hidden_layers: the student's groups (default: the "
         "teacher's, or fewer where the student has fewer layers).")
+    transfer_file: str | None = option(
+        None, "With --teacher_checkpoint: unlabeled UTF-8 text that the teacher labels, "
+        "trained on beside the training split (its soft targets, and its classes as "
+        "labels): one example per line, a text, or for a pair task two texts separated "
+        "by a tab; blank lines are skipped.")
     # Derived before any work (`complete_model_files`): --teacher_checkpoint described.
     teacher_files: Any = option(None, flag=False)
 

@@ -241,13 +241,17 @@ def test_bench_anchor_fine_tunes_a_bert_directory_with_lora(tmp_path):
     stdout = run_benchmark(
         "bench_anchor.py", f"--init_checkpoint={bert}", f"--glue_dir={GLUE}",
         f"--work_dir={tmp_path / 'work'}", "--tasks=MRPC", "--steps=MRPC:2",
-        "--rows=ours_lora,transformers", "--batch_size=4", "--max_seq_length=12")
+        "--rows=ours_lora,transformers", "--batch_size=4", "--max_seq_length=12",
+        "--lora_ffn")
     assert "CPU flags:" in stdout and "no --peer_python" in stdout
     (row,) = [line.split("|")[1:-1] for line in stdout.splitlines()
               if line.startswith("| MRPC |")]
     assert [c.strip() for c in row[:4]] == ["MRPC", "ours_lora", "2", "0.001"]
     assert 0 <= float(row[4]) <= 1 and 0 <= float(row[5]) <= 1
-    assert (tmp_path / "work" / "MRPC_ours_lora" / "lora_adapter.npz").exists()
+    import numpy as np
+
+    with np.load(tmp_path / "work" / "MRPC_ours_lora" / "lora_adapter.npz") as adapter:
+        assert any("ffn" in name and "lora" in name for name in adapter.files), adapter.files
 
 
 def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):

@@ -37,7 +37,8 @@ Implementations (`--implementations`):
   ours                       albert_tf's Trainer, as the scripts train
   ours_recompute             the same with --recompute (each layer recomputed)
   ours_lora                  the same with LoRA adapters (--lora_rank, on the shared
-                             query and value, as --lora_rank on the scripts): the
+                             query and value, with --lora_ffn the FFN too, as on the
+                             scripts): the
                              encoder frozen, the adapters and the head trained
   keras_hub                  keras-hub's AlbertTextClassifier (TensorFlow backend)
   keras_hub_remat            the same built inside keras.RematScope(mode="full")
@@ -86,6 +87,8 @@ flags.DEFINE_list("batch_sizes", ["1", "4"], "Batch sizes; the per-sequence figu
 flags.DEFINE_list("implementations", list(IMPLEMENTATIONS), "What to measure.")
 flags.DEFINE_integer("timeout", 3600, "Seconds a row may take.")
 flags.DEFINE_integer("lora_rank", 8, "The adapters' rank of the ours_lora rows.")
+flags.DEFINE_bool("lora_ffn", False, "The ours_lora rows' adapters on the FFN's denses "
+                  "too (as --lora_ffn on the scripts).")
 flags.DEFINE_bool("timed", True, "Warm up with one step and measure the next (memory and "
                   "time); --notimed: measure the first step's memory alone (half the "
                   "time, for the large batches that give the memory per sequence).")
@@ -164,7 +167,8 @@ def _batch(config, spec: dict):
     return bm.random_batch(config, spec["batch"], spec["seq"], spec["seed"])
 
 
-def _ours_trainers(spec: dict, recomputes, lora_rank: int | None = None):
+def _ours_trainers(spec: dict, recomputes, lora_rank: int | None = None,
+                   lora_ffn: bool = False):
     """([the train loop of each of `recomputes` (None or a unit)], the iterator they
     read, the model, the optimizer): one classifier and optimizer, as run_classifier.py
     builds them (LoRA adapters of `lora_rank` put on after the model, in the strategy's
@@ -187,7 +191,7 @@ def _ours_trainers(spec: dict, recomputes, lora_rank: int | None = None):
     with strategy.scope():
         model = AlbertClassifier(config, 2, seed=spec["seed"])
         if lora_rank:
-            model.enable_lora(lora_rank)
+            model.enable_lora(lora_rank, ffn=lora_ffn)
         optimizer = make_optimizer(learning_rate=2e-5, num_train_steps=10_000,
                                    num_warmup_steps=100, optimizer="adamw")
     objective = MeanObjective(lambda o, f: losses.classification_loss(
@@ -226,7 +230,8 @@ def run_ours(spec: dict) -> dict:
 
     recompute = "layer" if spec["implementation"] == "ours_recompute" else None
     lora_rank = spec.get("lora_rank") if spec["implementation"] == "ours_lora" else None
-    [loop], iterator, model, optimizer = _ours_trainers(spec, [recompute], lora_rank)
+    [loop], iterator, model, optimizer = _ours_trainers(spec, [recompute], lora_rank,
+                                                        spec.get("lora_ffn", False))
     row = measure(_one_step(loop, iterator), tensorflow=True,
                   warm_up=spec.get("timed", True), time_steps=spec.get("time_steps", 1))
     row["parameters"] = _count(model.trainable_variables)
@@ -509,7 +514,7 @@ def _rows_to_run() -> list[dict]:
             for implementation in FLAGS.implementations for batch in FLAGS.batch_sizes]
     for row in rows:
         if row["implementation"] == "ours_lora":
-            row["lora_rank"] = FLAGS.lora_rank
+            row["lora_rank"], row["lora_ffn"] = FLAGS.lora_rank, FLAGS.lora_ffn
     if FLAGS.paired_rounds:
         batch = max(int(b) for b in FLAGS.batch_sizes)
         rows += [{"name": name, "config": config, "seq": int(seq), "batch": batch,

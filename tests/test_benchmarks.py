@@ -188,7 +188,7 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     stdout = run_benchmark(
         "bench_memory.py", f"--sizes={config}", "--seq_lengths=128", "--batch_sizes=2,6",
         "--implementations=ours_lora,transformers", "--time_steps=2", "--lora_rank=2",
-        "--paired_rounds=2", f"--json_output={output}")
+        "--lora_ffn", "--paired_rounds=2", f"--json_output={output}")
     assert "CPU flags:" in stdout
     results = json.loads(output.read_text())
     rows = {(r["implementation"], r["batch"]): r for r in results["rows"]}
@@ -208,9 +208,11 @@ def test_bench_memory_measures_each_row_in_a_process_and_sizes_batches(tmp_path)
     lora = rows[("ours_lora", 6)]
     assert lora["step_mb"] > rows[("ours_lora", 2)]["step_mb"]
     # Trained, with AdamW's two slots each: the adapters (rank 2 on the one group's
-    # query and value: 2 x (64 x 2 + 2 x 64)), the biases of those two denses (2 x 64)
-    # and the head (2 x 64 + 2); the rest of the encoder frozen.
-    assert (lora["lora_rank"], lora["parameters"]) == (2, 512 + 128 + 130)
+    # query and value: 2 x (64 x 2 + 2 x 64); with --lora_ffn on its FFN's two denses:
+    # (64 x 2 + 2 x 256) + (256 x 2 + 2 x 64)), the biases of those four denses
+    # (2 x 64 + 256 + 64) and the head (2 x 64 + 2); the rest of the encoder frozen.
+    assert (lora["lora_rank"], lora["lora_ffn"]) == (2, True)
+    assert lora["parameters"] == 512 + 1280 + 448 + 130
     assert lora["all_parameters"] > 20 * lora["parameters"]
     assert lora["optimizer_mb"] == pytest.approx(2 * 4 * lora["parameters"] / 2**20,
                                                  abs=1e-4)

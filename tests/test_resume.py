@@ -2,9 +2,10 @@
 encoder and the head and two accumulation steps, SIGKILLed between checkpoints (at step
 6, with the work since step 4 lost) and restarted: run_squad on one device and
 run_pretraining mirrored over two logical CPUs, on raw text, which it reads on one
-device as on two; run_classifier mirrored with --recompute killed right after the
-checkpoint of step 8 instead (the one loop of every script resumes from a fresh
-checkpoint as from an older one, so each case is killed once). Its last checkpoint
+device as on two; run_classifier mirrored with --recompute, distilled from a teacher's
+cached outputs, killed right after the checkpoint of step 8 instead (the one loop of
+every script resumes from a fresh checkpoint as from an older one, so each case is
+killed once). Its last checkpoint
 equals the uninterrupted run's bit for bit (weights, optimizer slots, step).
 
 Exact, not close: every draw (dropout masks, shuffles, dynamic masks and sentence-order
@@ -60,12 +61,24 @@ CASES = [("run_squad", "one_device", ()), ("run_classifier", "mirrored", ("--rec
          ("run_pretraining", "mirrored", ())]
 
 
+@pytest.fixture(scope="module")
+def mrpc_teacher(tmp_path_factory, config):
+    """A teacher for the classifier's case: the same config trained 2 steps on MRPC (its
+    output directory keeps its config)."""
+    out = tmp_path_factory.mktemp("teacher") / "out"
+    run_with_faults("run_classifier", *flags("run_classifier", config, out)[:-2],
+                    "--train_step=2", "--warmup_step=0")
+    return out
+
+
 @pytest.mark.parametrize(("script", "strategy", "more"), CASES,
                          ids=["-".join((s, d, *m)).replace("--", "") for s, d, m in CASES])
 def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
-        tmp_path, config, script, strategy, more):
+        tmp_path, config, script, strategy, more, request):
     devices = {"logical_cpus": 2} if strategy == "mirrored" else {}
     run_flags = (f"--distribution_strategy={strategy}", *more)
+    if script == "run_classifier":  # a student: its batches carry the teacher's outputs
+        run_flags += (f"--teacher_checkpoint={request.getfixturevalue('mrpc_teacher')}",)
     straight = tmp_path / "straight"
     run_with_faults(script, *flags(script, config, straight), *run_flags, **devices)
     killed = tmp_path / "killed"
@@ -78,6 +91,9 @@ def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
     if script == "run_squad":  # the restart reads the features its first run cached
         assert "using the" in restarted.stderr and "cached SQuAD features" in \
             restarted.stderr
+    if script == "run_classifier":  # ... and the teacher's outputs
+        assert "using cached records" in restarted.stderr and \
+            "teacher.tf_record" in restarted.stderr
     straight = last_checkpoint(straight)
     assert straight.endswith(f"ckpt-{STEPS}") and last_checkpoint(killed).endswith(f"ckpt-{STEPS}")
     compared = faults.assert_same_checkpoints(straight, last_checkpoint(killed))

@@ -152,6 +152,17 @@ def test_a_bert_like_teacher_gives_every_other_layer():
         groups.update(re.findall(r"transformer/group_(\d+)/", source))
         np.testing.assert_array_equal(variable.numpy(), theirs[source])
     assert groups == {"1", "3", "5"}
+    # chosen: the teacher's bottom groups
+    assert distillation.group_map(bert, config, [0, 1, 2]) == {0: 0, 1: 1, 2: 2}
+    bottom = AlbertClassifier(config, 3, seed=2)
+    distillation.init_student_from_teacher(bottom, teacher, [0, 1, 2])
+    for variable in bottom.weights:
+        if "transformer/group_2/" in variable.path:
+            np.testing.assert_array_equal(variable.numpy(), theirs[variable.path])
+    for groups, words in (([0, 1], "from 2 of the teacher's (0, 1); it has 3"),
+                          ([0, 1, 6], "groups 0 to 5; 6 is not one of them")):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            distillation.group_map(bert, config, groups)
 
 
 def test_students_the_teacher_cannot_start_are_refused():
@@ -290,6 +301,9 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
         ([*common, *teacher,
           f"--albert_config_file={write_tiny_config(tmp_path, vocab_size=100)}"],
          "has a vocabulary of"),
+        ([*common, *teacher, "--student_num_hidden_layers=1",
+          "--student_teacher_groups=0,1"],
+         "--student_teacher_groups=0,1: the student's groups start from 2 of the teacher's"),
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
          "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
     ]

@@ -17,6 +17,7 @@ from absl import logging
 from albert_tf import fileio, names
 from albert_tf.apps.model_files import check_length, load_config
 from albert_tf.checkpoints import CheckpointError, release
+from albert_tf.config import ConfigError
 from albert_tf.data import cache, records
 from albert_tf.errors import UsageError
 from albert_tf.training import distillation
@@ -74,7 +75,30 @@ def check_teacher(task, options, config):
             f"the teacher's tokenizer {theirs} is not the student's {ours}: a student "
             "learns from its teacher's outputs on the same ids")
     check_length(options.max_seq_length, teacher_config, "the teacher's")
+    groups = teacher_groups(options)
+    if groups is not None:
+        if not (options.student_num_hidden_layers or options.student_num_hidden_groups):
+            raise UsageError("--student_teacher_groups: the student starts from the "
+                             "teacher's groups only with --student_num_hidden_layers")
+        student = student_config(options, teacher_config)
+        try:
+            distillation.group_map(teacher_config, student, groups)
+        except ConfigError as e:
+            raise UsageError(f"--student_teacher_groups={','.join(map(str, groups))}: "
+                             f"{e}") from None
     return teacher_config
+
+
+def teacher_groups(options) -> list[int] | None:
+    """--student_teacher_groups as integers (None where not given)."""
+    given = getattr(options, "student_teacher_groups", None)
+    if not given:
+        return None
+    try:
+        return [int(g) for g in given]
+    except ValueError:
+        raise UsageError(f"--student_teacher_groups={','.join(given)}: the teacher's "
+                         "groups are integers") from None
 
 
 def read_transfer(task, options) -> list[tuple[str, str | None]]:
@@ -139,7 +163,8 @@ def start_student(model, teacher: Teacher, options, output_dir: str) -> None:
         return
     if tf.train.latest_checkpoint(output_dir):
         return
-    report = distillation.init_student_from_teacher(model, teacher.model)
+    report = distillation.init_student_from_teacher(model, teacher.model,
+                                                    teacher_groups(options))
     logging.info("student started from the teacher: %d variables copied, %d initialized "
                  "(%s)", len(report.copied), len(report.initialized),
                  ", ".join(report.initialized) or "none")

@@ -340,6 +340,10 @@ class FineTuningOptions(RunOptions, SkipOptions):
     student_num_hidden_groups: int | None = option(
         None, "With --student_num_hidden_layers: the student's groups (default: the "
         "teacher's, or fewer where the student has fewer layers).")
+    student_teacher_groups: tuple[str, ...] | None = option(
+        None, "With --student_num_hidden_layers: the teacher's groups (0-based) that the "
+        "student's groups start from, in order, one per student group (e.g. 0,1 for a "
+        "teacher's bottom layers; default: the last of each equal block).")
     transfer_file: str | None = option(
         None, "With --teacher_checkpoint: unlabeled UTF-8 text that the teacher labels, "
         "trained on beside the training split (its soft targets, and its classes as "

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, Sequence
 
 import tensorflow as tf
 
@@ -70,12 +70,25 @@ def student_config(teacher: AlbertConfig, *, num_hidden_layers: int | None = Non
     return dataclasses.replace(teacher, num_hidden_layers=layers, num_hidden_groups=groups)
 
 
-def group_map(teacher: AlbertConfig, student: AlbertConfig) -> dict[int, int]:
-    """Student group -> the teacher's group whose weights it starts from: the teacher's
-    groups cut into the student's number of equal blocks, the last of each."""
+def group_map(teacher: AlbertConfig, student: AlbertConfig,
+              groups: Sequence[int] | None = None) -> dict[int, int]:
+    """Student group -> the teacher's group whose weights it starts from: `groups` (the
+    teacher's, one per student group, in order), by default the teacher's groups cut
+    into the student's number of equal blocks, the last of each. Raises ConfigError
+    for `groups` that are not one per student group, each one of the teacher's."""
     teacher_groups, student_groups = teacher.num_hidden_groups, student.num_hidden_groups
-    return {g: (g + 1) * teacher_groups // student_groups - 1
-            for g in student.used_groups()}
+    if groups is None:
+        return {g: (g + 1) * teacher_groups // student_groups - 1
+                for g in student.used_groups()}
+    groups = list(groups)
+    if len(groups) != student_groups:
+        raise ConfigError(f"the student's groups start from {len(groups)} of the teacher's "
+                          f"({', '.join(map(str, groups))}); it has {student_groups}")
+    outside = [g for g in groups if not 0 <= g < teacher_groups]
+    if outside:
+        raise ConfigError(f"the teacher has groups 0 to {teacher_groups - 1}; "
+                          f"{', '.join(map(str, outside))} is not one of them")
+    return dict(enumerate(groups))
 
 
 class StudentReport(NamedTuple):
@@ -86,10 +99,12 @@ class StudentReport(NamedTuple):
     initialized: list[str]
 
 
-def init_student_from_teacher(student, teacher) -> StudentReport:
+def init_student_from_teacher(student, teacher,
+                              groups: Sequence[int] | None = None) -> StudentReport:
     """Assigns each of the student model's variables from the teacher model's variable
-    of the same TF1 name, a transformer group's from the teacher's group of `group_map`.
-    Both models are built; their configs must agree but for the layers and groups."""
+    of the same TF1 name, a transformer group's from the teacher's group of `group_map`
+    (`groups`). Both models are built; their configs must agree but for the layers and
+    groups."""
     ours, theirs = student.config, teacher.config
     differ = [f.name for f in dataclasses.fields(AlbertConfig)
               if f.compare and f.name not in ("num_hidden_layers", "num_hidden_groups")
@@ -98,7 +113,7 @@ def init_student_from_teacher(student, teacher) -> StudentReport:
         raise CheckpointError(
             "a student started from its teacher's weights has the teacher's config but "
             f"for its layers and groups; these differ: {', '.join(differ)}")
-    mapping = group_map(theirs, ours)
+    mapping = group_map(theirs, ours, groups)
     source = {tf1_name(v): v for v in teacher.weights}
 
     def teacher_name(name: str) -> str:

@@ -8,7 +8,7 @@ with the same steps, batch, warmup and linear decay and maximum length:
   seed only; or a run directory already trained, `--teacher_dirs=TASK:DIR`;
 - `passes`: the teacher's own weights with `--student_layers` layer passes
   (`--student_num_hidden_layers`; of a teacher of one group per layer, the last of each
-  equal block of its groups);
+  equal block of its groups, or `--student_teacher_groups`);
 - `tiny`: albert_tiny's shape (E 128, H 312, 4 layers of one shared group, 12 heads,
   FFN 1248) with the teacher's vocabulary, from scratch (`--tiny_learning_rate`);
 each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
@@ -117,6 +117,8 @@ def train_rows(args, task: str) -> list[Row]:
                 if student == "passes":
                     flags += [f"--student_num_hidden_layers={args.student_layers}",
                               f"--learning_rate={args.learning_rate}"]
+                    if args.student_teacher_groups:
+                        flags.append(f"--student_teacher_groups={args.student_teacher_groups}")
                 else:
                     flags += [f"--albert_config_file={tiny}",
                               f"--vocab_file={teacher / 'vocab.txt'}",
@@ -192,6 +194,9 @@ def main() -> None:
                         help="TASK:DIR,...: fine-tuned run directories used as teachers")
     parser.add_argument("--students", default=",".join(STUDENTS))
     parser.add_argument("--student_layers", type=int, default=2)
+    parser.add_argument("--student_teacher_groups", default="",
+                        help="the teacher's groups the passes student starts from (e.g. "
+                        "0,1; default: the last of each equal block)")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_seq_length", type=int, default=128)

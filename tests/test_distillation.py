@@ -278,6 +278,43 @@ def test_transfer_text_is_labelled_by_the_teacher_among_the_training_records(
         assert rows[i]["label_ids"].int64_list.value[0] == int(np.argmax(logits))
 
 
+def test_transfer_files_that_are_not_text_are_refused_naming_the_line(tmp_path):
+    """`read_transfer` (before any work): the texts of the non-blank lines; a file that
+    is empty, not UTF-8 or has a NUL byte, a pair task's line without its tab or with
+    an empty text, --transfer_file without a teacher, a task that takes none: one
+    UsageError naming the file (and line)."""
+    from types import SimpleNamespace
+
+    from albert_tf.apps.distill import read_transfer
+    from albert_tf.errors import UsageError
+
+    def task(pair):
+        return SimpleNamespace(name="mrpc", transfer_is_pair=lambda: pair)
+
+    def options(name, teacher="teacher"):
+        return SimpleNamespace(transfer_file=str(tmp_path / name), teacher_checkpoint=teacher)
+
+    files = {"good.txt": b"a\tb\n\n  \nc d\te\n", "empty.txt": b"\n  \n",
+             "latin1.txt": "caf\u00e9\n".encode("latin-1"), "nul.txt": b"a\tb\nbad\0\n",
+             "three.txt": b"a\tb\tc\n", "blank.txt": b"a\t \n"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    assert read_transfer(task(True), options("good.txt")) == [("a", "b"), ("c d", "e")]
+    assert read_transfer(task(False), options("good.txt")) == [("a\tb", None), ("c d\te", None)]
+    assert read_transfer(task(True), SimpleNamespace(transfer_file=None)) == []
+    for name, pair, words in (("empty.txt", True, "empty.txt has no text"),
+                              ("latin1.txt", True, "latin1.txt is not UTF-8 (byte offset 3)"),
+                              ("nul.txt", True, "nul.txt:2: a NUL byte"),
+                              ("three.txt", True, "three.txt:1: 3 tab-separated fields"),
+                              ("blank.txt", True, "blank.txt:1: an empty text"),
+                              ("missing.txt", True, "missing.txt: no such file"),
+                              ("good.txt", None, "the task 'mrpc' takes no transfer text")):
+        with pytest.raises(UsageError, match=re.escape(words)):
+            read_transfer(task(pair), options(name))
+    with pytest.raises(UsageError, match="it needs --teacher_checkpoint"):
+        read_transfer(task(True), options("good.txt", teacher=None))
+
+
 def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, tmp_path):
     """A teacher of another label set, a student made of the teacher given its own
     config too or more groups than the teacher has, student flags without a teacher, a
@@ -307,23 +344,12 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
          "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
     ]
-    texts = {"empty.txt": b"\n  \n", "latin1.txt": "caf\u00e9\n".encode("latin-1"),
-             "nul.txt": b"good\nbad\0\n", "single.txt": b"one text only\n"}
-    for name, data in texts.items():
-        (tmp_path / name).write_bytes(data)
-    cases += [
-        ([*common, *teacher, "--student_num_hidden_layers=1",
-          f"--transfer_file={tmp_path / 'empty.txt'}"], "empty.txt has no text"),
-        ([*common, *teacher, "--student_num_hidden_layers=1",
-          f"--transfer_file={tmp_path / 'latin1.txt'}"], "latin1.txt is not UTF-8"),
-        ([*common, *teacher, "--student_num_hidden_layers=1",
-          f"--transfer_file={tmp_path / 'nul.txt'}"], "nul.txt:2: a NUL byte"),
+    (tmp_path / "single.txt").write_text("one text only\n")
+    cases += [  # a pair task's transfer line without its tab (the other checks: below)
         ([*[f for f in common if not f.startswith("--task_name")], "--task_name=MRPC",
           *teacher, "--student_num_hidden_layers=1",
           f"--transfer_file={tmp_path / 'single.txt'}"],
          "single.txt:1: 1 tab-separated fields; a line of --transfer_file for mrpc is a pair"),
-        ([*common, f"--albert_config_file={config}",
-          f"--transfer_file={tmp_path / 'single.txt'}"], "it needs --teacher_checkpoint"),
     ]
     squad = [FIXTURES / "squad" / "dev-v1.1-excerpt.json", f"--spm_model_file={SPM}",
              f"--albert_config_file={config}", *teacher]

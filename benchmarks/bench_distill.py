@@ -207,7 +207,9 @@ def main() -> None:
     parser.add_argument("--distill_temperature", type=float, default=2.0)
     parser.add_argument("--flops_length", type=int, default=128)
     parser.add_argument("--precisions", default="float32,int8",
-                        help="the LiteRT files timed")
+                        help="the LiteRT files timed (empty: train and score only, "
+                        "e.g. while other work runs; time them in a later run, which "
+                        "reuses every finished run)")
     parser.add_argument("--latency_texts", type=int, default=200,
                         help="dev texts timed, one per request")
     args = parser.parse_args()
@@ -219,7 +221,7 @@ def main() -> None:
                              if item)
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.students = args.students.split(",")
-    args.precisions = args.precisions.split(",")
+    args.precisions = [p for p in args.precisions.split(",") if p]  # none: no timings
     tasks = args.tasks.split(",")
     if not args.init_checkpoint and set(tasks) - set(args.teacher_dirs):
         parser.error("--init_checkpoint (or --teacher_dirs for every task) required")
@@ -235,7 +237,7 @@ def main() -> None:
         for row in rows:
             task = row.task
             config = AlbertConfig.from_json_file(row.config)
-            latency = litert_latency(args, task, row)
+            latency = litert_latency(args, task, row) if args.precisions else {}
             teacher_speed = teacher_speed or latency
             scores = [s[METRIC[task]] for s in row.scores.values()]
             f1 = [s["f1"] for s in row.scores.values() if "f1" in s]
@@ -249,19 +251,22 @@ def main() -> None:
                 **{f"speedup_{p}": teacher_speed[p] / latency[p] for p in args.precisions}})
             print(f"  {json.dumps(table[-1])}", flush=True)
     print()
-    precisions = args.precisions
-    print("| task | model | seeds | dev accuracy (mean) | each seed | dev F1 | parameters | "
-          "MFLOPs / token | " + " | ".join(f"LiteRT {p} p50 ms" for p in precisions) +
-          " | speed-up " + " / ".join(precisions) + " |")
-    print("|---" * (9 + len(precisions)) + "|")
+    timed = [f"LiteRT {p} p50 ms" for p in args.precisions]
+    if timed:
+        timed.append("speed-up " + " / ".join(args.precisions))
+    header = ["task", "model", "seeds", "dev accuracy (mean)", "each seed", "dev F1",
+              "parameters", "MFLOPs / token", *timed]
+    print("| " + " | ".join(header) + " |")
+    print("|---" * len(header) + "|")
     for r in table:
-        f1 = "" if r["f1"] is None else f"{r['f1']:.3f}"
-        print(f"| {r['task']} | {r['row']} | {r['seeds']} | {r['metric']:.3f} | "
-              f"{', '.join(f'{s:.3f}' for s in r['each'])} | {f1} | "
-              f"{r['parameters'] / 1e6:.3g}M | {r['flops_per_token'] / 1e6:.3g} | " +
-              " | ".join(f"{r[p + '_ms']:.2f}" for p in precisions) + " | " +
-              " / ".join(f"{r['speedup_' + p]:.2f}x" for p in precisions) + " |")
-
+        cells = [r["task"], r["row"], str(r["seeds"]), f"{r['metric']:.3f}",
+                 ", ".join(f"{s:.3f}" for s in r["each"]),
+                 "" if r["f1"] is None else f"{r['f1']:.3f}",
+                 f"{r['parameters'] / 1e6:.3g}M", f"{r['flops_per_token'] / 1e6:.3g}"]
+        cells += [f"{r[p + '_ms']:.2f}" for p in args.precisions]
+        if args.precisions:
+            cells.append(" / ".join(f"{r['speedup_' + p]:.2f}x" for p in args.precisions))
+        print("| " + " | ".join(cells) + " |")
 
 if __name__ == "__main__":
     main()

@@ -278,6 +278,43 @@ def test_transfer_text_is_labelled_by_the_teacher_among_the_training_records(
         assert rows[i]["label_ids"].int64_list.value[0] == int(np.argmax(logits))
 
 
+def test_a_savedmodel_export_teaches_a_student_of_its_own_config(sst2_teacher, tmp_path):
+    """--teacher_checkpoint=an export directory: its serving_default's logits are the
+    cached outputs (the checkpoint teacher's, 1e-5), its assets give the config and
+    tokenizer; a student of fewer passes (which needs the teacher's weights) is refused."""
+    import tensorflow as tf
+
+    from albert_tf import AlbertClassifier, AlbertConfig
+    from albert_tf.checkpoints.release import load_checkpoint
+    from albert_tf.export import export_savedmodel
+    from tests.helpers.scripts import SPM
+    from tests.helpers.tiny import write_tiny_config
+
+    root, config, common = sst2_teacher
+    teacher = AlbertClassifier(AlbertConfig.from_json_file(config), 2, seed=0)
+    load_checkpoint(teacher, str(root / "out" / "model.ckpt-best"))
+    exported = tmp_path / "export"
+    export_savedmodel(teacher, exported, kind="classifier", task_name="SST-2",
+                      spm_model_file=str(SPM), max_seq_length=32, warmup_requests=False)
+    student = write_tiny_config(tmp_path / "student_config", max_position_embeddings=64,
+                                num_hidden_layers=1, hidden_size=16, intermediate_size=32)
+    cache = tmp_path / "cache"
+    flags = [*common, f"--teacher_checkpoint={exported}", f"--cached_dir={cache}"]
+    classifier(*flags, f"--albert_config_file={student}", f"--output_dir={tmp_path / 'out'}")
+    (written,) = cache.glob("*.teacher.tf_record")
+    rows = [tf.train.Example.FromString(r).features.feature
+            for r in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+    for row in rows[:8]:
+        length = sum(row["input_mask"].int64_list.value)
+        inputs = names.to_model_inputs({k: tf.constant([row[k].int64_list.value[:length]])
+                                        for k in ("input_ids", "input_mask", "segment_ids")})
+        np.testing.assert_allclose(row["teacher_logits"].float_list.value,
+                                   teacher(inputs)[names.LOGITS][0], atol=1e-5)
+    done = classifier(*flags, "--student_num_hidden_layers=1",
+                      f"--output_dir={tmp_path / 'refused'}", check=False)
+    assert done.returncode == 1 and "is a SavedModel export" in done.stderr.splitlines()[-1]
+
+
 def test_transfer_files_that_are_not_text_are_refused_naming_the_line(tmp_path):
     """`read_transfer` (before any work): the texts of the non-blank lines; a file that
     is empty, not UTF-8 or has a NUL byte, a pair task's line without its tab or with

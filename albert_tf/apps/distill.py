@@ -15,7 +15,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, names
-from albert_tf.apps.model_files import check_length, load_config
+from albert_tf.apps.model_files import SAVEDMODEL, check_length, load_config
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.config import ConfigError
 from albert_tf.data import cache, records
@@ -137,9 +137,50 @@ def read_transfer(task, options) -> list[tuple[str, str | None]]:
     return texts
 
 
+class SavedModelTeacher:
+    """A SavedModel export as a teacher: its `serving_default` called as a model is (the
+    three model inputs in, its outputs by name)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.loaded = tf.saved_model.load(path)
+        self.function = self.loaded.signatures["serving_default"]
+
+    def __call__(self, inputs, training=False):
+        del training
+        return self.function(**{k: tf.cast(inputs[k], tf.int32) for k in names.MODEL_INPUTS})
+
+
+def _load_savedmodel_teacher(task, options, teacher_output: str) -> SavedModelTeacher:
+    """The export, after checking that it serves this task's kind, labels and output."""
+    from albert_tf.export.base import read_export_info
+
+    path = options.teacher_files.checkpoint
+    info = read_export_info(path)
+    kind = task.serving_kind.name if task.serving_kind else None
+    labels = list(task.labels) if getattr(task, "labels", None) else None
+    differ = []
+    if info.get("kind") != kind:
+        differ.append(f"it serves a {info.get('kind')} model, the task's is {kind}")
+    elif labels and info.get("labels") and list(info["labels"]) != labels:
+        differ.append(f"its labels are {info['labels']}, the task's {labels}")
+    if differ:
+        raise UsageError(f"--teacher_checkpoint={options.teacher_checkpoint} is not a model "
+                         f"of this task and its labels ({'; '.join(differ)})")
+    teacher = SavedModelTeacher(path)
+    if teacher_output not in teacher.function.structured_outputs:
+        raise UsageError(f"--teacher_checkpoint={options.teacher_checkpoint}: its "
+                         f"serving_default has no {teacher_output!r} output")
+    return teacher
+
+
 def load_teacher(task, options, teacher_config, strategy) -> Teacher:
     """The teacher: the task's model of the teacher's config, every weight read from
-    --teacher_checkpoint (a checkpoint of another kind or label set is refused)."""
+    --teacher_checkpoint (a checkpoint of another kind or label set is refused), or a
+    SavedModel export of the task's kind and labels."""
+    if options.teacher_files.layout == SAVEDMODEL:
+        return Teacher(_load_savedmodel_teacher(task, options, task.distillation[0]),
+                       *task.distillation)
     with strategy.scope():
         model = task.build_model(teacher_config)
     try:
@@ -179,8 +220,7 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     (`read_transfer`) become records too, labelled by the teacher (`pseudo_label`), and
     are spread evenly among the training records. Returns (path, parsing spec)."""
     path = os.path.join(cache_dir, task.records_name("train") + ".teacher.tf_record")
-    weights = [f for f in tf.io.gfile.glob(options.teacher_files.checkpoint + "*")
-               if not f.endswith(".meta.json")]
+    weights = teacher_weight_files(options.teacher_files)
     settings = {"records": cache.read_cache_info(train.path),
                 "teacher": {os.path.basename(f): cache.file_sha256(f) for f in sorted(weights)}}
     if transfer:
@@ -239,6 +279,15 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     shape = [] if teacher.soft_loss == "regression" else [width]
     return written.path, {distillation.TEACHER_LOGITS: tf.io.FixedLenFeature(
         shape, tf.float32)}
+
+
+def teacher_weight_files(files) -> list[str]:
+    """The files whose bytes are the teacher (what its cached outputs are keyed by)."""
+    if files.layout == SAVEDMODEL:
+        return [os.path.join(files.checkpoint, "saved_model.pb"),
+                *tf.io.gfile.glob(os.path.join(files.checkpoint, "variables", "*"))]
+    return [f for f in tf.io.gfile.glob(files.checkpoint + "*")
+            if not f.endswith(".meta.json")]
 
 
 def objective(task, options, teacher: Teacher):

@@ -322,8 +322,9 @@ class FineTuningOptions(RunOptions, SkipOptions):
     lora_ffn: bool = option(False, "With --lora_rank: adapters on the FFN's denses too.")
     teacher_checkpoint: str | None = option(
         None, "Distil: a model of this task fine-tuned on the same labels (any layout "
-        "--init_checkpoint reads), whose outputs on the training examples (computed once "
-        "and cached) the model learns beside the labels.")
+        "--init_checkpoint reads, or a SavedModel export of the task), whose outputs on "
+        "the training examples (computed once and cached) the model learns beside the "
+        "labels.")
     teacher_config_file: str | None = option(
         None, "The teacher's albert_config.json, where none lies beside "
         "--teacher_checkpoint.")

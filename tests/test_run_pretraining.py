@@ -45,11 +45,16 @@ def test_trains_evaluates_and_resumes_from_records(workspace):
     result = run("run_pretraining.py", *args, "--num_train_steps=9")
     assert "resumed from" in result.stderr and "ckpt-6" in result.stderr
     assert eval_results(out)["global_step"] == 9
-    # The original's model.ckpt-N, which the fine-tuning scripts start from.
+    # The original's model.ckpt-N, which the fine-tuning scripts start from: the run's
+    # directory names it, and its albert_config.json (kept by the run) the config.
     assert (out / "model.ckpt-9.index").exists()
+    from albert_tf import AlbertConfig
+
+    assert AlbertConfig.from_json_file(out / "albert_config.json") == \
+        AlbertConfig.from_json_file(workspace / "tiny.json")
     classify = run("run_classifier.py", "--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}",
-                   f"--spm_model_file={SPM}", f"--albert_config_file={workspace / 'tiny.json'}",
-                   f"--init_checkpoint={out / 'model.ckpt-9'}", f"--output_dir={out / 'mrpc'}",
+                   f"--spm_model_file={SPM}", f"--init_checkpoint={out}",
+                   f"--output_dir={out / 'mrpc'}",
                    "--do_train", "--max_seq_length=64", "--train_batch_size=8",
                    "--train_step=1", "--warmup_step=0")
     assert "loaded" in classify.stderr and (out / "mrpc" / "ckpt-1.index").exists()

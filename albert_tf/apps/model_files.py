@@ -18,6 +18,12 @@ from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
 from albert_tf.tasks.options import RunOptions
 
+# What a training run writes beside its checkpoints (`save_model_files`).
+RUN_CONFIG = "albert_config.json"
+RUN_VOCAB = "vocab.txt"
+# The layout of a teacher that is a SavedModel export (`savedmodel_files`).
+SAVEDMODEL = "savedmodel"
+
 
 def load_config(albert_config_file, checkpoint_layout: str = "google") -> AlbertConfig:
     """`--albert_config_file`: a shipped config name (`albert_base_v2`, ...) or the path
@@ -115,8 +121,6 @@ def _teacher_files(options: RunOptions) -> RunOptions:
     return options.replace(**changes)
 
 
-# The layout of a teacher that is a SavedModel export (`savedmodel_files`).
-SAVEDMODEL = "savedmodel"
 
 
 def savedmodel_files(path) -> release.ReleaseFiles | None:
@@ -138,11 +142,6 @@ def savedmodel_files(path) -> release.ReleaseFiles | None:
         directory=path, config_file=os.path.join(path, EXTRA_DIR, RUN_CONFIG),
         checkpoint=path, spm_model_file=found["spm"], vocab_file=found["vocab"],
         layout=SAVEDMODEL, do_lower_case=read_export_info(path).get("do_lower_case"))
-
-
-# What a training run writes beside its checkpoints (`save_model_files`).
-RUN_CONFIG = "albert_config.json"
-RUN_VOCAB = "vocab.txt"
 
 
 def save_model_files(options, output_dir: str, config: AlbertConfig) -> None:

@@ -71,8 +71,8 @@ class Task:
     # What a teacher's outputs teach a student of this task (--teacher_checkpoint):
     # (the model output, its soft loss: "softmax", "sigmoid", "regression" or, per
     # labelled position, "token_softmax", as `albert_tf.training.distillation.
-    # SOFT_LOSSES`); None: not distilled. A task that
-    # sets it and overrides `dataset` takes and parses `extra_spec` there.
+    # SOFT_LOSSES`); None: not distilled. A task that sets it and overrides `dataset`
+    # takes and parses `extra_spec` there.
     distillation: tuple[str, str] | None = None
     # Bump when `features` changes what it writes: cached records are then rewritten.
     cache_format: int = 1

@@ -20,10 +20,9 @@ two-way softmax (`sigmoid_distillation`); for a regression, the squared differen
 the two predictions (`regression_distillation`); for token classification,
 `softmax_distillation` at each labelled position (`label_ids` >= 0), averaged over
 those positions as the task's own loss is (`"token_softmax"`). `DistillationObjective`
-mixes it with
-the task's own loss on the labels, as `(1 - alpha) * labels + alpha * soft`, in the
-numerator / denominator form of `training.objectives`, so that replicas and
-micro-batches add up to the loss of the whole batch. The teacher's outputs are a
+mixes it with the task's own loss on the labels, as `(1 - alpha) * labels + alpha *
+soft`, in the numerator / denominator form of `training.objectives`, so that replicas
+and micro-batches add up to the loss of the whole batch. The teacher's outputs are a
 feature of the batch (`TEACHER_LOGITS`), computed once before the student trains: a
 student step runs no teacher.
 """

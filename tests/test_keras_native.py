@@ -395,7 +395,19 @@ def test_lora_trains_the_adapters_and_the_head_and_merges_for_serving(tmp_path):
     assert sorted(w.path for w in model.trainable_weights) == sorted(
         ["output_weights", "output_bias"] + [f"{group}/{dense}/{name}" for dense in (
             "query", "value") for name in ("bias", "lora_kernel_a", "lora_kernel_b")])
-    assert len(lora_classifier(ffn=True).trainable_weights) == 14  # + the FFN's two
+    with_ffn = lora_classifier(ffn=True)
+    assert len(with_ffn.trainable_weights) == 14  # + the FFN's two
+    # The adapters run beside the frozen kernels ((x @ A) @ B, the query's and value's
+    # B in their columns of the query-key-value matmul): what the merged kernels give.
+    rng = np.random.default_rng(0)
+    for weight in with_ffn.trainable_weights:
+        if "lora_kernel_b" in weight.path:
+            weight.assign(rng.normal(0, 0.5, weight.shape).astype("float32"))
+    merged_ffn = outputs(with_ffn.merge_lora(), inputs)
+    changed = outputs(with_ffn, inputs)
+    assert np.abs(changed["logits/0"] - before["logits/0"]).max() > 1e-3
+    for name, value in changed.items():
+        np.testing.assert_allclose(value, merged_ffn[name], rtol=0, atol=1e-5, err_msg=name)
     frozen = {w.path: w.numpy() for w in model.non_trainable_weights}
     model.compile(optimizer=AdamWeightDecay(1e-2), loss={
         "logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)})

@@ -143,8 +143,8 @@ def float_kernel(layer, dtype) -> tf.Tensor:
     here, once per forward pass, so the shared blocks multiply in float with weights
     stored as int8 (weight-only int8). Other quantization modes are refused by name."""
     mode = getattr(layer, "quantization_mode", None)
-    if mode is None:
-        return tf.cast(layer.kernel, dtype)
+    if mode is None:  # with LoRA, the frozen kernel alone (`SharedDense.low_rank`)
+        return tf.cast(layer._kernel if _lora_on(layer) else layer.kernel, dtype)
     if mode == "int8":
         return tf.cast(layer.kernel, dtype) / tf.cast(layer.kernel_scale, dtype)
     raise ValueError(f"{layer.path}: Keras' quantization mode {mode!r} is not supported "
@@ -161,11 +161,18 @@ class SharedDense(NamedTuple):
     15% slower (for ALBERT-base's FFN, 291 against 340 GFLOP/s), and the transpose made
     once serves the 12 layers. Several layers side by side (query, key and value) are
     one matmul, one bias and one transpose of the heads.
+
+    `low_rank` (A [in, R], B [R, out]): the LoRA adapters of the layers that have them
+    (Keras' Dense `enable_lora`; B scaled by alpha / rank, zero in the columns of a
+    layer without one), added as `(x @ A) @ B` beside the frozen kernel rather than
+    folded into it: the step then needs no kernel-sized gradient (only A's and B's)
+    and no kernel-sized copy of kernel + A @ B (xxlarge's FFN kernel is 256 MB).
     """
 
     kernel: tf.Tensor
     bias: tf.Tensor
     kernel_t: tf.Tensor | None = None
+    low_rank: tuple[tf.Tensor, tf.Tensor] | None = None
 
     @classmethod
     def of(cls, layers, dtype, training=False) -> "SharedDense":
@@ -174,12 +181,15 @@ class SharedDense(NamedTuple):
         kernel = kernels[0] if len(kernels) == 1 else tf.concat(kernels, axis=1)
         bias = biases[0] if len(biases) == 1 else tf.concat(biases, axis=0)
         # (`training` may be a tensor in some Keras flows: transposed for Python True.)
-        return cls(kernel, bias, tf.transpose(kernel) if training_now(training) else None)
+        return cls(kernel, bias, tf.transpose(kernel) if training_now(training) else None,
+                   _low_rank(layers, [int(k.shape[1]) for k in kernels], dtype))
 
     def columns(self, start: int, stop: int) -> "SharedDense":
         """The outputs start:stop alone (e.g. the query of a query-key-value triple)."""
         return SharedDense(self.kernel[:, start:stop], self.bias[start:stop],
-                           None if self.kernel_t is None else self.kernel_t[start:stop])
+                           None if self.kernel_t is None else self.kernel_t[start:stop],
+                           None if self.low_rank is None
+                           else (self.low_rank[0], self.low_rank[1][:, start:stop]))
 
     def __call__(self, x, residual=None):
         """x [..., in] -> [..., out], plus `residual` [..., out] if given."""
@@ -196,7 +206,32 @@ class SharedDense(NamedTuple):
             y = _matmul_bias_add(x, self.kernel, self.bias, *extra)
         else:
             y = _shared_matmul(x, self.kernel, self.kernel_t, self.bias, *extra)
+        if self.low_rank is not None:
+            y = y + tf.matmul(tf.matmul(x, self.low_rank[0]), self.low_rank[1])
         return y if flat else tf.reshape(y, shape)
+
+
+def _lora_on(layer) -> bool:
+    """A Keras Dense with LoRA enabled on its float kernel (Keras' own int8 path
+    keeps its adapters folded in)."""
+    return bool(getattr(layer, "lora_enabled", False)) and \
+        getattr(layer, "quantization_mode", None) is None
+
+
+def _low_rank(layers, widths, dtype):
+    """`SharedDense.low_rank` of `layers` side by side (`widths`: their outputs); None
+    where none has LoRA."""
+    if not any(_lora_on(layer) for layer in layers):
+        return None
+    a_parts, b_parts, start, total = [], [], 0, sum(widths)
+    for layer, width in zip(layers, widths):
+        if _lora_on(layer):
+            scale = layer.lora_alpha / layer.lora_rank
+            a_parts.append(tf.cast(layer.lora_kernel_a, dtype))
+            b_parts.append(tf.pad(tf.cast(layer.lora_kernel_b, dtype) * scale,
+                                  [[0, 0], [start, total - start - width]]))
+        start += width
+    return tf.concat(a_parts, axis=1), tf.concat(b_parts, axis=0)
 
 
 def _matmul_bias_add(x, kernel, bias, *residual):

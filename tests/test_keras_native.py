@@ -437,6 +437,46 @@ def test_lora_trains_the_adapters_and_the_head_and_merges_for_serving(tmp_path):
                                        err_msg=name)
 
 
+@pytest.mark.parametrize("recompute", [None, "layer"])
+def test_lora_beside_the_frozen_kernel_has_the_folded_kernels_gradients(recompute):
+    """The adapters added beside the frozen kernels ((x @ A) @ B) give the loss and the
+    gradients of every trained weight that Keras' folded kernel (W + A @ B) gives, with
+    the FFN's adapters, recomputed layers or not."""
+    from unittest import mock
+
+    import tensorflow as tf
+
+    from albert_tf import AlbertClassifier
+    from albert_tf.modeling import common
+
+    inputs = model_inputs("classifier")
+
+    def step(folded: bool):
+        model = AlbertClassifier(CONFIG, num_labels=3, seed=5, dropout_rate=0.0,
+                                 recompute=recompute)
+        model.enable_lora(2, ffn=True)
+        for weight in model.trainable_weights:  # B away from zero: A's gradient too
+            if "lora_kernel_b" in weight.path:
+                weight.assign(np.random.default_rng(2).normal(0, 0.5, weight.shape))
+        switch = mock.patch.object(common, "_lora_on", lambda layer: False) if folded \
+            else mock.patch.object(common, "_lora_on", common._lora_on)
+        with switch, tf.GradientTape() as tape:
+            logits = model(inputs, training=True)["logits"]
+            loss = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(
+                tf.constant([2, 0]), logits))
+        grads = tape.gradient(loss, model.trainable_weights)
+        return float(loss), {w.path: g.numpy() for w, g in zip(model.trainable_weights, grads)}
+
+    loss, grads = step(folded=False)
+    folded_loss, folded_grads = step(folded=True)
+    assert loss == pytest.approx(folded_loss, rel=1e-5)
+    assert sorted(grads) == sorted(folded_grads) and len(grads) == 14
+    for name, value in grads.items():
+        assert np.abs(value).max() > 0, name
+        np.testing.assert_allclose(value, folded_grads[name], rtol=1e-4, atol=1e-6,
+                                   err_msg=name)
+
+
 def test_lora_refuses_what_does_not_fit(tmp_path):
     from albert_tf.errors import UserError
 

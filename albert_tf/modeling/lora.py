@@ -60,9 +60,11 @@ class LoraAdapters:
         query and value (one per shared group: shared, as the kernels they adapt), with
         `ffn` on the FFN's two denses too. Every other weight of the encoder is frozen
         (the adapted denses' biases stay trainable, as in keras-hub); what is not the
-        encoder (a task's head, the pretraining heads) stays trainable. The forward
-        pass reads the adapted kernels; `merge_lora()` folds them in for serving,
-        `save_lora_weights` keeps what training changes on its own."""
+        encoder (a task's head, the pretraining heads) stays trainable. The encoder's
+        shared layers add the adapters beside the frozen kernels, (x @ A) @ B (the same
+        function, with no kernel-sized copy or gradient: `common.SharedDense`);
+        `merge_lora()` folds them in for serving, `save_lora_weights` keeps what
+        training changes on its own."""
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
             raise ValueError(f"the LoRA rank must be an integer >= 1, got {rank!r}")
         if self._lora:

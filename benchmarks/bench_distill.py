@@ -81,13 +81,14 @@ def run_classifier(args, task: str, out: pathlib.Path, seed: int, *flags) -> dic
     return results(out / "eval_results.txt")
 
 
-def tokenizer_flag(run_dir: pathlib.Path) -> str:
-    """The tokenizer file a run directory keeps (SentencePiece or WordPiece), as a flag."""
+def tokenizer_file(run_dir: pathlib.Path) -> dict:
+    """The tokenizer file a run directory keeps, as the keyword that names its kind
+    (`spm_model_file` or `vocab_file`: a flag of the scripts, FullTokenizer's argument)."""
     from albert_tf.checkpoints.release import describe_checkpoint
 
     files = describe_checkpoint(run_dir)
-    return (f"--spm_model_file={files.spm_model_file}" if files.spm_model_file
-            else f"--vocab_file={files.vocab_file}")
+    return ({"spm_model_file": files.spm_model_file} if files.spm_model_file
+            else {"vocab_file": files.vocab_file})
 
 
 def tiny_config(teacher_config: pathlib.Path, path: pathlib.Path) -> pathlib.Path:
@@ -129,8 +130,9 @@ def train_rows(args, task: str) -> list[Row]:
                     if args.student_teacher_groups:
                         flags.append(f"--student_teacher_groups={args.student_teacher_groups}")
                 else:
-                    flags += [f"--albert_config_file={tiny}", tokenizer_flag(teacher),
-                              f"--learning_rate={args.tiny_learning_rate}"]
+                    flags += [f"--albert_config_file={tiny}",
+                              f"--learning_rate={args.tiny_learning_rate}",
+                              *(f"--{k}={v}" for k, v in tokenizer_file(teacher).items())]
                 began = time.time()
                 run_classifier(args, task, out, seed, *flags)
                 print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
@@ -171,8 +173,7 @@ def litert_latency(args, task: str, row: Row) -> dict:
     processor = glue.get_processor(task)
     model = AlbertClassifier(config, len(processor.get_labels()), seed=0)
     load_checkpoint(model, str(run_dir / "model.ckpt-best"))
-    name, path = tokenizer_flag(run_dir).lstrip("-").split("=", 1)
-    tokenizer = FullTokenizer(**{name: path}, do_lower_case=True)
+    tokenizer = FullTokenizer(**tokenizer_file(run_dir), do_lower_case=True)
     examples = processor.get_examples(args.glue_dir, "dev")[:args.latency_texts]
     packed = [pack_batch([[tokenizer.encode(t) for t in (e.text_a, e.text_b) if t]],
                          args.max_seq_length, cls_id=tokenizer.special_id("[CLS]"),

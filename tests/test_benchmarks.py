@@ -259,8 +259,9 @@ def test_bench_anchor_fine_tunes_a_bert_directory_with_lora(tmp_path):
 def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
     """The harness of benchmarks/bench_distill.py (times nothing that is asserted): a
     tiny BERT directory fine-tuned as the teacher on the GLUE fixture, then its student
-    of fewer passes distilled and on the labels alone, each with its dev accuracy,
-    parameters, FLOPs and a LiteRT file; the teacher's outputs computed once."""
+    of fewer passes distilled and on the labels alone (for steps of their own), each with
+    its dev accuracy, parameters, FLOPs and a LiteRT file; the teacher's outputs computed
+    once."""
     from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
 
     bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
@@ -268,21 +269,26 @@ def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
     work = tmp_path / "work"
     stdout = run_benchmark(
         "bench_distill.py", f"--init_checkpoint={bert}", f"--glue_dir={GLUE}",
-        f"--work_dir={work}", "--tasks=MRPC", "--steps=MRPC:2", "--students=passes",
+        f"--work_dir={work}", "--tasks=MRPC", "--steps=MRPC:2", "--student_steps=MRPC:3",
+        "--students=passes",
         "--student_layers=1", "--seeds=1", "--batch_size=4", "--max_seq_length=12",
         "--precisions=float32", "--latency_texts=3")
     assert "CPU flags:" in stdout
     rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
                                            for line in stdout.splitlines()
                                            if line.startswith("| MRPC |"))}
-    assert sorted(rows) == ["passes_distilled", "passes_labels", "teacher"]
+    students = ["passes_distilled_3steps", "passes_labels_3steps"]
+    assert sorted(rows) == [*students, "teacher"]
+    for name, steps in (("teacher", 2), *((name + "_seed1", 3) for name in students)):
+        assert f"global_step = {steps}" in (work / "MRPC" / name / "eval_results.txt"
+                                            ).read_text()
     for cells in rows.values():
         assert 0 <= float(cells[3]) <= 1 and 0 <= float(cells[5]) <= 1
     # the student is the teacher with fewer passes (of a BERT's 3 groups, 1): fewer
     # parameters and FLOPs
-    million = [float(rows[r][6].rstrip("M")) for r in ("passes_distilled", "teacher")]
+    million = [float(rows[r][6].rstrip("M")) for r in (students[0], "teacher")]
     assert 0 < million[0] < million[1]
-    assert 0 < float(rows["passes_distilled"][7]) < float(rows["teacher"][7])
+    assert 0 < float(rows[students[0]][7]) < float(rows["teacher"][7])
     assert rows["teacher"][-1] == "1.00x"
     assert len(list((work / "MRPC_cache").glob("*.teacher.tf_record"))) == 1
     assert sorted(p.name for p in (work / "litert").glob("*.tflite")) == [

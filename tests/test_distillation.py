@@ -453,3 +453,71 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
         length = sum(feature["input_mask"].int64_list.value)
         stored = np.reshape(feature["teacher_logits"].float_list.value, (length, len(labels)))
         np.testing.assert_allclose(stored, expected[:length], atol=1e-5)
+
+
+# --------------------------------------- the other kinds: regression, multi-label, choices
+def _stored_and_recomputed(cache, teacher, kind, output, max_seq_length):
+    """The cached teacher outputs of each training record, and the teacher's checkpoint
+    run on the same records (all at once, each at the records' length; the padding is
+    masked out)."""
+    from albert_tf.data import records
+    from albert_tf.export import load_model_from_checkpoint
+
+    (written,) = cache.glob("*.teacher.tf_record")
+    features = [tf.train.Example.FromString(record).features.feature
+                for record in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+    model = load_model_from_checkpoint(kind, teacher / "albert_config.json", teacher)
+    inputs = {k: np.array([f[k].int64_list.value for f in features], np.int32)
+              for k in records.SEQUENCE_FEATURES}
+    if kind == "multiple_choice":  # each record's choices one after the other
+        inputs = {k: v.reshape(len(features), -1, max_seq_length) for k, v in inputs.items()}
+    recomputed = model(names.to_model_inputs(inputs))[output].numpy()
+    stored = np.array([f[distillation.TEACHER_LOGITS].float_list.value for f in features])
+    return stored.reshape(recomputed.shape), recomputed
+
+
+@pytest.mark.parametrize("kind", ["regression", "multi_label", "c3"])
+def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
+    """run_classifier.py's other kinds (STS-B's regression, GoEmotions' multi-label
+    rows, C3's variable choices with the Chinese vocabulary): a 2-layer teacher, then
+    its 1-pass student named by the teacher's directory alone. The cached outputs are
+    the teacher's (its predictions, its logits, each choice's logit: 1e-5), and the
+    student trains on them and evaluates to finite scores."""
+    from tests.helpers.scripts import FIXTURES, SPM, read_results, run_script
+    from tests.helpers.tiny import write_tiny_config
+
+    tokenizer = f"--spm_model_file={SPM}"
+    length = 32
+    if kind == "regression":
+        data = ["--task_name=STS-B", f"--data_dir={FIXTURES / 'glue'}"]
+        served, output = "classifier", names.PREDICTIONS
+    elif kind == "multi_label":
+        emotions = FIXTURES / "goemotions"
+        data = ["--task_name=multi_label", f"--train_file={emotions / 'train.tsv'}",
+                f"--dev_file={emotions / 'dev.tsv'}", "--text_a_field=text",
+                "--label_field=labels"]
+        served, output = "multi_label", names.LOGITS
+    else:
+        data = ["--task_name=c3", f"--data_dir={FIXTURES / 'c3'}"]
+        tokenizer = f"--vocab_file={FIXTURES / 'ner' / 'vocab_chinese.txt'}"
+        served, output, length = "multiple_choice", names.LOGITS, 96
+    config = write_tiny_config(tmp_path, **({"vocab_size": 21128} if kind == "c3" else {}),
+                               max_position_embeddings=128, num_hidden_layers=2)
+    common = [*data, f"--max_seq_length={length}", "--train_batch_size=8",
+              "--eval_batch_size=8", "--predict_batch_size=8", "--train_step=2",
+              "--save_checkpoints_steps=2", "--learning_rate=1e-3", "--do_train",
+              f"--cached_dir={tmp_path / 'cache'}"]
+    teacher = tmp_path / "teacher"
+    run_script("run_classifier.py", *common, f"--albert_config_file={config}", tokenizer,
+               f"--output_dir={teacher}")
+    done = run_script("run_classifier.py", *common, "--do_eval",
+                      f"--teacher_checkpoint={teacher}", "--student_num_hidden_layers=1",
+                      f"--output_dir={tmp_path / 'student'}")
+    assert "student started from the teacher" in done.stderr
+    scores = read_results(tmp_path / "student" / "eval_results.txt")
+    assert scores["global_step"] == 2 and all(np.isfinite(list(scores.values())))
+    stored, recomputed = _stored_and_recomputed(tmp_path / "cache", teacher, served, output,
+                                                length)
+    np.testing.assert_allclose(stored, recomputed, atol=1e-5)
+    if kind == "c3":  # a padded choice: the absent logit, whose probability is 0
+        assert (stored < -1e8).any() and (stored > -1e8).any()

@@ -17,7 +17,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, names
-from albert_tf.apps.model_files import SAVEDMODEL, check_length, load_config
+from albert_tf.apps.model_files import check_length, load_config
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.config import ConfigError
 from albert_tf.data import cache, records
@@ -180,7 +180,7 @@ def load_teacher(task, options, teacher_config, strategy) -> Teacher:
     """The teacher: the task's model of the teacher's config, every weight read from
     --teacher_checkpoint (a checkpoint of another kind or label set is refused), or a
     SavedModel export of the task's kind and labels."""
-    if options.teacher_files.layout == SAVEDMODEL:
+    if options.teacher_files.layout == release.SAVEDMODEL:
         return Teacher(_load_savedmodel_teacher(task, options, task.distillation[0]),
                        *task.distillation)
     with strategy.scope():
@@ -285,7 +285,7 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
 
 def teacher_weight_files(files) -> list[str]:
     """The files whose bytes are the teacher (what its cached outputs are keyed by)."""
-    if files.layout == SAVEDMODEL:
+    if files.layout == release.SAVEDMODEL:
         return [os.path.join(files.checkpoint, "saved_model.pb"),
                 *tf.io.gfile.glob(os.path.join(files.checkpoint, "variables", "*"))]
     return [f for f in tf.io.gfile.glob(files.checkpoint + "*")

@@ -21,8 +21,6 @@ from albert_tf.tasks.options import RunOptions
 # What a training run writes beside its checkpoints (`save_model_files`).
 RUN_CONFIG = "albert_config.json"
 RUN_VOCAB = "vocab.txt"
-# The layout of a teacher that is a SavedModel export (`savedmodel_files`).
-SAVEDMODEL = "savedmodel"
 
 
 def load_config(albert_config_file, checkpoint_layout: str = "google") -> AlbertConfig:
@@ -93,8 +91,8 @@ def _teacher_files(options: RunOptions) -> RunOptions:
             raise UsageError("--student_num_hidden_layers and --student_num_hidden_groups "
                              "make a student of --teacher_checkpoint, which is not given")
         return options
-    files = savedmodel_files(teacher) or release.describe_checkpoint(teacher)
-    if files.layout == SAVEDMODEL and student:
+    files = release.describe_export(teacher) or release.describe_checkpoint(teacher)
+    if files.layout == release.SAVEDMODEL and student:
         raise UsageError(
             f"--teacher_checkpoint={teacher} is a SavedModel export, whose weights a "
             "student of fewer passes cannot start from: give the student's own "
@@ -119,29 +117,6 @@ def _teacher_files(options: RunOptions) -> RunOptions:
         if options.do_lower_case is None and files.do_lower_case is not None:
             changes["do_lower_case"] = files.do_lower_case
     return options.replace(**changes)
-
-
-
-
-def savedmodel_files(path) -> release.ReleaseFiles | None:
-    """A SavedModel export as a teacher's files: a version directory (its
-    saved_model.pb), or an export directory of versions (the newest, as TF Serving
-    serves it); its config and tokenizer from its assets. None where `path` is not one."""
-    from albert_tf.export.base import EXTRA_DIR, read_export_info
-
-    path = os.fspath(path).rstrip("/")
-    versions = fileio.integer_subdirectories(path)
-    if versions and not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-        path = os.path.join(path, str(versions[-1]))
-    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-        return None
-    assets = os.path.join(path, "assets")
-    found = {kind: release._glob_one(assets, patterns) for kind, patterns in
-             (("spm", release._SPM_PATTERNS), ("vocab", release._VOCAB_PATTERNS))}
-    return release.ReleaseFiles(
-        directory=path, config_file=os.path.join(path, EXTRA_DIR, RUN_CONFIG),
-        checkpoint=path, spm_model_file=found["spm"], vocab_file=found["vocab"],
-        layout=SAVEDMODEL, do_lower_case=read_export_info(path).get("do_lower_case"))
 
 
 def save_model_files(options, output_dir: str, config: AlbertConfig) -> None:

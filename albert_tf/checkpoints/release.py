@@ -77,6 +77,10 @@ class ReleaseFiles:
                              do_lower_case=lower, spm_model_file=self.spm_model_file)
 
 
+# The layout of a SavedModel export's files (`describe_export`).
+SAVEDMODEL = "savedmodel"
+
+
 def _glob_one(directory: str, patterns: tuple[str, ...]) -> str | None:
     for pattern in patterns:
         found = sorted(tf.io.gfile.glob(os.path.join(directory, pattern)))
@@ -237,6 +241,27 @@ def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
         huggingface.refuse_other_weights(os.path.dirname(path) or ".")
     checkpoint = resolve_checkpoint(path)
     return _tf1_files(os.path.dirname(checkpoint) or ".", checkpoint)
+
+
+def describe_export(path: str | os.PathLike) -> ReleaseFiles | None:
+    """A SavedModel export's files (layout `SAVEDMODEL`: what a distillation teacher
+    may be; no model loads it as weights): a version directory (its saved_model.pb),
+    or an export directory of versions (the newest, as TF Serving serves it); its
+    config and tokenizer from its assets. None where `path` is not one."""
+    from albert_tf.export.base import EXPORT_CONFIG, EXTRA_DIR, read_export_info
+
+    path = os.fspath(path).rstrip("/")
+    versions = fileio.integer_subdirectories(path)
+    if versions and not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        path = os.path.join(path, str(versions[-1]))
+    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        return None
+    assets = os.path.join(path, "assets")
+    return ReleaseFiles(
+        directory=path, config_file=os.path.join(path, EXTRA_DIR, EXPORT_CONFIG),
+        checkpoint=path, spm_model_file=_glob_one(assets, _SPM_PATTERNS),
+        vocab_file=_glob_one(assets, _VOCAB_PATTERNS), layout=SAVEDMODEL,
+        do_lower_case=read_export_info(path).get("do_lower_case"))
 
 
 def find_release_files(directory: str | os.PathLike) -> ReleaseFiles:

@@ -16,6 +16,8 @@ from albert_tf import fileio
 from albert_tf.errors import UserError
 
 EXTRA_DIR = "assets.extra"
+# The model's config in EXTRA_DIR.
+EXPORT_CONFIG = "albert_config.json"
 EXPORT_INFO = "export_info.json"  # in EXTRA_DIR: what the export serves
 
 

@@ -26,6 +26,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.data.ner import WORD_SPLITS
 from albert_tf.export.base import (
+    EXPORT_CONFIG,
     ExportError,
     check_export_dir,
     is_int_at_least,
@@ -291,7 +292,7 @@ def _write_extras(version_dir, model, labels, info: dict) -> None:
     """`assets.extra/`: albert_config.json, labels.txt (when there are labels) and
     export_info.json."""
     extra = write_export_info(version_dir, info)
-    model.config.to_json_file(os.path.join(extra, "albert_config.json"))
+    model.config.to_json_file(os.path.join(extra, EXPORT_CONFIG))
     if labels is not None:
         fileio.write_text_atomically(os.path.join(extra, "labels.txt"),
                                      "".join(f"{label}\n" for label in labels))

@@ -482,7 +482,8 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
     rows, C3's variable choices with the Chinese vocabulary): a 2-layer teacher, then
     its 1-pass student named by the teacher's directory alone. The cached outputs are
     the teacher's (its predictions, its logits, each choice's logit: 1e-5), and the
-    student trains on them and evaluates to finite scores."""
+    student trains on them and evaluates to finite scores. The multi-label student also
+    has transfer text, labelled with the labels the teacher gives 0.5 or more."""
     from tests.helpers.scripts import FIXTURES, SPM, read_results, run_script
     from tests.helpers.tiny import write_tiny_config
 
@@ -510,6 +511,10 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
     teacher = tmp_path / "teacher"
     run_script("run_classifier.py", *common, f"--albert_config_file={config}", tokenizer,
                f"--output_dir={teacher}")
+    transfer = ["so happy for you", "that is awful news", "what a day"]
+    if kind == "multi_label":  # texts the teacher labels
+        (tmp_path / "transfer.txt").write_text("\n".join(transfer) + "\n")
+        common.append(f"--transfer_file={tmp_path / 'transfer.txt'}")
     done = run_script("run_classifier.py", *common, "--do_eval",
                       f"--teacher_checkpoint={teacher}", "--student_num_hidden_layers=1",
                       f"--output_dir={tmp_path / 'student'}")
@@ -521,3 +526,17 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
     np.testing.assert_allclose(stored, recomputed, atol=1e-5)
     if kind == "c3":  # a padded choice: the absent logit, whose probability is 0
         assert (stored < -1e8).any() and (stored > -1e8).any()
+    if kind == "multi_label":  # labelled: each label the teacher gives 0.5 or more
+        from albert_tf.tokenization import FullTokenizer
+
+        encode = FullTokenizer(spm_model_file=str(SPM), do_lower_case=True).encode
+        wanted = {tuple(encode(text)) for text in transfer}
+        (written,) = (tmp_path / "cache").glob("*.teacher.tf_record")
+        rows = [tf.train.Example.FromString(r).features.feature
+                for r in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+        found = [(f["label_ids"].int64_list.value, logits) for f, logits in zip(rows, stored)
+                 if tuple(f["input_ids"].int64_list.value[1:sum(
+                     f["input_mask"].int64_list.value) - 1]) in wanted]
+        assert len(found) == len(transfer)
+        for labels, logits in found:
+            assert list(labels) == [int(x >= 0.0) for x in logits]  # sigmoid >= 0.5

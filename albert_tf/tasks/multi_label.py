@@ -278,6 +278,22 @@ class MultiLabelTask(Task):
         return {**self.pack(example.text_a, example.text_b),
                 names.LABEL_IDS: self.multi_hot(example.labels)}
 
+    # ------------------------------------------- distillation's transfer text
+    def transfer_is_pair(self) -> bool:
+        return self.fields.text_b is not None
+
+    def write_transfer_records(self, texts, path) -> int:
+        return self.write_records("train", [Example(f"transfer-{i}", a, b, ())
+                                            for i, (a, b) in enumerate(texts)], path)
+
+    def pseudo_label(self, example, teacher_output) -> None:
+        """The labels whose probability by the teacher is at least --threshold (0.5
+        where not given)."""
+        threshold = self.options.threshold or DEFAULT_THRESHOLD
+        probabilities = 1 / (1 + np.exp(-np.asarray(teacher_output, np.float64)))
+        example.features.feature[names.LABEL_IDS].int64_list.value[:] = (
+            probabilities >= threshold).astype(np.int64).tolist()
+
     # -------------------------------------------------------------------- model
     def build_model(self, config):
         return AlbertMultiLabelClassifier(config, len(self.labels), seed=self.options.seed,

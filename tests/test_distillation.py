@@ -409,9 +409,10 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
 def test_a_ner_student_learns_each_labelled_position(tmp_path):
     """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student
     named by the teacher's output directory alone (the run kept its config and
-    vocabulary there). The cached outputs are the teacher's logits at each example's
-    real positions (1e-5); the student trains, evaluates (seqeval's scores) and keeps
-    its TF1 checkpoint and its own config."""
+    vocabulary there), with Chinese transfer text. The cached outputs are the teacher's
+    logits at each example's real positions (1e-5); a transfer text's records (a window
+    each) are tagged with the teacher's argmax at each character; the student trains,
+    evaluates (seqeval's scores) and keeps its TF1 checkpoint and its own config."""
     from albert_tf import AlbertConfig, AlbertTokenClassifier
     from albert_tf.checkpoints.release import load_checkpoint
     from albert_tf.data import records
@@ -431,8 +432,13 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
     assert (teacher / "vocab.txt").read_bytes() == (ner / "vocab_chinese.txt").read_bytes()
     assert AlbertConfig.from_json_file(teacher / "albert_config.json") == \
         AlbertConfig.from_json_file(config)
+    # transfer text: Chinese, cut into characters as CLUENER's words are; the long
+    # text in two windows
+    transfer = ["北京的天气很好。", "我们在上海开会，" * 10]
+    (tmp_path / "transfer.txt").write_text("\n".join(transfer) + "\n", encoding="utf-8")
     done = run_script("run_ner.py", *common, f"--teacher_checkpoint={teacher}",
-                      "--student_num_hidden_layers=1", f"--output_dir={tmp_path / 'student'}")
+                      "--student_num_hidden_layers=1", f"--output_dir={tmp_path / 'student'}",
+                      f"--transfer_file={tmp_path / 'transfer.txt'}")
     assert "student started from the teacher" in done.stderr
     assert "f1" in read_results(tmp_path / "student" / "eval_results.txt")
     assert AlbertConfig.from_json_file(tmp_path / "student" / "albert_config.json") \
@@ -449,10 +455,20 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
     logits = model(names.to_model_inputs({
         k: tf.constant([f[k].int64_list.value for f in features], tf.int32)
         for k in records.SEQUENCE_FEATURES}))[names.LOGITS].numpy()
+    vocab = (ner / "vocab_chinese.txt").read_text(encoding="utf-8").split("\n")
+    texts = [" ".join(str(vocab.index(c)) for c in text) for text in transfer]
+    taught = []
     for feature, expected in zip(features, logits):
         length = sum(feature["input_mask"].int64_list.value)
         stored = np.reshape(feature["teacher_logits"].float_list.value, (length, len(labels)))
         np.testing.assert_allclose(stored, expected[:length], atol=1e-5)
+        ids = " ".join(map(str, feature["input_ids"].int64_list.value[1:length - 1]))
+        if any(ids in text for text in texts):  # a transfer record: the teacher's tags
+            label_ids = np.array(feature["label_ids"].int64_list.value[:length])
+            assert (label_ids[1:-1] >= 0).all() and label_ids[0] == label_ids[-1] == -1
+            np.testing.assert_array_equal(label_ids[1:-1], np.argmax(stored, -1)[1:-1])
+            taught.append(length - 2)
+    assert sorted(taught) == [8, 18, 62]  # the short text; the long one's two windows
 
 
 # --------------------------------------- the other kinds: regression, multi-label, choices

@@ -254,18 +254,18 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     def write(target: str):
         unlabeled = f"{target}.transfer-{os.getpid()}"
         try:
-            parts = [taught(train.path, label=False)]
-            if transfer:
-                task.write_transfer_records(transfer, unlabeled)
+            parts, made = [taught(train.path, label=False)], 0
+            if transfer:  # a record each (a token task's long text: one per window)
+                made = task.write_transfer_records(transfer, unlabeled)
                 parts.append(taught(unlabeled, label=True))
             # spread evenly by position: the shuffle buffer mixes both from the start
             merged = heapq.merge(*parts, key=lambda pair: pair[0])
             count = records.write_records(target, (record for _, record in merged))
         finally:
             fileio.remove_if_exists(unlabeled)
-        if count != train.num_examples + len(transfer):
+        if count != train.num_examples + made:
             raise RuntimeError(f"{count} teacher outputs for {train.num_examples} records "
-                               f"and {len(transfer)} transfer texts")
+                               f"and {made} transfer records")
         return count, 0
 
     written = cache.cached_conversion(path, settings, write)

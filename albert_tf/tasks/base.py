@@ -172,7 +172,8 @@ class Task:
                                path: str) -> int:
         """Writes unlabeled texts ((text_a, text_b or None) each) as the task's training
         records, their labels a placeholder that `pseudo_label` replaces; returns how
-        many. Needed where `transfer_is_pair` is not None."""
+        many records (a text may make several: a token task's windows). Needed where
+        `transfer_is_pair` is not None."""
         raise NotImplementedError(f"{type(self).__name__}.write_transfer_records")
 
     def pseudo_label(self, example: tf.train.Example, teacher_output) -> None:

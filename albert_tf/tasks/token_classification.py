@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -207,6 +208,27 @@ class TokenClassificationTask(Task):
                 "source_sha256": cache.file_sha256(paths[0]), "labels": list(self.labels),
                 "max_seq_length": int(self.options.max_seq_length),
                 **cache.tokenizer_settings(self.tokenizer)}
+
+    # ------------------------------------------- distillation's transfer text
+    def transfer_is_pair(self) -> bool:
+        return False
+
+    def write_transfer_records(self, texts, path) -> int:
+        """Each text cut into words as the training file's are (`ner.split_words`: a
+        Chinese text into characters), every word tagged with the first label ("O")
+        until `pseudo_label`; a long text in several windows, a record each."""
+        sentences = []
+        for line, (text, _) in enumerate(texts, 1):
+            words = [w for w, _, _ in ner.split_words(text, self.word_split or "whitespace")]
+            sentences.append(ner.NerSentence(words, [self.labels[0]] * len(words), line))
+        return self.write_records("train", ner.NerFile("--transfer_file", "conll",
+                                                       sentences), path)
+
+    def pseudo_label(self, example, teacher_output) -> None:
+        """At each position that predicts a word, the teacher's tag."""
+        label = example.features.feature[names.LABEL_IDS].int64_list.value
+        tags = np.argmax(np.asarray(teacher_output), -1)
+        label[:] = [int(tags[i]) if old >= 0 else old for i, old in enumerate(label)]
 
     def build_model(self, config):
         return AlbertTokenClassifier(config, len(self.labels), seed=self.options.seed,

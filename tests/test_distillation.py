@@ -279,15 +279,16 @@ def test_transfer_text_is_labelled_by_the_teacher_among_the_training_records(
 
 
 def test_a_savedmodel_export_teaches_a_student_of_its_own_config(sst2_teacher, tmp_path):
-    """--teacher_checkpoint=an export directory: its serving_default's logits are the
-    cached outputs (the checkpoint teacher's, 1e-5), its assets give the config and
-    tokenizer; a student of fewer passes (which needs the teacher's weights) is refused."""
+    """--teacher_checkpoint=an export directory, the student mirrored over two devices:
+    its serving_default's logits are the cached outputs (the checkpoint teacher's,
+    1e-5), its assets give the config and tokenizer; a student of fewer passes (which
+    needs the teacher's weights) is refused."""
     import tensorflow as tf
 
     from albert_tf import AlbertClassifier, AlbertConfig
     from albert_tf.checkpoints.release import load_checkpoint
     from albert_tf.export import export_savedmodel
-    from tests.helpers.scripts import SPM
+    from tests.helpers.scripts import SPM, run_with_faults
     from tests.helpers.tiny import write_tiny_config
 
     root, config, common = sst2_teacher
@@ -300,7 +301,12 @@ def test_a_savedmodel_export_teaches_a_student_of_its_own_config(sst2_teacher, t
                                 num_hidden_layers=1, hidden_size=16, intermediate_size=32)
     cache = tmp_path / "cache"
     flags = [*common, f"--teacher_checkpoint={exported}", f"--cached_dir={cache}"]
-    classifier(*flags, f"--albert_config_file={student}", f"--output_dir={tmp_path / 'out'}")
+    # mirrored over two CPU devices: the export answers in each replica
+    mirrored = run_with_faults(
+        "run_classifier", *flags, f"--albert_config_file={student}",
+        f"--output_dir={tmp_path / 'out'}", "--distribution_strategy=mirrored",
+        logical_cpus=2)
+    assert "MirroredStrategy with 2 replicas" in mirrored.stderr
     (written,) = cache.glob("*.teacher.tf_record")
     rows = [tf.train.Example.FromString(r).features.feature
             for r in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]

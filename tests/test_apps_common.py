@@ -26,7 +26,8 @@ MODEL_FLAGS = {
 # The fine-tuning scripts' distillation flags (a task that does not distil refuses them).
 DISTILL_FLAGS = {"teacher_checkpoint", "teacher_config_file", "distill_temperature",
                  "distill_alpha", "student_num_hidden_layers", "student_num_hidden_groups",
-                 "transfer_file", "student_teacher_groups"}
+                 "transfer_file", "student_teacher_groups", "distill_hidden_weight",
+                 "distill_hidden_layers"}
 APP_FLAGS = {
     "classifier": {
         "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length",

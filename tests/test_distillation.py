@@ -165,6 +165,75 @@ def test_a_bert_like_teacher_gives_every_other_layer():
             distillation.group_map(bert, config, groups)
 
 
+def test_the_hidden_state_loss_compares_mapped_layers_over_real_tokens():
+    """--distill_hidden_weight's term: a 6-group teacher (a BERT read as ALBERT) and its
+    2-pass student (a multiple-choice model: its choices are the sequences, a padded
+    choice none); the term is the weight times the mean over real sequences of the sum
+    over the mapped layers (teacher layers 2 and 5, or those given) of the mean over real
+    tokens of the mean squared difference, computed here from each encoder's own
+    outputs; no gradient reaches the teacher. Layer maps outside either model refused."""
+    from albert_tf.tasks.multiple_choice import AlbertMultipleChoice
+
+    bert = tiny_config(num_hidden_layers=6, num_hidden_groups=6, embedding_size=32)
+    teacher = AlbertMultipleChoice(bert, num_choices=3, seed=1)
+    student = AlbertMultipleChoice(distillation.student_config(bert, num_hidden_layers=2),
+                                   num_choices=3, seed=2)
+    inputs = random_inputs(bert, batch=2, length=7, seed=3, num_choices=3, min_length=2)
+    inputs["input_mask"][1, 2] = 0  # the second example's third choice is padding
+    features = {"input_ids": inputs["input_word_ids"], "input_mask": inputs["input_mask"],
+                "segment_ids": inputs["input_type_ids"],
+                "label_ids": np.array([0, 1], np.int32),
+                distillation.TEACHER_LOGITS: np.zeros((2, 3), np.float32)}
+    flat = {k: v.reshape(6, 7) for k, v in inputs.items()}
+    mine = student.encoder(flat)["encoder_outputs"]
+    theirs = teacher.encoder(flat)["encoder_outputs"]
+    mask = flat["input_mask"].astype(np.float64)
+    for given, layers in ((None, [2, 5]), ([0, 3], [0, 3])):
+        expected = np.zeros(6)
+        for s, t in zip(mine, [theirs[i] for i in layers]):
+            squared = np.mean((np.float64(s) - np.float64(t)) ** 2, -1)
+            expected += (squared * mask).sum(-1) / np.maximum(mask.sum(-1), 1)
+        hidden = distillation.HiddenTeacher(
+            teacher, distillation.hidden_layer_map(6, 2, given), 0.7)
+        objective = distillation.DistillationObjective(
+            MeanObjective(lambda o, f: losses.classification_loss(o[names.LOGITS],
+                                                                   f["label_ids"])),
+            hidden=hidden)
+        student.hidden_states_output = teacher.hidden_states_output = True
+        with tf.GradientTape() as tape:
+            outputs = student(names.to_model_inputs(features), training=False)
+            terms = objective.terms(outputs, features)
+        assert set(outputs) >= {names.HIDDEN_STATES, names.LOGITS}
+        np.testing.assert_allclose(terms["hidden_loss"], 0.7 * expected.sum() / 5, rtol=1e-5)
+        gradients = tape.gradient(terms["hidden_loss"],
+                                  [*student.trainable_variables, *teacher.trainable_variables])
+        assert all(g is None for g in gradients[len(student.trainable_variables):])
+        assert any(g is not None for g in gradients[:len(student.trainable_variables)])
+    student.hidden_states_output = False
+    assert names.HIDDEN_STATES not in student(names.to_model_inputs(features))
+    # the flags' checks that need no run
+    from types import SimpleNamespace
+
+    from albert_tf.apps.distill import hidden_layers
+    from albert_tf.checkpoints.release import SAVEDMODEL
+    from albert_tf.errors import UsageError
+
+    for weight, given, layout, words in (
+            (-1.0, None, "google", "--distill_hidden_weight=-1.0: a weight is at least 0"),
+            (0.0, ("1",), "google", "--distill_hidden_weight, which is not given"),
+            (1.0, None, SAVEDMODEL, "is a SavedModel export, which gives no hidden states")):
+        options = SimpleNamespace(distill_hidden_weight=weight, distill_hidden_layers=given,
+                                  teacher_files=SimpleNamespace(layout=layout),
+                                  teacher_checkpoint="teacher")
+        with pytest.raises(UsageError, match=re.escape(words)):
+            hidden_layers(options, bert, student.config)
+    for args, words in (((6, 2, [0]), "1 teacher layers for a student of 2"),
+                        ((6, 2, [0, 6]), "layers [6] are outside the teacher's 0 to 5"),
+                        ((2, 3, None), "name the teacher's layer of each")):
+        with pytest.raises(ConfigError, match=re.escape(words)):
+            distillation.hidden_layer_map(*args)
+
+
 def test_students_the_teacher_cannot_start_are_refused():
     teacher = tiny_config(num_hidden_layers=4, num_hidden_groups=2)
     for kwargs, words in (({"num_hidden_groups": 3}, "1 to the teacher's 2"),
@@ -206,7 +275,8 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
     """run_classifier.py --teacher_checkpoint --student_num_hidden_layers=1: the student
     is the teacher's weights in one pass; the teacher's logits on every training record
     are written once beside the records (equal to the teacher's own, 1e-5) and read back
-    by the next student with the same records and teacher, which runs no teacher."""
+    by the next student with the same records and teacher, which runs no teacher
+    (that one also learns the teacher's hidden states, its term in the log)."""
     import tensorflow as tf
 
     from albert_tf import AlbertClassifier, AlbertConfig
@@ -234,8 +304,12 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
     logits = np.concatenate([model(names.to_model_inputs(batch))[names.LOGITS]
                              for batch in dataset])
     np.testing.assert_allclose(np.array(stored), logits, atol=1e-5)
-    again = classifier(*flags, f"--output_dir={tmp_path / 'again'}")
+    # again, with the hidden states' loss: the same cache; the teacher in each step
+    again = classifier(*flags, "--distill_hidden_weight=1", f"--output_dir={tmp_path / 'again'}")
     assert f"using cached records {written}" in again.stderr
+    hidden = re.search(r"hidden_loss (\d+\.\d+)", again.stderr)
+    assert hidden and float(hidden[1]) > 0, again.stderr[-2000:]
+    assert read_results(tmp_path / "again" / "eval_results.txt")["global_step"] == 4
     student = dict(tf.train.list_variables(str(tmp_path / "student" / "model.ckpt-best")))
     assert "bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel" \
         in student
@@ -361,7 +435,8 @@ def test_transfer_files_that_are_not_text_are_refused_naming_the_line(tmp_path):
 def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, tmp_path):
     """A teacher of another label set, a student made of the teacher given its own
     config too or more groups than the teacher has, student flags without a teacher, a
-    student of another vocabulary: one line, before any training, no directory left."""
+    student of another vocabulary, hidden states of a layer the teacher lacks or of
+    another width: one line, before any training, no directory left."""
     from tests.helpers.scripts import FIXTURES, SPM, run_script
     from tests.helpers.tiny import write_tiny_config
 
@@ -386,6 +461,13 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
          "--student_teacher_groups=0,1: the student's groups start from 2 of the teacher's"),
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
          "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
+        # the hidden states: a layer outside the teacher's two; another hidden size
+        ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_hidden_weight=1",
+          "--distill_hidden_layers=2"],
+         "--distill_hidden_layers=2: layers [2] are outside the teacher's 0 to 1"),
+        ([*common, *teacher, "--distill_hidden_weight=1", "--albert_config_file="
+          f"{write_tiny_config(tmp_path / 'wide', hidden_size=32, intermediate_size=64)}"],
+         "the student's hidden_size is 32 and the teacher's 16"),
     ]
     (tmp_path / "single.txt").write_text("one text only\n")
     cases += [  # a pair task's transfer line without its tab (the other checks: below)

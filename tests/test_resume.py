@@ -3,7 +3,7 @@ encoder and the head and two accumulation steps, SIGKILLed between checkpoints (
 6, with the work since step 4 lost) and restarted: run_squad on one device and
 run_pretraining mirrored over two logical CPUs, on raw text, which it reads on one
 device as on two; run_classifier mirrored with --recompute, distilled from a teacher's
-cached outputs, killed right after the checkpoint of step 8 instead (the one loop of
+cached outputs and its hidden states (the teacher in each step), killed right after the checkpoint of step 8 instead (the one loop of
 every script resumes from a fresh checkpoint as from an older one, so each case is
 killed once). Its last checkpoint
 equals the uninterrupted run's bit for bit (weights, optimizer slots, step).
@@ -77,8 +77,10 @@ def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
         tmp_path, config, script, strategy, more, request):
     devices = {"logical_cpus": 2} if strategy == "mirrored" else {}
     run_flags = (f"--distribution_strategy={strategy}", *more)
-    if script == "run_classifier":  # a student: its batches carry the teacher's outputs
-        run_flags += (f"--teacher_checkpoint={request.getfixturevalue('mrpc_teacher')}",)
+    if script == "run_classifier":  # a student: its batches carry the teacher's outputs,
+        # and its steps run the teacher for its hidden states
+        run_flags += (f"--teacher_checkpoint={request.getfixturevalue('mrpc_teacher')}",
+                      "--distill_hidden_weight=1")
     straight = tmp_path / "straight"
     run_with_faults(script, *flags(script, config, straight), *run_flags, **devices)
     killed = tmp_path / "killed"

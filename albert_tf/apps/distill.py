@@ -77,6 +77,7 @@ def check_teacher(task, options, config):
             f"the teacher's tokenizer {theirs} is not the student's {ours}: a student "
             "learns from its teacher's outputs on the same ids")
     check_length(options.max_seq_length, teacher_config, "the teacher's")
+    hidden_layers(options, teacher_config, student_config(options, config))
     groups = teacher_groups(options)
     if groups is not None:
         if not (options.student_num_hidden_layers or options.student_num_hidden_groups):
@@ -89,6 +90,34 @@ def check_teacher(task, options, config):
             raise UsageError(f"--student_teacher_groups={','.join(map(str, groups))}: "
                              f"{e}") from None
     return teacher_config
+
+
+def hidden_layers(options, teacher_config, student) -> list[int] | None:
+    """--distill_hidden_weight's layer map (`distillation.hidden_layer_map`), checked
+    against the teacher and the student (`student`: its config); None where off."""
+    weight = getattr(options, "distill_hidden_weight", 0.0) or 0.0
+    given = getattr(options, "distill_hidden_layers", None)
+    if weight < 0:
+        raise UsageError(f"--distill_hidden_weight={weight}: a weight is at least 0")
+    if not weight:
+        if given:
+            raise UsageError("--distill_hidden_layers maps layers for "
+                             "--distill_hidden_weight, which is not given")
+        return None
+    if options.teacher_files.layout == release.SAVEDMODEL:
+        raise UsageError(f"--distill_hidden_weight: the teacher {options.teacher_checkpoint} "
+                         "is a SavedModel export, which gives no hidden states")
+    if student.hidden_size != teacher_config.hidden_size:
+        raise UsageError(
+            f"--distill_hidden_weight: the student's hidden_size is {student.hidden_size} "
+            f"and the teacher's {teacher_config.hidden_size}; the hidden states are "
+            "compared without a projection, so they must be the same")
+    try:
+        layers = [int(x) for x in given] if given else None
+        return distillation.hidden_layer_map(teacher_config.num_hidden_layers,
+                                             student.num_hidden_layers, layers)
+    except (ValueError, ConfigError) as e:
+        raise UsageError(f"--distill_hidden_layers={','.join(given or ())}: {e}") from None
 
 
 def teacher_groups(options) -> list[int] | None:
@@ -292,8 +321,17 @@ def teacher_weight_files(files) -> list[str]:
             if not f.endswith(".meta.json")]
 
 
-def objective(task, options, teacher: Teacher):
+def objective(task, options, teacher: Teacher, student, teacher_config):
+    """The student's objective. With --distill_hidden_weight the teacher is kept for
+    the student's steps (its hidden states) and both models give theirs."""
+    hidden = None
+    layers = hidden_layers(options, teacher_config, student.config)
+    if layers is not None:
+        student.hidden_states_output = teacher.model.hidden_states_output = True
+        teacher.model.trainable = False
+        hidden = distillation.HiddenTeacher(teacher.model, layers,
+                                            options.distill_hidden_weight)
     return distillation.DistillationObjective(
         task.objective(), soft_loss=teacher.soft_loss,
         temperature=options.distill_temperature, alpha=options.distill_alpha,
-        output=teacher.output)
+        output=teacher.output, hidden=hidden)

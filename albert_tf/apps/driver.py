@@ -226,8 +226,9 @@ def run(task_class, options) -> dict:
     if teacher is not None and "train" in paths:
         paths["train"], extra_spec = distill.teacher_records(
             task, options, teacher, strategy, converted["train"], cache_dir, transfer)
-        objective = distill.objective(task, options, teacher)
-        teacher.model = None  # its outputs are cached: the student's steps run no teacher
+        objective = distill.objective(task, options, teacher, model, teacher_config)
+        if objective.hidden is None:
+            teacher.model = None  # its outputs are cached: the student's steps run none
     trainer = session.make_trainer(options, strategy, model, optimizer, objective,
                                    output_dir, steps)
     if "train" in paths:
@@ -237,6 +238,7 @@ def run(task_class, options) -> dict:
         teaching = {"extra_spec": extra_spec} if extra_spec else {}
         session.train(trainer, lambda skip: task.dataset(
             paths["train"], micro_batch, True, drop_remainder=True, **teaching).skip(skip))
+        model.hidden_states_output = False  # evaluated and exported as any model
     best = {}
     if "dev" in paths:
         best = session.evaluate_checkpoints(task, data["dev"], trainer, options,

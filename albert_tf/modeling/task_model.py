@@ -51,8 +51,27 @@ class AlbertTaskModel(AlbertModel):
         self.encoder = AlbertEncoder(config, seed=seed, dtype=self.dtype_policy)
         self._head_seeds = common.SeedStream(None if seed is None else seed + 1)
 
+    # Where True (a student learning its teacher's hidden states), the outputs add
+    # `names.HIDDEN_STATES`: the output of each layer pass (the last of its inner
+    # group), every position computed.
+    hidden_states_output = False
+
     def _encode(self, inputs, training, first_token_only=False):
-        return self.encoder(inputs, training=training, first_token_only=first_token_only)
+        if not self.hidden_states_output:
+            return self.encoder(inputs, training=training,
+                                first_token_only=first_token_only)
+        encoded = self.encoder(inputs, training=training)
+        inner = self.config.inner_group_num
+        # kept for `__call__` (not an attribute Keras tracks)
+        object.__setattr__(self, "_hidden_states", encoded["encoder_outputs"][inner - 1::inner])
+        return encoded
+
+    def __call__(self, *args, **kwargs):
+        outputs = super().__call__(*args, **kwargs)
+        if self.hidden_states_output:
+            outputs = {**outputs, names.HIDDEN_STATES: self._hidden_states}
+            object.__setattr__(self, "_hidden_states", None)
+        return outputs
 
     def head_layers(self, head: task_heads.Head, num_outputs: int,
                      dropout_rate: float = 0.0) -> HeadLayers:

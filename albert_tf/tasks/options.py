@@ -345,6 +345,15 @@ class FineTuningOptions(RunOptions, SkipOptions):
         None, "With --student_num_hidden_layers: the teacher's groups (0-based) that the "
         "student's groups start from, in order, one per student group (e.g. 0,1 for a "
         "teacher's bottom layers; default: the last of each equal block).")
+    distill_hidden_weight: float = option(
+        0.0, "With --teacher_checkpoint: the weight of TinyBERT's hidden-state loss, the "
+        "mean squared difference of each student layer's output and its teacher layer's "
+        "over the real tokens (the same hidden size); the teacher then runs in every "
+        "student step. 0: off.")
+    distill_hidden_layers: tuple[str, ...] | None = option(
+        None, "With --distill_hidden_weight: the teacher's layer (0-based) that each "
+        "student layer learns, in order, one per student layer (default: the last of "
+        "each equal block, e.g. 2,5 for 2 of 6).")
     transfer_file: str | None = option(
         None, "With --teacher_checkpoint: unlabeled UTF-8 text that the teacher labels, "
         "trained on beside the training split (its soft targets, and its classes as "

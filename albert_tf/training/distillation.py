@@ -169,6 +169,54 @@ SOFT_LOSSES: dict[str, Callable] = {"softmax": softmax_distillation,
 PER_POSITION = frozenset({"token_softmax"})
 
 
+# ------------------------------------------------------- the hidden states' loss
+def hidden_layer_map(teacher_layers: int, student_layers: int,
+                     layers: Sequence[int] | None = None) -> list[int]:
+    """The teacher's layer pass (0-based) whose output each student layer pass learns:
+    `layers`, by default the last of each equal block of the teacher's (as `group_map`:
+    6 into 2 give 2 and 5). Raises ConfigError for `layers` that are not one per
+    student layer, each one of the teacher's."""
+    if layers is None:
+        if student_layers > teacher_layers:
+            raise ConfigError(f"the student has {student_layers} layer passes and the "
+                              f"teacher {teacher_layers}: name the teacher's layer of each")
+        return [(i + 1) * teacher_layers // student_layers - 1 for i in range(student_layers)]
+    layers = [int(x) for x in layers]
+    if len(layers) != student_layers:
+        raise ConfigError(f"{len(layers)} teacher layers for a student of {student_layers} "
+                          "layer passes: one each")
+    outside = [x for x in layers if not 0 <= x < teacher_layers]
+    if outside:
+        raise ConfigError(f"layers {outside} are outside the teacher's 0 to "
+                          f"{teacher_layers - 1}")
+    return layers
+
+
+def hidden_distillation(student_states, teacher_states, mask) -> tf.Tensor:
+    """Per sequence ([N]): the sum over the mapped layers of the mean over its real
+    tokens (`mask` [N, S]) of the mean over the hidden units of the squared difference
+    of the student's and the teacher's hidden states (each a list of [N, S, H], in
+    the same order; TinyBERT's hidden-state loss, without a projection)."""
+    mask = tf.cast(mask, tf.float32)
+    tokens = tf.maximum(tf.reduce_sum(mask, -1), 1.0)
+    total = tf.zeros_like(tokens)
+    for student, teacher in zip(student_states, teacher_states, strict=True):
+        squared = tf.reduce_mean(tf.square(tf.cast(student, tf.float32) -
+                                           tf.cast(teacher, tf.float32)), -1)  # [N, S]
+        total += tf.reduce_sum(squared * mask, -1) / tokens
+    return total
+
+
+class HiddenTeacher(NamedTuple):
+    """The teacher run in each student step for its hidden states: `model` (its
+    `hidden_states_output` on, not trainable), `layers` (the teacher's layer pass of
+    each student layer pass) and the loss's `weight`."""
+
+    model: object
+    layers: Sequence[int]
+    weight: float
+
+
 def _labelled(features) -> tf.Tensor:
     return tf.cast(tf.cast(features[names.LABEL_IDS], tf.int32) >= 0, tf.float32)
 
@@ -180,7 +228,8 @@ class DistillationObjective(Objective):
     temperature)`: its term `distillation_loss` beside the task's terms."""
 
     def __init__(self, task_objective: Objective, *, soft_loss: str = "softmax",
-                 temperature: float = 1.0, alpha: float = 0.5, output: str = "logits"):
+                 temperature: float = 1.0, alpha: float = 0.5, output: str = "logits",
+                 hidden: HiddenTeacher | None = None):
         if soft_loss not in SOFT_LOSSES:
             raise ValueError(f"soft_loss {soft_loss!r}; known: {', '.join(SOFT_LOSSES)}")
         if not temperature > 0:
@@ -193,6 +242,9 @@ class DistillationObjective(Objective):
         self.per_position = soft_loss in PER_POSITION
         self.temperature, self.alpha, self.output = float(temperature), float(alpha), output
         self.term_names = (*task_objective.term_names, "distillation_loss")
+        self.hidden = hidden
+        if hidden is not None:
+            self.term_names += ("hidden_loss",)
         self.offsets = dict(task_objective.offsets)
 
     def numerators(self, outputs, features):
@@ -202,12 +254,24 @@ class DistillationObjective(Objective):
         if self.per_position:
             soft = soft * _labelled(features)
         found["distillation_loss"] = self.alpha * tf.reduce_sum(soft)
+        if self.hidden is not None:
+            states = outputs[names.HIDDEN_STATES]
+            taught = self.hidden.model(names.to_model_inputs(features), training=False)
+            taught = [tf.stop_gradient(taught[names.HIDDEN_STATES][i])
+                      for i in self.hidden.layers]
+            per_sequence = hidden_distillation(states, taught, _sequence_mask(states, features))
+            found["hidden_loss"] = self.hidden.weight * tf.reduce_sum(per_sequence)
         return found
 
     def denominators(self, features):
         found = dict(self.task.denominators(features))
         found["distillation_loss"] = (tf.reduce_sum(_labelled(features)) if self.per_position
                                       else _batch_size(features))
+        if self.hidden is not None:  # the sequences with a real token (not a padded choice)
+            mask = tf.reshape(features[names.INPUT_MASK],
+                              [-1, tf.shape(features[names.INPUT_MASK])[-1]])
+            found["hidden_loss"] = tf.reduce_sum(tf.cast(tf.reduce_any(mask > 0, -1),
+                                                         tf.float32))
         return found
 
     def global_denominators(self, parts, all_reduce=None):
@@ -216,5 +280,14 @@ class DistillationObjective(Objective):
         total = self.task.global_denominators(parts, all_reduce)
         if self.per_position:
             total["distillation_loss"] = tf.maximum(total["distillation_loss"], 1.0)
+        if self.hidden is not None:
+            total["hidden_loss"] = tf.maximum(total["hidden_loss"], 1.0)
         return total
+
+
+def _sequence_mask(states, features) -> tf.Tensor:
+    """The input mask of each sequence the hidden states are of ([N, S]: a multiple
+    choice example's choices one after the other)."""
+    mask = features[names.INPUT_MASK]
+    return tf.reshape(mask, [tf.shape(states[0])[0], tf.shape(mask)[-1]])
 

@@ -13,8 +13,9 @@ unless `--student_steps` gives the students more (their rows are named with them
 - `tiny`: albert_tiny's shape (E 128, H 312, 4 layers of one shared group, 12 heads,
   FFN 1248) with the teacher's vocabulary, from scratch (`--tiny_learning_rate`);
 each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
-`--distill_temperature`) and `labels` (the same run with `--distill_alpha=0`: the same
-start, the labels alone), once per seed of `--seeds`. The teacher's outputs are
+`--distill_temperature`, with `--hidden_weight` the hidden states' loss too) and
+`labels` (the same run with `--distill_alpha=0`: the same start, the labels alone), once
+per seed of `--seeds`. The teacher's outputs are
 computed once per task and cached (`--cached_dir` shared by the task's runs).
 
 Per row: the dev metric (mean and each seed), parameters, matmul FLOPs per token (at
@@ -124,11 +125,14 @@ def train_rows(args, task: str) -> list[Row]:
     steps = args.student_steps.get(task, args.steps[task])
     for student in args.students:
         for kind, alpha in (("distilled", args.distill_alpha), ("labels", 0.0)):
-            name = f"{student}_{kind}" + (f"_{steps}steps" if steps != args.steps[task] else "")
+            hidden = args.hidden_weight if kind == "distilled" else 0.0
+            name = (f"{student}_{kind}" + (f"_hidden{hidden:g}" if hidden else "")
+                    + (f"_{steps}steps" if steps != args.steps[task] else ""))
             row = Row(task, name, "", {s: work / f"{name}_seed{s}" for s in args.seeds})
             for seed, out in row.runs.items():
                 flags = [f"--teacher_checkpoint={teacher}", f"--distill_alpha={alpha}",
-                         f"--distill_temperature={args.distill_temperature}"]
+                         f"--distill_temperature={args.distill_temperature}",
+                         f"--distill_hidden_weight={hidden}"]
                 if student == "passes":
                     flags += [f"--student_num_hidden_layers={args.student_layers}",
                               f"--learning_rate={args.learning_rate}"]
@@ -223,6 +227,9 @@ def main() -> None:
     parser.add_argument("--warmup", type=float, default=0.1, help="fraction of the steps")
     parser.add_argument("--distill_alpha", type=float, default=0.5)
     parser.add_argument("--distill_temperature", type=float, default=2.0)
+    parser.add_argument("--hidden_weight", type=float, default=0.0,
+                        help="the distilled students' --distill_hidden_weight (their rows "
+                        "named with it; the teacher then runs in each of their steps)")
     parser.add_argument("--flops_length", type=int, default=128)
     parser.add_argument("--precisions", default="float32,int8",
                         help="the LiteRT files timed (empty: train and score only, "

@@ -1,8 +1,9 @@
 """Distillation in the fine-tuning driver (--teacher_checkpoint): the teacher checked
 and loaded before any work (a checkpoint of any layout we read, or a SavedModel export
 called through its `serving_default`), its outputs on the training records computed
-once and cached beside them (a student step runs no teacher), with --transfer_file's
-texts labelled by it among them, the objective that mixes them with the labels, and the
+once and cached beside them (a student step runs no teacher, unless it learns the
+teacher's hidden states too: --distill_hidden_weight), with --transfer_file's texts
+labelled by it among them, the objective that mixes them with the labels, and the
 student started from the teacher's weights where it is the teacher with fewer layer
 passes (`albert_tf.training.distillation`)."""
 

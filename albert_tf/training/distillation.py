@@ -25,6 +25,12 @@ soft`, in the numerator / denominator form of `training.objectives`, so that rep
 and micro-batches add up to the loss of the whole batch. The teacher's outputs are a
 feature of the batch (`TEACHER_LOGITS`), computed once before the student trains: a
 student step runs no teacher.
+
+**The hidden states' loss** (TinyBERT, Jiao et al. 2020), optional: each student layer
+pass's output against the output of its teacher layer (`hidden_layer_map`), the mean
+squared difference over the real tokens (`hidden_distillation`), of the same hidden size
+(no projection). Hidden states are too large to cache, so here the teacher
+(`HiddenTeacher`) runs in the student's step, its gradients stopped.
 """
 
 from __future__ import annotations
@@ -225,7 +231,10 @@ class DistillationObjective(Objective):
     """`(1 - alpha)` times the task's own objective on the labels, plus `alpha` times
     the mean over the examples (over the labelled positions, for a soft loss of
     `PER_POSITION`) of `soft_loss(outputs[output], features[TEACHER_LOGITS],
-    temperature)`: its term `distillation_loss` beside the task's terms."""
+    temperature)`: its term `distillation_loss` beside the task's terms. With `hidden`,
+    also the term `hidden_loss`: its weight times the mean over the sequences that have
+    a real token (a multiple-choice example's choices each) of `hidden_distillation`
+    of the student's `names.HIDDEN_STATES` and those the teacher computes on the batch."""
 
     def __init__(self, task_objective: Objective, *, soft_loss: str = "softmax",
                  temperature: float = 1.0, alpha: float = 0.5, output: str = "logits",

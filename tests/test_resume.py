@@ -3,9 +3,9 @@ encoder and the head and two accumulation steps, SIGKILLed between checkpoints (
 6, with the work since step 4 lost) and restarted: run_squad on one device and
 run_pretraining mirrored over two logical CPUs, on raw text, which it reads on one
 device as on two; run_classifier mirrored with --recompute, distilled from a teacher's
-cached outputs and its hidden states (the teacher in each step), killed right after the checkpoint of step 8 instead (the one loop of
-every script resumes from a fresh checkpoint as from an older one, so each case is
-killed once). Its last checkpoint
+cached outputs and its hidden states (the teacher in each step), killed right after the
+checkpoint of step 8 instead (the one loop of every script resumes from a fresh
+checkpoint as from an older one, so each case is killed once). Its last checkpoint
 equals the uninterrupted run's bit for bit (weights, optimizer slots, step).
 
 Exact, not close: every draw (dropout masks, shuffles, dynamic masks and sentence-order

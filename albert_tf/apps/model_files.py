@@ -16,6 +16,7 @@ from albert_tf import fileio
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
 from albert_tf.errors import UsageError
+from albert_tf.export.base import describe_export
 from albert_tf.tasks.options import RunOptions
 
 # What a training run writes beside its checkpoints (`save_model_files`).
@@ -91,7 +92,7 @@ def _teacher_files(options: RunOptions) -> RunOptions:
             raise UsageError("--student_num_hidden_layers and --student_num_hidden_groups "
                              "make a student of --teacher_checkpoint, which is not given")
         return options
-    files = release.describe_export(teacher) or release.describe_checkpoint(teacher)
+    files = describe_export(teacher) or release.describe_checkpoint(teacher)
     if files.layout == release.SAVEDMODEL and student:
         raise UsageError(
             f"--teacher_checkpoint={teacher} is a SavedModel export, whose weights a "

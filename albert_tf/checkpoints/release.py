@@ -77,7 +77,7 @@ class ReleaseFiles:
                              do_lower_case=lower, spm_model_file=self.spm_model_file)
 
 
-# The layout of a SavedModel export's files (`describe_export`).
+# The layout of a SavedModel export's files (`albert_tf.export.describe_export`).
 SAVEDMODEL = "savedmodel"
 
 
@@ -91,6 +91,12 @@ def _glob_one(directory: str, patterns: tuple[str, ...]) -> str | None:
 
 _SPM_PATTERNS = ("*.model", "assets/*.model")
 _VOCAB_PATTERNS = ("vocab*.txt", "assets/vocab*.txt", "*.vocab", "assets/*.vocab")
+
+
+def tokenizer_files(directory: str) -> tuple[str | None, str | None]:
+    """The SentencePiece model and the WordPiece vocabulary found in `directory` (or
+    its assets/), each None where there is none."""
+    return _glob_one(directory, _SPM_PATTERNS), _glob_one(directory, _VOCAB_PATTERNS)
 _TF1_CONFIG_PATTERNS = ("albert_config.json", "assets/albert_config.json",
                         "albert_config*.json", "*config*.json")
 
@@ -241,27 +247,6 @@ def describe_checkpoint(path: str | os.PathLike) -> ReleaseFiles:
         huggingface.refuse_other_weights(os.path.dirname(path) or ".")
     checkpoint = resolve_checkpoint(path)
     return _tf1_files(os.path.dirname(checkpoint) or ".", checkpoint)
-
-
-def describe_export(path: str | os.PathLike) -> ReleaseFiles | None:
-    """A SavedModel export's files (layout `SAVEDMODEL`: what a distillation teacher
-    may be; no model loads it as weights): a version directory (its saved_model.pb),
-    or an export directory of versions (the newest, as TF Serving serves it); its
-    config and tokenizer from its assets. None where `path` is not one."""
-    from albert_tf.export.base import EXPORT_CONFIG, EXTRA_DIR, read_export_info
-
-    path = os.fspath(path).rstrip("/")
-    versions = fileio.integer_subdirectories(path)
-    if versions and not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-        path = os.path.join(path, str(versions[-1]))
-    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
-        return None
-    assets = os.path.join(path, "assets")
-    return ReleaseFiles(
-        directory=path, config_file=os.path.join(path, EXTRA_DIR, EXPORT_CONFIG),
-        checkpoint=path, spm_model_file=_glob_one(assets, _SPM_PATTERNS),
-        vocab_file=_glob_one(assets, _VOCAB_PATTERNS), layout=SAVEDMODEL,
-        do_lower_case=read_export_info(path).get("do_lower_case"))
 
 
 def find_release_files(directory: str | os.PathLike) -> ReleaseFiles:

@@ -13,6 +13,7 @@ import os
 import tensorflow as tf
 
 from albert_tf import fileio
+from albert_tf.checkpoints.release import SAVEDMODEL, ReleaseFiles, tokenizer_files
 from albert_tf.errors import UserError
 
 EXTRA_DIR = "assets.extra"
@@ -103,3 +104,21 @@ def read_export_info(version_dir) -> dict:
     environment to serve it in)."""
     with tf.io.gfile.GFile(os.path.join(version_dir, EXTRA_DIR, EXPORT_INFO)) as f:
         return json.load(f)
+
+
+def describe_export(path: str | os.PathLike) -> ReleaseFiles | None:
+    """A SavedModel export's files (layout `SAVEDMODEL`: what a distillation teacher
+    may be; no model loads it as weights): a version directory (its saved_model.pb),
+    or an export directory of versions (the newest, as TF Serving serves it); its
+    config and tokenizer from its assets. None where `path` is not one."""
+    path = os.fspath(path).rstrip("/")
+    versions = fileio.integer_subdirectories(path)
+    if versions and not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        path = os.path.join(path, str(versions[-1]))
+    if not tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        return None
+    spm, vocab = tokenizer_files(os.path.join(path, "assets"))
+    return ReleaseFiles(
+        directory=path, config_file=os.path.join(path, EXTRA_DIR, EXPORT_CONFIG),
+        checkpoint=path, spm_model_file=spm, vocab_file=vocab, layout=SAVEDMODEL,
+        do_lower_case=read_export_info(path).get("do_lower_case"))

@@ -77,7 +77,7 @@ class ReleaseFiles:
                              do_lower_case=lower, spm_model_file=self.spm_model_file)
 
 
-# The layout of a SavedModel export's files (`albert_tf.export.describe_export`).
+# The layout of a SavedModel export's files (`albert_tf.export.base.describe_export`).
 SAVEDMODEL = "savedmodel"
 
 

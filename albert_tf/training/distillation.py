@@ -75,6 +75,13 @@ def student_config(teacher: AlbertConfig, *, num_hidden_layers: int | None = Non
     return dataclasses.replace(teacher, num_hidden_layers=layers, num_hidden_groups=groups)
 
 
+def _last_of_block(index: int, teacher_count: int, student_count: int) -> int:
+    """The teacher's group or layer that the student's `index`-th starts from or learns
+    by default: the teacher's cut into the student's number of equal blocks, the last
+    of the `index`-th block."""
+    return (index + 1) * teacher_count // student_count - 1
+
+
 def group_map(teacher: AlbertConfig, student: AlbertConfig,
               groups: Sequence[int] | None = None) -> dict[int, int]:
     """Student group -> the teacher's group whose weights it starts from: `groups` (the
@@ -83,7 +90,7 @@ def group_map(teacher: AlbertConfig, student: AlbertConfig,
     for `groups` that are not one per student group, each one of the teacher's."""
     teacher_groups, student_groups = teacher.num_hidden_groups, student.num_hidden_groups
     if groups is None:
-        return {g: (g + 1) * teacher_groups // student_groups - 1
+        return {g: _last_of_block(g, teacher_groups, student_groups)
                 for g in student.used_groups()}
     groups = list(groups)
     if len(groups) != student_groups:
@@ -186,8 +193,9 @@ def hidden_layer_map(teacher_layers: int, student_layers: int,
         if student_layers > teacher_layers:
             raise ConfigError(f"the student has {student_layers} layer passes and the "
                               f"teacher {teacher_layers}: name the teacher's layer of each")
-        return [(i + 1) * teacher_layers // student_layers - 1 for i in range(student_layers)]
-    layers = [int(x) for x in layers]
+        return [_last_of_block(i, teacher_layers, student_layers)
+                for i in range(student_layers)]
+    layers = list(layers)
     if len(layers) != student_layers:
         raise ConfigError(f"{len(layers)} teacher layers for a student of {student_layers} "
                           "layer passes: one each")
@@ -268,7 +276,7 @@ class DistillationObjective(Objective):
             taught = self.hidden.model(names.to_model_inputs(features), training=False)
             taught = [tf.stop_gradient(taught[names.HIDDEN_STATES][i])
                       for i in self.hidden.layers]
-            per_sequence = hidden_distillation(states, taught, _sequence_mask(states, features))
+            per_sequence = hidden_distillation(states, taught, _sequence_mask(features))
             found["hidden_loss"] = self.hidden.weight * tf.reduce_sum(per_sequence)
         return found
 
@@ -277,10 +285,8 @@ class DistillationObjective(Objective):
         found["distillation_loss"] = (tf.reduce_sum(_labelled(features)) if self.per_position
                                       else _batch_size(features))
         if self.hidden is not None:  # the sequences with a real token (not a padded choice)
-            mask = tf.reshape(features[names.INPUT_MASK],
-                              [-1, tf.shape(features[names.INPUT_MASK])[-1]])
-            found["hidden_loss"] = tf.reduce_sum(tf.cast(tf.reduce_any(mask > 0, -1),
-                                                         tf.float32))
+            found["hidden_loss"] = tf.reduce_sum(tf.cast(
+                tf.reduce_any(_sequence_mask(features) > 0, -1), tf.float32))
         return found
 
     def global_denominators(self, parts, all_reduce=None):
@@ -294,9 +300,9 @@ class DistillationObjective(Objective):
         return total
 
 
-def _sequence_mask(states, features) -> tf.Tensor:
-    """The input mask of each sequence the hidden states are of ([N, S]: a multiple
-    choice example's choices one after the other)."""
+def _sequence_mask(features) -> tf.Tensor:
+    """The input mask of each sequence of the batch ([N, S]: a multiple-choice
+    example's choices one after the other, as the model runs them)."""
     mask = features[names.INPUT_MASK]
-    return tf.reshape(mask, [tf.shape(states[0])[0], tf.shape(mask)[-1]])
+    return tf.reshape(mask, [-1, tf.shape(mask)[-1]])
 

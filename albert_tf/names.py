@@ -61,6 +61,8 @@ MLM_LOGITS = "mlm_logits"
 # A task model's hidden states, each layer pass's output, where asked for
 # (`AlbertTaskModel.hidden_states_output`: distillation of hidden states).
 HIDDEN_STATES = "hidden_states"
+# ... and the attention scores of some layer passes (`attention_layers_output`).
+ATTENTION_SCORES = "attention_scores"
 SOP_LOGITS = "sop_logits"
 # ALBERT's SQuAD v2.0 head (beam search over start and end positions).
 SQUAD_V2_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs",

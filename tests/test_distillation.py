@@ -165,13 +165,64 @@ def test_a_bert_like_teacher_gives_every_other_layer():
             distillation.group_map(bert, config, groups)
 
 
-def test_the_hidden_state_loss_compares_mapped_layers_over_real_tokens():
-    """--distill_hidden_weight's term: a 6-group teacher (a BERT read as ALBERT) and its
-    2-pass student (a multiple-choice model: its choices are the sequences, a padded
-    choice none); the term is the weight times the mean over real sequences of the sum
-    over the mapped layers (teacher layers 2 and 5, or those given) of the mean over real
-    tokens of the mean squared difference, computed here from each encoder's own
-    outputs; no gradient reaches the teacher. Layer maps outside either model refused."""
+def test_attention_scores_are_those_each_block_ran_with():
+    """`AlbertEncoder.attention_scores`: for each layer pass of a model of two groups of
+    two inner blocks (E != H: the first block reads the mapped embeddings), the last
+    block's softmax(scores + padding bias) times its values, through the rest of the
+    block, gives that layer pass's output."""
+    from albert_tf.modeling.attention import attention_bias
+
+    config = tiny_config(num_hidden_layers=3, num_hidden_groups=2, inner_group_num=2)
+    encoder = AlbertEncoder(config, seed=4)
+    inputs = random_inputs(config, batch=2, length=6, seed=5, min_length=3)
+    encoded = encoder(inputs)
+    scores = encoder.attention_scores(encoded, [0, 1, 2])
+    outputs = encoded["encoder_outputs"]
+    heads, size, hidden = 2, 8, 16
+    for layer, found in enumerate(scores):
+        assert found.shape == (2, heads, 6, 6) and found.dtype == tf.float32
+        block = getattr(encoder.encoder, f"group_{config.group_index(layer)}").blocks[-1]
+        x = outputs[2 * layer]  # the last block's input: the inner block before it
+        probs = tf.nn.softmax(found + attention_bias(inputs["input_mask"]))
+        values = tf.transpose(tf.reshape(block.attention.value(x), [2, 6, heads, size]),
+                              [0, 2, 1, 3])
+        context = tf.reshape(tf.transpose(tf.matmul(probs, values), [0, 2, 1, 3]),
+                             [2, 6, hidden])
+        middle = block.attention_layer_norm(block.attention.output_dense(context) + x)
+        end = block.ffn_layer_norm(block.ffn(middle, residual=middle))
+        np.testing.assert_allclose(end, outputs[2 * layer + 1], atol=1e-5)
+    # the first block of all reads the embeddings mapped to H
+    first = encoder.attention_scores(encoded, [0])
+    np.testing.assert_array_equal(first[0], scores[0])
+    one = AlbertEncoder(tiny_config(num_hidden_layers=2), seed=4)
+    encoded = one(inputs)
+    mapped = one.encoder.embedding_hidden_mapping_in(encoded["embedding_output"])
+    qk = one.encoder.group_0.blocks[0].attention
+    q = tf.transpose(tf.reshape(qk.query(mapped), [2, 6, heads, size]), [0, 2, 1, 3])
+    k = tf.transpose(tf.reshape(qk.key(mapped), [2, 6, heads, size]), [0, 2, 1, 3])
+    np.testing.assert_allclose(one.attention_scores(encoded, [0])[0],
+                               tf.matmul(q, k, transpose_b=True) / np.sqrt(size),
+                               atol=1e-5)
+
+
+def _layer_objective(teacher, layers, weight, attention_weight=0.0, projection=None):
+    return distillation.DistillationObjective(
+        MeanObjective(lambda o, f: losses.classification_loss(o[names.LOGITS],
+                                                               f["label_ids"])),
+        layers=distillation.LayerTeacher(teacher, layers, weight, attention_weight,
+                                         projection))
+
+
+def test_the_layer_losses_compare_mapped_layers_over_real_tokens():
+    """--distill_hidden_weight's and --distill_attention_weight's terms: a 6-group
+    teacher (a BERT read as ALBERT) and its 2-pass student (a multiple-choice model: its
+    choices are the sequences, a padded choice none). Each term is its weight times the
+    mean over real sequences of the sum over the mapped layers (teacher layers 2 and 5,
+    or those given) of the mean squared difference over real tokens (hidden states) or
+    over heads and pairs of real tokens (attention scores), computed here in float64
+    from each encoder's own outputs; no gradient reaches the teacher. A student of
+    another width learns a projection of its states (its gradient reaches it). Layer
+    maps outside either model refused."""
     from albert_tf.tasks.multiple_choice import AlbertMultipleChoice
 
     bert = tiny_config(num_hidden_layers=6, num_hidden_groups=6, embedding_size=32)
@@ -185,48 +236,96 @@ def test_the_hidden_state_loss_compares_mapped_layers_over_real_tokens():
                 "label_ids": np.array([0, 1], np.int32),
                 distillation.TEACHER_LOGITS: np.zeros((2, 3), np.float32)}
     flat = {k: v.reshape(6, 7) for k, v in inputs.items()}
-    mine = student.encoder(flat)["encoder_outputs"]
-    theirs = teacher.encoder(flat)["encoder_outputs"]
+    encoded = {"student": student.encoder(flat), "teacher": teacher.encoder(flat)}
     mask = flat["input_mask"].astype(np.float64)
-    for given, layers in ((None, [2, 5]), ([0, 3], [0, 3])):
-        expected = np.zeros(6)
-        for s, t in zip(mine, [theirs[i] for i in layers]):
-            squared = np.mean((np.float64(s) - np.float64(t)) ** 2, -1)
-            expected += (squared * mask).sum(-1) / np.maximum(mask.sum(-1), 1)
-        hidden = distillation.HiddenTeacher(
-            teacher, distillation.hidden_layer_map(6, 2, given), 0.7)
-        objective = distillation.DistillationObjective(
-            MeanObjective(lambda o, f: losses.classification_loss(o[names.LOGITS],
-                                                                   f["label_ids"])),
-            hidden=hidden)
-        student.hidden_states_output = teacher.hidden_states_output = True
+    tokens = np.maximum(mask.sum(-1), 1)
+    pairs = mask[:, None, :, None] * mask[:, None, None, :]
+
+    def expected(layers, project=lambda x: x):
+        hidden, attention = np.zeros(6), np.zeros(6)
+        mine = encoded["student"]["encoder_outputs"]
+        theirs = encoded["teacher"]["encoder_outputs"]
+        mine_scores = student.encoder.attention_scores(encoded["student"], [0, 1])
+        their_scores = teacher.encoder.attention_scores(encoded["teacher"], layers)
+        for i, layer in enumerate(layers):
+            squared = np.mean((project(np.float64(mine[i])) - np.float64(theirs[layer])) ** 2,
+                              -1)
+            hidden += (squared * mask).sum(-1) / tokens
+            squared = (np.float64(mine_scores[i]) - np.float64(their_scores[i])) ** 2
+            attention += (squared * pairs).mean(1).sum((-2, -1)) / tokens ** 2
+        return hidden.sum() / 5, attention.sum() / 5  # 5 real choices
+
+    def run(objective):
+        distillation.prepare_layer_outputs(student, objective.layers)
         with tf.GradientTape() as tape:
             outputs = student(names.to_model_inputs(features), training=False)
             terms = objective.terms(outputs, features)
-        assert set(outputs) >= {names.HIDDEN_STATES, names.LOGITS}
-        np.testing.assert_allclose(terms["hidden_loss"], 0.7 * expected.sum() / 5, rtol=1e-5)
-        gradients = tape.gradient(terms["hidden_loss"],
-                                  [*student.trainable_variables, *teacher.trainable_variables])
-        assert all(g is None for g in gradients[len(student.trainable_variables):])
+        gradients = tape.gradient(
+            [terms[t] for t in objective.layer_terms],
+            [*student.trainable_variables, *teacher.trainable_variables,
+             *(v for layer in objective.trainable_layers().values()
+               for v in layer.trainable_variables)])
+        assert all(g is None for g in gradients[len(student.trainable_variables):][
+            :len(teacher.trainable_variables)])
         assert any(g is not None for g in gradients[:len(student.trainable_variables)])
-    student.hidden_states_output = False
-    assert names.HIDDEN_STATES not in student(names.to_model_inputs(features))
+        return outputs, terms, gradients
+
+    for given, layers in ((None, [2, 5]), ([0, 3], [0, 3])):
+        objective = _layer_objective(teacher, distillation.hidden_layer_map(6, 2, given),
+                                     0.7, 0.3)
+        outputs, terms, _ = run(objective)
+        assert set(outputs) >= {names.HIDDEN_STATES, names.ATTENTION_SCORES, names.LOGITS}
+        hidden, attention = expected(layers)
+        np.testing.assert_allclose(terms["hidden_loss"], 0.7 * hidden, rtol=1e-5)
+        np.testing.assert_allclose(terms["attention_loss"], 0.3 * attention, rtol=1e-5)
+    # the attention alone: the teacher gives its mapped layers' scores, no states
+    objective = _layer_objective(teacher, [2, 5], 0.0, 1.0)
+    outputs, terms, _ = run(objective)
+    assert objective.layer_terms == ("attention_loss",) and "hidden_loss" not in terms
+    assert names.HIDDEN_STATES not in outputs
+    np.testing.assert_allclose(terms["attention_loss"], expected([2, 5])[1], rtol=1e-5)
+    # a projection of the student's states (here the same width, a random one)
+    from albert_tf.modeling import common
+    projection = common.dense(16, name="distill_projection", stddev=0.5,
+                              seeds=common.SeedStream(7), dtype="float32")
+    projection.build((None, None, 16))
+    projection.bias.assign(np.full(16, 0.1, np.float32))
+    kernel, bias = np.float64(projection.kernel), np.float64(projection.bias)
+    objective = _layer_objective(teacher, [2, 5], 1.0, projection=projection)
+    _, terms, gradients = run(objective)
+    np.testing.assert_allclose(terms["hidden_loss"], expected([2, 5], lambda x: x @ kernel +
+                                                              bias)[0], rtol=1e-5)
+    assert all(g is not None for g in gradients[-2:])  # kernel and bias
+    assert list(objective.trainable_layers()) == ["distill_projection"]
+    distillation.stop_layer_outputs(student)
+    assert not {names.HIDDEN_STATES, names.ATTENTION_SCORES} & set(
+        student(names.to_model_inputs(features)))
     # the flags' checks that need no run
     from types import SimpleNamespace
 
-    from albert_tf.apps.distill import hidden_layers
+    from albert_tf.apps.distill import layer_map
     from albert_tf.checkpoints.release import SAVEDMODEL
     from albert_tf.errors import UsageError
 
-    for weight, given, layout, words in (
-            (-1.0, None, "google", "--distill_hidden_weight=-1.0: a weight is at least 0"),
-            (0.0, ("1",), "google", "--distill_hidden_weight, which is not given"),
-            (1.0, None, SAVEDMODEL, "is a SavedModel export, which gives no hidden states")):
-        options = SimpleNamespace(distill_hidden_weight=weight, distill_hidden_layers=given,
+    three_heads = distillation.student_config(
+        tiny_config(num_hidden_layers=6, num_attention_heads=4), num_hidden_layers=2)
+    for weight, attention, given, layout, config, words in (
+            (-1.0, 0.0, None, "google", student.config,
+             "--distill_hidden_weight=-1.0: a weight is at least 0"),
+            (0.0, -2.0, None, "google", student.config,
+             "--distill_attention_weight=-2.0: a weight is at least 0"),
+            (0.0, 0.0, ("1",), "google", student.config, "neither of which is given"),
+            (0.0, 1.0, None, SAVEDMODEL, student.config,
+             "--distill_attention_weight: the teacher teacher is a SavedModel export"),
+            (0.0, 1.0, None, "google", three_heads,
+             "the student has 4 attention heads and the teacher 2")):
+        options = SimpleNamespace(distill_hidden_weight=weight,
+                                  distill_attention_weight=attention,
+                                  distill_hidden_layers=given,
                                   teacher_files=SimpleNamespace(layout=layout),
                                   teacher_checkpoint="teacher")
         with pytest.raises(UsageError, match=re.escape(words)):
-            hidden_layers(options, bert, student.config)
+            layer_map(options, bert, config)
     for args, words in (((6, 2, [0]), "1 teacher layers for a student of 2"),
                         ((6, 2, [0, 6]), "layers [6] are outside the teacher's 0 to 5"),
                         ((2, 3, None), "name the teacher's layer of each")):
@@ -276,7 +375,8 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
     is the teacher's weights in one pass; the teacher's logits on every training record
     are written once beside the records (equal to the teacher's own, 1e-5) and read back
     by the next student with the same records and teacher, which runs no teacher
-    (that one also learns the teacher's hidden states, its term in the log)."""
+    (a wider student from scratch then learns the teacher's hidden states and attention
+    too, their terms in the log)."""
     import tensorflow as tf
 
     from albert_tf import AlbertClassifier, AlbertConfig
@@ -284,6 +384,7 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
     from albert_tf.data import sentence_records
     from albert_tf.data.glue import get_task
     from tests.helpers.scripts import read_results
+    from tests.helpers.tiny import write_tiny_config
 
     root, config, common = sst2_teacher
     teacher = str(root / "out" / "model.ckpt-best")
@@ -304,12 +405,26 @@ def test_a_student_learns_from_the_teachers_cached_outputs(sst2_teacher, tmp_pat
     logits = np.concatenate([model(names.to_model_inputs(batch))[names.LOGITS]
                              for batch in dataset])
     np.testing.assert_allclose(np.array(stored), logits, atol=1e-5)
-    # again, with the hidden states' loss: the same cache; the teacher in each step
-    again = classifier(*flags, "--distill_hidden_weight=1", f"--output_dir={tmp_path / 'again'}")
+    # again, a student twice as wide from scratch learning the teacher's hidden states
+    # (through a projection) and attention too: the same cache; the teacher in each
+    # step; the projection trains and is checkpointed with the run, not with the model
+    wide = write_tiny_config(tmp_path / "wide", max_position_embeddings=64,
+                             num_hidden_layers=1, hidden_size=32, intermediate_size=64)
+    again = classifier(*[f for f in flags if not f.startswith("--student_")],
+                       f"--albert_config_file={wide}", "--distill_hidden_weight=1",
+                       "--distill_attention_weight=0.5", f"--output_dir={tmp_path / 'again'}")
     assert f"using cached records {written}" in again.stderr
-    hidden = re.search(r"hidden_loss (\d+\.\d+)", again.stderr)
-    assert hidden and float(hidden[1]) > 0, again.stderr[-2000:]
+    # (a tiny model's attention scores are about 0.01: their loss is logged as 0.0000)
+    terms = dict(re.findall(r"(hidden_loss|attention_loss) (\d+\.\d+)", again.stderr))
+    assert set(terms) == {"hidden_loss", "attention_loss"}, again.stderr[-2000:]
+    assert float(terms["hidden_loss"]) > 0
     assert read_results(tmp_path / "again" / "eval_results.txt")["global_step"] == 4
+    run = dict(tf.train.list_variables(tf.train.latest_checkpoint(str(tmp_path / "again"))))
+    projection = {name: shape for name, shape in run.items()
+                  if name.startswith("distill_projection/") and "OPTIMIZER_SLOT" not in name}
+    assert sorted(projection.values()) == [[16], [32, 16]], run  # 32 -> 16: bias, kernel
+    assert not any("distill_projection" in name for name in tf.train.list_variables(
+        str(tmp_path / "again" / "model.ckpt-best")))
     student = dict(tf.train.list_variables(str(tmp_path / "student" / "model.ckpt-best")))
     assert "bert/encoder/transformer/group_0/inner_group_0/ffn_1/intermediate/dense/kernel" \
         in student
@@ -461,13 +576,10 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
          "--student_teacher_groups=0,1: the student's groups start from 2 of the teacher's"),
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
          "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
-        # the hidden states: a layer outside the teacher's two; another hidden size
+        # the hidden states: a layer outside the teacher's two
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_hidden_weight=1",
           "--distill_hidden_layers=2"],
          "--distill_hidden_layers=2: layers [2] are outside the teacher's 0 to 1"),
-        ([*common, *teacher, "--distill_hidden_weight=1", "--albert_config_file="
-          f"{write_tiny_config(tmp_path / 'wide', hidden_size=32, intermediate_size=64)}"],
-         "the student's hidden_size is 32 and the teacher's 16"),
     ]
     (tmp_path / "single.txt").write_text("one text only\n")
     cases += [  # a pair task's transfer line without its tab (the other checks: below)

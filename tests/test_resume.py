@@ -2,8 +2,9 @@
 encoder and the head and two accumulation steps, SIGKILLed between checkpoints (at step
 6, with the work since step 4 lost) and restarted: run_squad on one device and
 run_pretraining mirrored over two logical CPUs, on raw text, which it reads on one
-device as on two; run_classifier mirrored with --recompute, distilled from a teacher's
-cached outputs and its hidden states (the teacher in each step), killed right after the
+device as on two; run_classifier mirrored with --recompute, a wider student distilled
+from a teacher's cached outputs, its hidden states (through a projection the run
+trains) and its attention (the teacher in each step), killed right after the
 checkpoint of step 8 instead (the one loop of every script resumes from a fresh
 checkpoint as from an older one, so each case is killed once). Its last checkpoint
 equals the uninterrupted run's bit for bit (weights, optimizer slots, step).
@@ -77,10 +78,15 @@ def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
         tmp_path, config, script, strategy, more, request):
     devices = {"logical_cpus": 2} if strategy == "mirrored" else {}
     run_flags = (f"--distribution_strategy={strategy}", *more)
-    if script == "run_classifier":  # a student: its batches carry the teacher's outputs,
-        # and its steps run the teacher for its hidden states
+    if script == "run_classifier":  # a wider student: its batches carry the teacher's
+        # outputs, and its steps run the teacher for its hidden states (which the
+        # student's learn through a projection, checkpointed with the run) and attention
+        wide = write_tiny_config(tmp_path / "wide", max_position_embeddings=64,
+                                 hidden_size=24, intermediate_size=48,
+                                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
         run_flags += (f"--teacher_checkpoint={request.getfixturevalue('mrpc_teacher')}",
-                      "--distill_hidden_weight=1")
+                      f"--albert_config_file={wide}", "--distill_hidden_weight=1",
+                      "--distill_attention_weight=1")
     straight = tmp_path / "straight"
     run_with_faults(script, *flags(script, config, straight), *run_flags, **devices)
     killed = tmp_path / "killed"
@@ -100,3 +106,6 @@ def test_a_killed_run_ends_with_the_uninterrupted_weights_and_slots(
     assert straight.endswith(f"ckpt-{STEPS}") and last_checkpoint(killed).endswith(f"ckpt-{STEPS}")
     compared = faults.assert_same_checkpoints(straight, last_checkpoint(killed))
     assert compared > 30  # weights, both Adam slots, the step
+    if script == "run_classifier":  # the projection among them (its slots: the optimizer's)
+        assert len([n for n in faults.checkpoint_values(straight)
+                    if n.startswith("distill_projection/")]) == 2

@@ -2,7 +2,8 @@
 and loaded before any work (a checkpoint of any layout we read, or a SavedModel export
 called through its `serving_default`), its outputs on the training records computed
 once and cached beside them (a student step runs no teacher, unless it learns the
-teacher's hidden states too: --distill_hidden_weight), with --transfer_file's texts
+teacher's hidden states or attention too: --distill_hidden_weight,
+--distill_attention_weight), with --transfer_file's texts
 labelled by it among them, the objective that mixes them with the labels, and the
 student started from the teacher's weights where it is the teacher with fewer layer
 passes (`albert_tf.training.distillation`)."""
@@ -23,6 +24,7 @@ from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.config import ConfigError
 from albert_tf.data import cache, records
 from albert_tf.errors import UsageError
+from albert_tf.modeling import common
 from albert_tf.training import distillation
 from albert_tf.training.loop import predict
 
@@ -78,7 +80,7 @@ def check_teacher(task, options, config):
             f"the teacher's tokenizer {theirs} is not the student's {ours}: a student "
             "learns from its teacher's outputs on the same ids")
     check_length(options.max_seq_length, teacher_config, "the teacher's")
-    hidden_layers(options, teacher_config, student_config(options, config))
+    layer_map(options, teacher_config, student_config(options, config))
     groups = teacher_groups(options)
     if groups is not None:
         if not (options.student_num_hidden_layers or options.student_num_hidden_groups):
@@ -93,26 +95,34 @@ def check_teacher(task, options, config):
     return teacher_config
 
 
-def hidden_layers(options, teacher_config, student) -> list[int] | None:
-    """--distill_hidden_weight's layer map (`distillation.hidden_layer_map`), checked
-    against the teacher and the student (`student`: its config); None where off."""
-    weight = getattr(options, "distill_hidden_weight", 0.0) or 0.0
+LAYER_WEIGHTS = ("distill_hidden_weight", "distill_attention_weight")
+
+
+def layer_map(options, teacher_config, student) -> list[int] | None:
+    """The layer map of --distill_hidden_weight and --distill_attention_weight
+    (`distillation.hidden_layer_map`), checked against the teacher and the student
+    (`student`: its config); None where both are off."""
+    weights = {name: getattr(options, name, 0.0) or 0.0 for name in LAYER_WEIGHTS}
     given = getattr(options, "distill_hidden_layers", None)
-    if weight < 0:
-        raise UsageError(f"--distill_hidden_weight={weight}: a weight is at least 0")
-    if not weight:
+    for name, weight in weights.items():
+        if weight < 0:
+            raise UsageError(f"--{name}={weight}: a weight is at least 0")
+    used = [name for name, weight in weights.items() if weight]
+    if not used:
         if given:
             raise UsageError("--distill_hidden_layers maps layers for "
-                             "--distill_hidden_weight, which is not given")
+                             "--distill_hidden_weight or --distill_attention_weight, "
+                             "neither of which is given")
         return None
     if options.teacher_files.layout == release.SAVEDMODEL:
-        raise UsageError(f"--distill_hidden_weight: the teacher {options.teacher_checkpoint} "
-                         "is a SavedModel export, which gives no hidden states")
-    if student.hidden_size != teacher_config.hidden_size:
+        raise UsageError(f"--{used[0]}: the teacher {options.teacher_checkpoint} is a "
+                         "SavedModel export, which gives no hidden states or attention")
+    if weights["distill_attention_weight"] and (
+            student.num_attention_heads != teacher_config.num_attention_heads):
         raise UsageError(
-            f"--distill_hidden_weight: the student's hidden_size is {student.hidden_size} "
-            f"and the teacher's {teacher_config.hidden_size}; the hidden states are "
-            "compared without a projection, so they must be the same")
+            f"--distill_attention_weight: the student has {student.num_attention_heads} "
+            f"attention heads and the teacher {teacher_config.num_attention_heads}; their "
+            "scores are compared head by head")
     try:
         layers = [int(x) for x in given] if given else None
         return distillation.hidden_layer_map(teacher_config.num_hidden_layers,
@@ -322,17 +332,28 @@ def teacher_weight_files(files) -> list[str]:
             if not f.endswith(".meta.json")]
 
 
-def objective(task, options, teacher: Teacher, student, teacher_config):
-    """The student's objective. With --distill_hidden_weight the teacher is kept for
-    the student's steps (its hidden states) and both models give theirs."""
-    hidden = None
-    layers = hidden_layers(options, teacher_config, student.config)
-    if layers is not None:
-        student.hidden_states_output = teacher.model.hidden_states_output = True
-        teacher.model.trainable = False
-        hidden = distillation.HiddenTeacher(teacher.model, layers,
-                                            options.distill_hidden_weight)
+def objective(task, options, teacher: Teacher, student, teacher_config, strategy):
+    """The student's objective. With --distill_hidden_weight or
+    --distill_attention_weight the teacher is kept for the student's steps (its layers'
+    outputs) and both models give theirs; a student of another hidden size learns a
+    projection to the teacher's (TinyBERT's W_h, made under `strategy`)."""
+    layers = None
+    mapped = layer_map(options, teacher_config, student.config)
+    if mapped is not None:
+        projection = None
+        width = teacher_config.hidden_size
+        if options.distill_hidden_weight and student.config.hidden_size != width:
+            with strategy.scope():
+                projection = common.dense(
+                    width, name="distill_projection",
+                    stddev=student.config.initializer_range,
+                    seeds=common.SeedStream(options.seed + 2), dtype=student.dtype_policy)
+                projection.build((None, None, student.config.hidden_size))
+        layers = distillation.LayerTeacher(
+            teacher.model, mapped, options.distill_hidden_weight,
+            options.distill_attention_weight, projection)
+        distillation.prepare_layer_outputs(student, layers)
     return distillation.DistillationObjective(
         task.objective(), soft_loss=teacher.soft_loss,
         temperature=options.distill_temperature, alpha=options.distill_alpha,
-        output=teacher.output, hidden=hidden)
+        output=teacher.output, layers=layers)

@@ -39,7 +39,7 @@ from albert_tf.checkpoints import release
 from albert_tf.data.report import DataReport, SkipLimit
 from albert_tf.errors import UsageError
 from albert_tf.tasks.options import FineTuningOptions
-from albert_tf.training import distribute
+from albert_tf.training import distillation, distribute
 from albert_tf.training.loop import predict
 
 
@@ -226,8 +226,9 @@ def run(task_class, options) -> dict:
     if teacher is not None and "train" in paths:
         paths["train"], extra_spec = distill.teacher_records(
             task, options, teacher, strategy, converted["train"], cache_dir, transfer)
-        objective = distill.objective(task, options, teacher, model, teacher_config)
-        if objective.hidden is None:
+        objective = distill.objective(task, options, teacher, model, teacher_config,
+                                      strategy)
+        if objective.layers is None:
             teacher.model = None  # its outputs are cached: the student's steps run none
     trainer = session.make_trainer(options, strategy, model, optimizer, objective,
                                    output_dir, steps)
@@ -238,7 +239,7 @@ def run(task_class, options) -> dict:
         teaching = {"extra_spec": extra_spec} if extra_spec else {}
         session.train(trainer, lambda skip: task.dataset(
             paths["train"], micro_batch, True, drop_remainder=True, **teaching).skip(skip))
-        model.hidden_states_output = False  # evaluated and exported as any model
+        distillation.stop_layer_outputs(model)  # evaluated and exported as any model
     best = {}
     if "dev" in paths:
         best = session.evaluate_checkpoints(task, data["dev"], trainer, options,

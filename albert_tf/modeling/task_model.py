@@ -55,22 +55,31 @@ class AlbertTaskModel(AlbertModel):
     # `names.HIDDEN_STATES`: the output of each layer pass (the last of its inner
     # group), every position computed.
     hidden_states_output = False
+    # The layer passes (0-based) whose attention scores the outputs add, in this order,
+    # as `names.ATTENTION_SCORES` (`AlbertEncoder.attention_scores`); () for none.
+    attention_layers_output: tuple[int, ...] = ()
 
     def _encode(self, inputs, training, first_token_only=False):
-        if not self.hidden_states_output:
+        if not (self.hidden_states_output or self.attention_layers_output):
             return self.encoder(inputs, training=training,
                                 first_token_only=first_token_only)
         encoded = self.encoder(inputs, training=training)
         inner = self.config.inner_group_num
+        extra = {}
+        if self.hidden_states_output:
+            extra[names.HIDDEN_STATES] = encoded["encoder_outputs"][inner - 1::inner]
+        if self.attention_layers_output:
+            extra[names.ATTENTION_SCORES] = self.encoder.attention_scores(
+                encoded, self.attention_layers_output)
         # kept for `__call__` (not an attribute Keras tracks)
-        object.__setattr__(self, "_hidden_states", encoded["encoder_outputs"][inner - 1::inner])
+        object.__setattr__(self, "_layer_outputs", extra)
         return encoded
 
     def __call__(self, *args, **kwargs):
         outputs = super().__call__(*args, **kwargs)
-        if self.hidden_states_output:
-            outputs = {**outputs, names.HIDDEN_STATES: self._hidden_states}
-            object.__setattr__(self, "_hidden_states", None)
+        if self.hidden_states_output or self.attention_layers_output:
+            outputs = {**outputs, **self._layer_outputs}
+            object.__setattr__(self, "_layer_outputs", None)
         return outputs
 
     def head_layers(self, head: task_heads.Head, num_outputs: int,

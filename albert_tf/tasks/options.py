@@ -348,12 +348,17 @@ class FineTuningOptions(RunOptions, SkipOptions):
     distill_hidden_weight: float = option(
         0.0, "With --teacher_checkpoint: the weight of TinyBERT's hidden-state loss, the "
         "mean squared difference of each student layer's output and its teacher layer's "
-        "over the real tokens (the same hidden size); the teacher then runs in every "
-        "student step. 0: off.")
+        "over the real tokens (a student of another hidden size through a projection "
+        "learned with it); the teacher then runs in every student step. 0: off.")
+    distill_attention_weight: float = option(
+        0.0, "With --teacher_checkpoint: the weight of TinyBERT's attention loss, the "
+        "mean squared difference of each student layer's attention scores (before the "
+        "softmax) and its teacher layer's, over the heads and the pairs of real tokens "
+        "(the same number of heads); the teacher then runs in every student step. 0: off.")
     distill_hidden_layers: tuple[str, ...] | None = option(
-        None, "With --distill_hidden_weight: the teacher's layer (0-based) that each "
-        "student layer learns, in order, one per student layer (default: the last of "
-        "each equal block, e.g. 2,5 for 2 of 6).")
+        None, "With --distill_hidden_weight or --distill_attention_weight: the teacher's "
+        "layer (0-based) that each student layer learns, in order, one per student layer "
+        "(default: the last of each equal block, e.g. 2,5 for 2 of 6).")
     transfer_file: str | None = option(
         None, "With --teacher_checkpoint: unlabeled UTF-8 text that the teacher labels, "
         "trained on beside the training split (its soft targets, and its classes as "

@@ -26,11 +26,15 @@ and micro-batches add up to the loss of the whole batch. The teacher's outputs a
 feature of the batch (`TEACHER_LOGITS`), computed once before the student trains: a
 student step runs no teacher.
 
-**The hidden states' loss** (TinyBERT, Jiao et al. 2020), optional: each student layer
-pass's output against the output of its teacher layer (`hidden_layer_map`), the mean
-squared difference over the real tokens (`hidden_distillation`), of the same hidden size
-(no projection). Hidden states are too large to cache, so here the teacher
-(`HiddenTeacher`) runs in the student's step, its gradients stopped.
+**The layers' losses** (TinyBERT, Jiao et al. 2020), optional: each student layer
+pass against its teacher layer (`hidden_layer_map`). Its output: the mean squared
+difference over the real tokens (`hidden_distillation`), the student's first mapped by a
+learned projection where the hidden sizes differ (TinyBERT's W_h, one for every layer).
+Its attention scores, q . k / sqrt(D) of each head before the mask and the softmax, as
+TinyBERT compares them: the mean squared difference over the heads and the pairs of real
+tokens (`attention_distillation`; the same number of heads). Hidden states and
+attention are too large to cache, so here the teacher (`LayerTeacher`) runs in the
+student's step, its gradients stopped.
 """
 
 from __future__ import annotations
@@ -221,14 +225,51 @@ def hidden_distillation(student_states, teacher_states, mask) -> tf.Tensor:
     return total
 
 
-class HiddenTeacher(NamedTuple):
-    """The teacher run in each student step for its hidden states: `model` (its
-    `hidden_states_output` on, not trainable), `layers` (the teacher's layer pass of
-    each student layer pass) and the loss's `weight`."""
+def attention_distillation(student_scores, teacher_scores, mask) -> tf.Tensor:
+    """Per sequence ([N]): the sum over the mapped layers of the mean over the heads and
+    the (query, key) pairs of real tokens (`mask` [N, S]) of the squared difference of
+    the student's and the teacher's attention scores (each a list of [N, heads, S, S],
+    in the same order; TinyBERT's attention loss)."""
+    mask = tf.cast(mask, tf.float32)
+    pairs = mask[:, None, :, None] * mask[:, None, None, :]  # [N, 1, S, S]
+    count = tf.maximum(tf.reduce_sum(mask, -1) ** 2, 1.0)
+    total = tf.zeros_like(count)
+    for student, teacher in zip(student_scores, teacher_scores, strict=True):
+        squared = tf.reduce_mean(tf.square(tf.cast(student, tf.float32) -
+                                           tf.cast(teacher, tf.float32)) * pairs, 1)
+        total += tf.reduce_sum(squared, [-2, -1]) / count
+    return total
+
+
+class LayerTeacher(NamedTuple):
+    """The teacher run in each student step for its layers: `model` (not trainable),
+    `layers` (the teacher's layer pass of each student layer pass), the hidden states'
+    loss's `weight`, the attention loss's `attention_weight` (0: off), and the
+    `projection` of the student's hidden states to the teacher's width (a Keras Dense
+    layer trained with the student), None where they have the same. The models give
+    what the weights ask for (`prepare_layer_outputs`)."""
 
     model: object
     layers: Sequence[int]
     weight: float
+    attention_weight: float = 0.0
+    projection: object = None
+
+
+def prepare_layer_outputs(student, teacher: LayerTeacher) -> None:
+    """Asks the student and the teacher for the layer outputs its losses compare (their
+    `hidden_states_output` and `attention_layers_output`); the teacher is made not
+    trainable."""
+    student.hidden_states_output = teacher.model.hidden_states_output = teacher.weight > 0
+    if teacher.attention_weight > 0:
+        student.attention_layers_output = tuple(range(len(teacher.layers)))
+        teacher.model.attention_layers_output = tuple(teacher.layers)
+    teacher.model.trainable = False
+
+
+def stop_layer_outputs(model) -> None:
+    """The model's outputs as any model's again (after `prepare_layer_outputs`)."""
+    model.hidden_states_output, model.attention_layers_output = False, ()
 
 
 def _labelled(features) -> tf.Tensor:
@@ -239,14 +280,18 @@ class DistillationObjective(Objective):
     """`(1 - alpha)` times the task's own objective on the labels, plus `alpha` times
     the mean over the examples (over the labelled positions, for a soft loss of
     `PER_POSITION`) of `soft_loss(outputs[output], features[TEACHER_LOGITS],
-    temperature)`: its term `distillation_loss` beside the task's terms. With `hidden`,
-    also the term `hidden_loss`: its weight times the mean over the sequences that have
-    a real token (a multiple-choice example's choices each) of `hidden_distillation`
-    of the student's `names.HIDDEN_STATES` and those the teacher computes on the batch."""
+    temperature)`: its term `distillation_loss` beside the task's terms. With `layers`
+    (`LayerTeacher`), also the term `hidden_loss` (where its weight is not 0): the
+    weight times the mean over the sequences that have a real token (a multiple-choice
+    example's choices each) of `hidden_distillation` of the student's
+    `names.HIDDEN_STATES` (projected, with a projection) and those the teacher computes
+    on the batch; and `attention_loss` likewise of `attention_distillation` of their
+    `names.ATTENTION_SCORES`. A projection trains with the model
+    (`trainable_layers`)."""
 
     def __init__(self, task_objective: Objective, *, soft_loss: str = "softmax",
                  temperature: float = 1.0, alpha: float = 0.5, output: str = "logits",
-                 hidden: HiddenTeacher | None = None):
+                 layers: LayerTeacher | None = None):
         if soft_loss not in SOFT_LOSSES:
             raise ValueError(f"soft_loss {soft_loss!r}; known: {', '.join(SOFT_LOSSES)}")
         if not temperature > 0:
@@ -259,10 +304,17 @@ class DistillationObjective(Objective):
         self.per_position = soft_loss in PER_POSITION
         self.temperature, self.alpha, self.output = float(temperature), float(alpha), output
         self.term_names = (*task_objective.term_names, "distillation_loss")
-        self.hidden = hidden
-        if hidden is not None:
-            self.term_names += ("hidden_loss",)
+        self.layers = layers
+        self.layer_terms = () if layers is None else tuple(
+            term for term, weight in (("hidden_loss", layers.weight),
+                                      ("attention_loss", layers.attention_weight))
+            if weight > 0)
+        self.term_names += self.layer_terms
         self.offsets = dict(task_objective.offsets)
+
+    def trainable_layers(self) -> dict:
+        projection = None if self.layers is None else self.layers.projection
+        return {} if projection is None else {"distill_projection": projection}
 
     def numerators(self, outputs, features):
         found = {k: (1.0 - self.alpha) * v
@@ -271,22 +323,32 @@ class DistillationObjective(Objective):
         if self.per_position:
             soft = soft * _labelled(features)
         found["distillation_loss"] = self.alpha * tf.reduce_sum(soft)
-        if self.hidden is not None:
-            states = outputs[names.HIDDEN_STATES]
-            taught = self.hidden.model(names.to_model_inputs(features), training=False)
-            taught = [tf.stop_gradient(taught[names.HIDDEN_STATES][i])
-                      for i in self.hidden.layers]
-            per_sequence = hidden_distillation(states, taught, _sequence_mask(features))
-            found["hidden_loss"] = self.hidden.weight * tf.reduce_sum(per_sequence)
+        if self.layer_terms:
+            teacher = self.layers
+            taught = teacher.model(names.to_model_inputs(features), training=False)
+            mask = _sequence_mask(features)
+            if "hidden_loss" in self.layer_terms:
+                states = outputs[names.HIDDEN_STATES]
+                if teacher.projection is not None:
+                    states = [teacher.projection(x) for x in states]
+                theirs = [tf.stop_gradient(taught[names.HIDDEN_STATES][i])
+                          for i in teacher.layers]
+                found["hidden_loss"] = teacher.weight * tf.reduce_sum(
+                    hidden_distillation(states, theirs, mask))
+            if "attention_loss" in self.layer_terms:
+                theirs = [tf.stop_gradient(x) for x in taught[names.ATTENTION_SCORES]]
+                found["attention_loss"] = teacher.attention_weight * tf.reduce_sum(
+                    attention_distillation(outputs[names.ATTENTION_SCORES], theirs, mask))
         return found
 
     def denominators(self, features):
         found = dict(self.task.denominators(features))
         found["distillation_loss"] = (tf.reduce_sum(_labelled(features)) if self.per_position
                                       else _batch_size(features))
-        if self.hidden is not None:  # the sequences with a real token (not a padded choice)
-            found["hidden_loss"] = tf.reduce_sum(tf.cast(
+        if self.layer_terms:  # the sequences with a real token (not a padded choice)
+            sequences = tf.reduce_sum(tf.cast(
                 tf.reduce_any(_sequence_mask(features) > 0, -1), tf.float32))
+            found.update(dict.fromkeys(self.layer_terms, sequences))
         return found
 
     def global_denominators(self, parts, all_reduce=None):
@@ -295,8 +357,8 @@ class DistillationObjective(Objective):
         total = self.task.global_denominators(parts, all_reduce)
         if self.per_position:
             total["distillation_loss"] = tf.maximum(total["distillation_loss"], 1.0)
-        if self.hidden is not None:
-            total["hidden_loss"] = tf.maximum(total["hidden_loss"], 1.0)
+        for term in self.layer_terms:
+            total[term] = tf.maximum(total[term], 1.0)
         return total
 
 

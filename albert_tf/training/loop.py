@@ -101,10 +101,15 @@ class Trainer:
                 f"recompute={self.recompute!r}: {type(model).__name__} has no ALBERT "
                 "encoder (AlbertTransformer) whose blocks could be recomputed")
         self.is_chief = distribute.is_chief(strategy)
+        # The objective's own layers (a distillation's projection) train beside the
+        # model and are checkpointed with it.
+        extra = objective.trainable_layers()
+        self.variables = [*model.trainable_variables,
+                          *(v for layer in extra.values() for v in layer.trainable_variables)]
         with strategy.scope():
             # Slots exist before a restore, so that it assigns them at once.
-            optimizer.build(model.trainable_variables)
-            self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+            optimizer.build(self.variables)
+            self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, **extra)
         directory = self.output_dir if self.is_chief else os.path.join(
             self.output_dir, f".worker_tmp_{strategy.cluster_resolver.task_id}")
         self.manager = tf.train.CheckpointManager(
@@ -187,7 +192,7 @@ class Trainer:
     def _replica_step(self, micro_batches):
         """One optimizer step on this replica's share of `micro_batches`; returns this
         replica's part of each loss term (their sum over replicas is the global term)."""
-        objective, model = self.objective, self.model
+        objective = self.objective
         context = tf.distribute.get_replica_context()
 
         def all_reduce(values):
@@ -195,7 +200,7 @@ class Trainer:
 
         denominators = objective.global_denominators(
             [objective.denominators(batch) for batch in micro_batches], all_reduce)
-        variables = model.trainable_variables
+        variables = self.variables
         total_grads, total_terms = None, None
         for index, batch in enumerate(micro_batches):
             seed = self._draw_seed(context, index)
@@ -226,11 +231,10 @@ class Trainer:
             loss = tf.add_n(list(terms.values()))
             if hasattr(self.optimizer, "scale_loss"):  # float16 loss scaling
                 loss = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(loss, self.model.trainable_variables)
+        grads = tape.gradient(loss, self.variables)
         # Embedding gradients stay IndexedSlices: the global-norm clip then counts them
         # as the original does (one slice per token).
-        grads = [tf.zeros_like(v) if g is None else g
-                 for g, v in zip(grads, self.model.trainable_variables)]
+        grads = [tf.zeros_like(v) if g is None else g for g, v in zip(grads, self.variables)]
         return grads, terms
 
     def _build_train_loop(self):

@@ -31,6 +31,11 @@ class Objective:
     def denominators(self, features) -> dict[str, tf.Tensor]:
         raise NotImplementedError
 
+    def trainable_layers(self) -> dict:
+        """Layers of the objective's own (by name) whose weights train with the model's
+        and are checkpointed beside them (a distillation's projection); none here."""
+        return {}
+
     def terms(self, outputs, features, denominators=None) -> dict[str, tf.Tensor]:
         """Each term's value (`numerator / denominator`); `denominators` default to
         this batch's own (plus offsets)."""

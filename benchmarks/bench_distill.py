@@ -13,7 +13,8 @@ unless `--student_steps` gives the students more (their rows are named with them
 - `tiny`: albert_tiny's shape (E 128, H 312, 4 layers of one shared group, 12 heads,
   FFN 1248) with the teacher's vocabulary, from scratch (`--tiny_learning_rate`);
 each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
-`--distill_temperature`, with `--hidden_weight` the hidden states' loss too) and
+`--distill_temperature`, with `--hidden_weight` and `--attention_weight` the layers'
+losses too: the tiny student, of another width, learns a projection) and
 `labels` (the same run with `--distill_alpha=0`: the same start, the labels alone), once
 per seed of `--seeds`. The teacher's outputs are
 computed once per task and cached (`--cached_dir` shared by the task's runs).
@@ -125,14 +126,17 @@ def train_rows(args, task: str) -> list[Row]:
     steps = args.student_steps.get(task, args.steps[task])
     for student in args.students:
         for kind, alpha in (("distilled", args.distill_alpha), ("labels", 0.0)):
-            hidden = args.hidden_weight if kind == "distilled" else 0.0
+            hidden, attention = ((args.hidden_weight, args.attention_weight)
+                                 if kind == "distilled" else (0.0, 0.0))
             name = (f"{student}_{kind}" + (f"_hidden{hidden:g}" if hidden else "")
+                    + (f"_attention{attention:g}" if attention else "")
                     + (f"_{steps}steps" if steps != args.steps[task] else ""))
             row = Row(task, name, "", {s: work / f"{name}_seed{s}" for s in args.seeds})
             for seed, out in row.runs.items():
                 flags = [f"--teacher_checkpoint={teacher}", f"--distill_alpha={alpha}",
                          f"--distill_temperature={args.distill_temperature}",
-                         f"--distill_hidden_weight={hidden}"]
+                         f"--distill_hidden_weight={hidden}",
+                         f"--distill_attention_weight={attention}"]
                 if student == "passes":
                     flags += [f"--student_num_hidden_layers={args.student_layers}",
                               f"--learning_rate={args.learning_rate}"]
@@ -230,6 +234,9 @@ def main() -> None:
     parser.add_argument("--hidden_weight", type=float, default=0.0,
                         help="the distilled students' --distill_hidden_weight (their rows "
                         "named with it; the teacher then runs in each of their steps)")
+    parser.add_argument("--attention_weight", type=float, default=0.0,
+                        help="the distilled students' --distill_attention_weight (as "
+                        "--hidden_weight)")
     parser.add_argument("--flops_length", type=int, default=128)
     parser.add_argument("--precisions", default="float32,int8",
                         help="the LiteRT files timed (empty: train and score only, "

@@ -343,11 +343,13 @@ def objective(task, options, teacher: Teacher, student, teacher_config, strategy
         projection = None
         width = teacher_config.hidden_size
         if options.distill_hidden_weight and student.config.hidden_size != width:
+            # its seeds from --seed + 3 (the student's encoder draws from the seed, its
+            # head from + 1, LoRA's adapters from + 2)
             with strategy.scope():
                 projection = common.dense(
                     width, name="distill_projection",
                     stddev=student.config.initializer_range,
-                    seeds=common.SeedStream(options.seed + 2), dtype=student.dtype_policy)
+                    seeds=common.SeedStream(options.seed + 3), dtype=student.dtype_policy)
                 projection.build((None, None, student.config.hidden_size))
         layers = distillation.LayerTeacher(
             teacher.model, mapped, options.distill_hidden_weight,

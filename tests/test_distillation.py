@@ -4,6 +4,7 @@ BERT's groups), and the soft-target loss, its closed-form gradient and its mix w
 task's loss in a form that any split of the batch adds up to."""
 
 import dataclasses
+import json
 import re
 
 import numpy as np
@@ -520,8 +521,9 @@ def test_transfer_files_that_are_not_text_are_refused_naming_the_line(tmp_path):
     from albert_tf.apps.distill import read_transfer
     from albert_tf.errors import UsageError
 
-    def task(pair):
-        return SimpleNamespace(name="mrpc", transfer_is_pair=lambda: pair)
+    def task(pair, own=None):
+        return SimpleNamespace(name="mrpc", transfer_is_pair=lambda: pair,
+                               read_transfer=lambda path: own)
 
     def options(name, teacher="teacher"):
         return SimpleNamespace(transfer_file=str(tmp_path / name), teacher_checkpoint=teacher)
@@ -545,6 +547,10 @@ def test_transfer_files_that_are_not_text_are_refused_naming_the_line(tmp_path):
             read_transfer(task(pair), options(name))
     with pytest.raises(UsageError, match="it needs --teacher_checkpoint"):
         read_transfer(task(True), options("good.txt", teacher=None))
+    # a task that reads the file in its own format (multiple choice): its examples
+    assert read_transfer(task(None, ["question"]), options("good.txt")) == ["question"]
+    with pytest.raises(UsageError, match=re.escape("good.txt has no example")):
+        read_transfer(task(None, []), options("good.txt"))
 
 
 def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, tmp_path):
@@ -699,7 +705,8 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
     its 1-pass student named by the teacher's directory alone. The cached outputs are
     the teacher's (its predictions, its logits, each choice's logit: 1e-5), and the
     student trains on them and evaluates to finite scores. The multi-label student also
-    has transfer text, labelled with the labels the teacher gives 0.5 or more."""
+    has transfer text, labelled with the labels the teacher gives 0.5 or more; the C3
+    student unanswered questions in C3's format, labelled with the teacher's choice."""
     from tests.helpers.scripts import FIXTURES, SPM, read_results, run_script
     from tests.helpers.tiny import write_tiny_config
 
@@ -731,6 +738,15 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
     if kind == "multi_label":  # texts the teacher labels
         (tmp_path / "transfer.txt").write_text("\n".join(transfer) + "\n")
         common.append(f"--transfer_file={tmp_path / 'transfer.txt'}")
+    if kind == "c3":  # questions without answers, in C3's own format
+        transfer = [[["今天下午我们去公园散步"], [
+            {"question": "他们下午去哪里?", "choice": ["公园", "学校"]},
+            {"question": "他们去做什么?", "choice": ["散步", "跑步", "游泳", "看书"]}], "t-1"],
+            [["图书馆周末也开门"], [{"question": "图书馆什么时候开门?",
+                                     "choice": ["周末", "不开"]}], "t-2"]]
+        (tmp_path / "transfer.json").write_text(json.dumps(transfer, ensure_ascii=False),
+                                                encoding="utf-8")
+        common.append(f"--transfer_file={tmp_path / 'transfer.json'}")
     done = run_script("run_classifier.py", *common, "--do_eval",
                       f"--teacher_checkpoint={teacher}", "--student_num_hidden_layers=1",
                       f"--output_dir={tmp_path / 'student'}")
@@ -742,6 +758,23 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
     np.testing.assert_allclose(stored, recomputed, atol=1e-5)
     if kind == "c3":  # a padded choice: the absent logit, whose probability is 0
         assert (stored < -1e8).any() and (stored > -1e8).any()
+        # the three transfer questions, each labelled with the teacher's choice among
+        # its own (found by their contexts' first pieces)
+        from albert_tf.tokenization import FullTokenizer
+
+        encode = FullTokenizer(vocab_file=str(FIXTURES / "ner" / "vocab_chinese.txt")).encode
+        starts = {tuple(encode(document[0][0])[:4]): len(document[1])
+                  for document in transfer}
+        (written,) = (tmp_path / "cache").glob("*.teacher.tf_record")
+        rows = [tf.train.Example.FromString(r).features.feature
+                for r in tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+        found = {}
+        for row, logits in zip(rows, stored):
+            start = tuple(row["input_ids"].int64_list.value[1:5])
+            if start in starts:
+                assert row["label_ids"].int64_list.value == [int(np.argmax(logits))]
+                found[start] = found.get(start, 0) + 1
+        assert found == starts and len(rows) == 127 + 3
     if kind == "multi_label":  # labelled: each label the teacher gives 0.5 or more
         from albert_tf.tokenization import FullTokenizer
 

@@ -143,21 +143,28 @@ def teacher_groups(options) -> list[int] | None:
                          "groups are integers") from None
 
 
-def read_transfer(task, options) -> list[tuple[str, str | None]]:
-    """--transfer_file's examples, (text_a, text_b or None) per non-blank line, read and
-    checked before any work: a file of UTF-8 text, not empty, each line one text (or,
-    for a pair task, two separated by a tab), on a task that takes transfer text."""
+def read_transfer(task, options) -> list:
+    """--transfer_file's examples, read and checked before any work: a file of UTF-8
+    text, not empty, each line one text (or, for a pair task, two separated by a tab),
+    (text_a, text_b or None) per non-blank line; or, for a task that reads it in its own
+    format (multiple choice: unlabeled questions), its examples (`Task.read_transfer`)."""
     path = getattr(options, "transfer_file", None)
     if not path:
         return []
     if not distilling(options):
         raise UsageError("--transfer_file is text for a teacher to label: it needs "
                          "--teacher_checkpoint")
+    if not tf.io.gfile.exists(path):
+        raise UsageError(f"--transfer_file={path}: no such file")
+    own = task.read_transfer(path)
+    if own is not None:
+        if not own:
+            raise UsageError(f"--transfer_file={path} has no example")
+        logging.info("%d transfer examples in %s", len(own), path)
+        return own
     pair = task.transfer_is_pair()
     if pair is None:
         raise UsageError(f"--transfer_file: the task {task.name!r} takes no transfer text")
-    if not tf.io.gfile.exists(path):
-        raise UsageError(f"--transfer_file={path}: no such file")
     text = fileio.read_text(path, UsageError)
     if "\0" in text:
         raise UsageError(f"{path}:{text[:text.index(chr(0))].count(chr(10)) + 1}: a NUL "

@@ -168,12 +168,18 @@ class Task:
         or one text; None (the default): the task takes no transfer text."""
         return None
 
-    def write_transfer_records(self, texts: Sequence[tuple[str, str | None]],
-                               path: str) -> int:
-        """Writes unlabeled texts ((text_a, text_b or None) each) as the task's training
-        records, their labels a placeholder that `pseudo_label` replaces; returns how
-        many records (a text may make several: a token task's windows). Needed where
-        `transfer_is_pair` is not None."""
+    def read_transfer(self, path: str) -> list | None:
+        """--transfer_file read in the task's own format (its examples, checked before
+        any work, for `write_transfer_records`); None (the default): the file is lines
+        of text, as `transfer_is_pair` says."""
+        return None
+
+    def write_transfer_records(self, texts: Sequence, path: str) -> int:
+        """Writes unlabeled texts ((text_a, text_b or None) each, or the examples of
+        `read_transfer`) as the task's training records, their labels a placeholder
+        that `pseudo_label` replaces; returns how many records (a text may make
+        several: a token task's windows). Needed where `transfer_is_pair` is not None
+        or `read_transfer` reads the file."""
         raise NotImplementedError(f"{type(self).__name__}.write_transfer_records")
 
     def pseudo_label(self, example: tf.train.Example, teacher_output) -> None:

@@ -221,16 +221,37 @@ class MultipleChoiceTask(Task):
             return race.RaceProcessor.for_tokenizer(
                 self.tokenizer, o.high_only, o.middle_only).get_examples(
                     o.data_dir, split)
-        process = self.tokenizer.preprocess
         labelled = split != "test" or None  # training and dev questions need answers
-        if self.name == "c3":
-            examples = multiple_choice.read_c3(paths, process, labelled=labelled)
-        else:
-            read = multiple_choice.read_swag if self.name == "swag" else \
-                multiple_choice.read_choice_jsonl
-            examples = [e for path in paths for e in read(path, process, labelled=labelled)]
+        examples = self._read_files(paths, labelled)
         self.examples[split] = examples
         return examples
+
+    def _read_files(self, paths, labelled):
+        process = self.tokenizer.preprocess
+        if self.name == "c3":
+            return multiple_choice.read_c3(paths, process, labelled=labelled)
+        read = multiple_choice.read_swag if self.name == "swag" else \
+            multiple_choice.read_choice_jsonl
+        return [e for path in paths for e in read(path, process, labelled=labelled)]
+
+    # ------------------------------------------- distillation's transfer text
+    def read_transfer(self, path):
+        """--transfer_file: questions in the task's own format (C3's JSON, SWAG's CSV,
+        JSON lines), their answers not needed (the teacher's are learned); RACE's
+        directories take none (None: refused as a task without transfer text)."""
+        if self.is_race:
+            return None
+        examples = self._read_files([path], None)
+        self.examples["transfer"] = examples  # their choices count (`num_choices`)
+        return examples
+
+    def write_transfer_records(self, examples, path) -> int:
+        return self.write_records("train", examples, path)
+
+    def pseudo_label(self, example, teacher_output) -> None:
+        """The teacher's choice (a padded choice's logit is -1e9: never chosen)."""
+        example.features.feature[names.LABEL_IDS].int64_list.value[:] = [
+            int(np.argmax(teacher_output))]
 
     def cached_records(self, split, examples, paths, cache_dir):
         o = self.options

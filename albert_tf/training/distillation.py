@@ -32,7 +32,10 @@ difference over the real tokens (`hidden_distillation`), the student's first map
 learned projection where the hidden sizes differ (TinyBERT's W_h, one for every layer).
 Its attention scores, q . k / sqrt(D) of each head before the mask and the softmax, as
 TinyBERT compares them: the mean squared difference over the heads and the pairs of real
-tokens (`attention_distillation`; the same number of heads). Hidden states and
+tokens (`attention_distillation`; the same number of heads). (TinyBERT's task_distill.py
+zeroes the padded keys' scores and averages over the whole padded batch, padded queries
+included; over the real pairs of each sequence, the loss does not depend on how much a
+batch is padded, and here batches are padded to their own longest.) Hidden states and
 attention are too large to cache, so here the teacher (`LayerTeacher`) runs in the
 student's step, its gradients stopped.
 """

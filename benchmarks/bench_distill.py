@@ -14,7 +14,8 @@ unless `--student_steps` gives the students more (their rows are named with them
   FFN 1248) with the teacher's vocabulary, from scratch (`--tiny_learning_rate`);
 each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
 `--distill_temperature`, with `--hidden_weight` and `--attention_weight` the layers'
-losses too: the tiny student, of another width, learns a projection) and
+losses too: the tiny student, of another width, learns a projection; with `--two_stage`
+in a first run of their own, TinyBERT's schedule) and
 `labels` (the same run with `--distill_alpha=0`: the same start, the labels alone), once
 per seed of `--seeds`. The teacher's outputs are
 computed once per task and cached (`--cached_dir` shared by the task's runs).
@@ -128,12 +129,15 @@ def train_rows(args, task: str) -> list[Row]:
         for kind, alpha in (("distilled", args.distill_alpha), ("labels", 0.0)):
             hidden, attention = ((args.hidden_weight, args.attention_weight)
                                  if kind == "distilled" else (0.0, 0.0))
+            two_stage = args.two_stage and bool(hidden or attention)
             name = (f"{student}_{kind}" + (f"_hidden{hidden:g}" if hidden else "")
                     + (f"_attention{attention:g}" if attention else "")
+                    + ("_twostage" if two_stage else "")
                     + (f"_{steps}steps" if steps != args.steps[task] else ""))
             row = Row(task, name, "", {s: work / f"{name}_seed{s}" for s in args.seeds})
             for seed, out in row.runs.items():
-                flags = [f"--teacher_checkpoint={teacher}", f"--distill_alpha={alpha}",
+                flags = [f"--teacher_checkpoint={teacher}",
+                         f"--distill_alpha={1.0 if two_stage else alpha}",
                          f"--distill_temperature={args.distill_temperature}",
                          f"--distill_hidden_weight={hidden}",
                          f"--distill_attention_weight={attention}"]
@@ -147,6 +151,15 @@ def train_rows(args, task: str) -> list[Row]:
                               f"--learning_rate={args.tiny_learning_rate}",
                               *(f"--{k}={v}" for k, v in tokenizer_file(teacher).items())]
                 began = time.time()
+                if two_stage:  # the layers' losses (beside the soft targets) first
+                    first_stage = work / f"{name}_stage1_seed{seed}"
+                    run_classifier(args, task, first_stage, seed, steps, *flags)
+                    flags = [f"--teacher_checkpoint={teacher}", f"--distill_alpha={alpha}",
+                             f"--distill_temperature={args.distill_temperature}",
+                             f"--albert_config_file={first_stage / 'albert_config.json'}",
+                             f"--init_checkpoint={first_stage / 'model.ckpt-best'}",
+                             *(f"--{k}={v}" for k, v in tokenizer_file(first_stage).items()),
+                             next(f for f in flags if f.startswith("--learning_rate="))]
                 run_classifier(args, task, out, seed, steps, *flags)
                 print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
                       flush=True)
@@ -237,6 +250,12 @@ def main() -> None:
     parser.add_argument("--attention_weight", type=float, default=0.0,
                         help="the distilled students' --distill_attention_weight (as "
                         "--hidden_weight)")
+    parser.add_argument("--two_stage", action="store_true",
+                        help="with --hidden_weight or --attention_weight: TinyBERT's two "
+                        "stages, the distilled students first trained on the layers' "
+                        "losses (beside the soft targets alone: --distill_alpha=1), then "
+                        "from that checkpoint on the soft targets and labels as the "
+                        "others, each stage the students' steps (rows named _twostage)")
     parser.add_argument("--flops_length", type=int, default=128)
     parser.add_argument("--precisions", default="float32,int8",
                         help="the LiteRT files timed (empty: train and score only, "

@@ -259,9 +259,9 @@ def test_bench_anchor_fine_tunes_a_bert_directory_with_lora(tmp_path):
 def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
     """The harness of benchmarks/bench_distill.py (times nothing that is asserted): a
     tiny BERT directory fine-tuned as the teacher on the GLUE fixture, then its student
-    of fewer passes distilled (with the layers' losses) and on the labels alone (for
-    steps of their own), each with its dev accuracy, parameters, FLOPs and a LiteRT file;
-    the teacher's outputs computed once."""
+    of fewer passes distilled (the layers' losses first, then the soft targets from that
+    checkpoint) and on the labels alone (for steps of their own), each with its dev
+    accuracy, parameters, FLOPs and a LiteRT file; the teacher's outputs computed once."""
     from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
 
     bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
@@ -270,16 +270,20 @@ def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
     stdout = run_benchmark(
         "bench_distill.py", f"--init_checkpoint={bert}", f"--glue_dir={GLUE}",
         f"--work_dir={work}", "--tasks=MRPC", "--steps=MRPC:2", "--student_steps=MRPC:3",
-        "--students=passes", "--hidden_weight=0.5", "--attention_weight=2",
+        "--students=passes", "--hidden_weight=0.5", "--attention_weight=2", "--two_stage",
         "--student_layers=1", "--seeds=1", "--batch_size=4", "--max_seq_length=12",
         "--precisions=float32", "--latency_texts=3")
     assert "CPU flags:" in stdout
     rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
                                            for line in stdout.splitlines()
                                            if line.startswith("| MRPC |"))}
-    students = ["passes_distilled_hidden0.5_attention2_3steps", "passes_labels_3steps"]
+    students = ["passes_distilled_hidden0.5_attention2_twostage_3steps",
+                "passes_labels_3steps"]
     assert sorted(rows) == [*students, "teacher"]
-    for name, steps in (("teacher", 2), *((name + "_seed1", 3) for name in students)):
+    # the two-stage student: its first stage, then its second from that checkpoint
+    first_stage = f"{students[0]}_stage1_seed1"
+    for name, steps in (("teacher", 2), *((name + "_seed1", 3) for name in students),
+                        (first_stage, 3)):
         assert f"global_step = {steps}" in (work / "MRPC" / name / "eval_results.txt"
                                             ).read_text()
     for cells in rows.values():

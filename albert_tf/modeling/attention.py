@@ -22,6 +22,20 @@ def attention_bias(input_mask, dtype=tf.float32):
     return tf.expand_dims(tf.expand_dims((1.0 - mask) * MASK_ADDER, 1), 1)
 
 
+def split_heads(projected, batch_size, length, heads: int, size: int):
+    """[B, L, k * N * D] -> [k, B, N, L, D], for k projections side by side (query, key
+    and value)."""
+    count = projected.shape[-1] // (heads * size)
+    out = tf.reshape(projected, [batch_size, length, count, heads, size])
+    return tf.transpose(out, [2, 0, 3, 1, 4])
+
+
+def scaled_scores(q, k, size: int):
+    """Each head's q . k / sqrt(D), in float32 (so that half-precision compute keeps the
+    -10000 mask added after it exact): [B, N, F, D] x [B, N, S, D] -> [B, N, F, S]."""
+    return tf.cast(tf.matmul(q, k, transpose_b=True), tf.float32) * (1.0 / math.sqrt(size))
+
+
 class AlbertAttention(common.AlbertLayer):
     """`attention_1/self/{query,key,value}` and `attention_1/output/dense`.
 
@@ -60,6 +74,16 @@ class AlbertAttention(common.AlbertLayer):
                                              training),
                 "output": common.SharedDense.of([self.output_dense], dtype, training)}
 
+    def scores(self, x):
+        """The attention scores of x [B, S, H] (`scaled_scores`, [B, N, S, S]), before
+        the padding's bias and the softmax, from the weights `call` reads."""
+        c = self.config
+        qk = self.shared_weights()["qkv"].columns(0, 2 * c.hidden_size)(x)
+        shape = tf.shape(x)
+        q, k = tf.unstack(split_heads(qk, shape[0], shape[1], c.num_attention_heads,
+                                      c.attention_head_size))
+        return scaled_scores(q, k, c.attention_head_size)
+
     def call(self, x, input_mask, training=None, first_token_only=False, weights=None,
              residual=None, tokens=None):
         """The attention output [B, F, H] (F = S, or 1 with `first_token_only`), plus
@@ -96,10 +120,7 @@ class AlbertAttention(common.AlbertLayer):
         heads, size, hidden = c.num_attention_heads, c.attention_head_size, c.hidden_size
 
         def split(projected, length):
-            # [B, L, k * H] -> [k, B, N, L, D] for k projections side by side
-            count = projected.shape[-1] // hidden
-            out = tf.reshape(projected, [batch_size, length, count, heads, size])
-            return tf.transpose(out, [2, 0, 3, 1, 4])
+            return split_heads(projected, batch_size, length, heads, size)
 
         if first_token_only:
             first = real_tokens.first_positions(x, tokens)  # [B, 1, H]
@@ -117,10 +138,7 @@ class AlbertAttention(common.AlbertLayer):
         seed = common.draw_seed(dropout, training)
 
         def heads_context(q, k, v):
-            logits = tf.matmul(q, k, transpose_b=True)  # [B, N, F, S]
-            # Softmax in float32 so that half-precision compute keeps the -10000 mask
-            # exact.
-            logits = tf.cast(logits, tf.float32) * (1.0 / math.sqrt(size))
+            logits = scaled_scores(q, k, size)  # [B, N, F, S], float32 for the softmax
             probs = tf.cast(tf.nn.softmax(logits + bias), x.dtype)  # [B, N, F, S]
             probs = (common.apply_dropout(dropout, probs, training) if seed is None
                      else dropout.with_seed(probs, seed))

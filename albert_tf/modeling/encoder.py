@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import keras
 import tensorflow as tf
 
@@ -104,18 +102,16 @@ class AlbertEncoder(AlbertModel):
     def attention_scores(self, encoded, layers) -> list[tf.Tensor]:
         """The attention scores of the last block of each layer pass in `layers`
         (0-based), as float32 [B, N, S, S]: each head's q . k / sqrt(D), before the
-        padding's bias and the softmax (what TinyBERT's attention loss compares).
-        `encoded`: this encoder's outputs, every position computed (not
-        `first_token_only`). They are computed again from each block's input (one
-        query-key matmul per layer) with the weights the block ran with, so the
-        gradient reaches them through the same variables."""
+        padding's bias and the softmax (what TinyBERT's attention loss compares;
+        `AlbertAttention.scores`). `encoded`: this encoder's outputs, every position
+        computed (not `first_token_only`). They are computed again from each block's
+        input (one query-key matmul per layer) with the weights the block ran with, so
+        the gradient reaches them through the same variables."""
         c = self.config
-        inner, heads = c.inner_group_num, c.num_attention_heads
-        size, hidden = c.attention_head_size, c.hidden_size
         outputs = encoded["encoder_outputs"]
         scores = []
         for layer in layers:
-            position = (layer + 1) * inner - 1  # the block, among every block run
+            position = (layer + 1) * c.inner_group_num - 1  # the block, among all run
             if position:
                 x = outputs[position - 1]
             else:  # the first block reads the embeddings, mapped to H
@@ -123,13 +119,7 @@ class AlbertEncoder(AlbertModel):
                 mapping = self.encoder.embedding_hidden_mapping_in
                 x = x if mapping is None else mapping(x)
             group = getattr(self.encoder, f"group_{c.group_index(layer)}")
-            attention = group.blocks[-1].attention
-            qk = attention.shared_weights()["qkv"].columns(0, 2 * hidden)(x)
-            shape = tf.shape(x)
-            qk = tf.reshape(qk, [shape[0], shape[1], 2, heads, size])
-            q, k = tf.unstack(tf.transpose(qk, [2, 0, 3, 1, 4]))  # [B, N, S, D] each
-            product = tf.matmul(q, k, transpose_b=True)
-            scores.append(tf.cast(product, tf.float32) * (1.0 / math.sqrt(size)))
+            scores.append(group.blocks[-1].attention.scores(x))
         return scores
 
     def lora_encoder(self):

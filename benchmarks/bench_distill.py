@@ -15,7 +15,8 @@ unless `--student_steps` gives the students more (their rows are named with them
 each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
 `--distill_temperature`, with `--hidden_weight` and `--attention_weight` the layers'
 losses too: the tiny student, of another width, learns a projection; with `--two_stage`
-in a first run of their own, TinyBERT's schedule) and
+in a first run of their own, TinyBERT's schedule; with `--augment` on copies of the
+training examples with words replaced too) and
 `labels` (the same run with `--distill_alpha=0`: the same start, the labels alone), once
 per seed of `--seeds`. The teacher's outputs are
 computed once per task and cached (`--cached_dir` shared by the task's runs).
@@ -130,8 +131,10 @@ def train_rows(args, task: str) -> list[Row]:
             hidden, attention = ((args.hidden_weight, args.attention_weight)
                                  if kind == "distilled" else (0.0, 0.0))
             two_stage = args.two_stage and bool(hidden or attention)
+            augment = args.augment if kind == "distilled" else 0
             name = (f"{student}_{kind}" + (f"_hidden{hidden:g}" if hidden else "")
                     + (f"_attention{attention:g}" if attention else "")
+                    + (f"_augment{augment}" if augment else "")
                     + ("_twostage" if two_stage else "")
                     + (f"_{steps}steps" if steps != args.steps[task] else ""))
             row = Row(task, name, "", {s: work / f"{name}_seed{s}" for s in args.seeds})
@@ -140,7 +143,8 @@ def train_rows(args, task: str) -> list[Row]:
                          f"--distill_alpha={1.0 if two_stage else alpha}",
                          f"--distill_temperature={args.distill_temperature}",
                          f"--distill_hidden_weight={hidden}",
-                         f"--distill_attention_weight={attention}"]
+                         f"--distill_attention_weight={attention}",
+                         f"--distill_augment={augment}"]
                 if student == "passes":
                     flags += [f"--student_num_hidden_layers={args.student_layers}",
                               f"--learning_rate={args.learning_rate}"]
@@ -159,6 +163,7 @@ def train_rows(args, task: str) -> list[Row]:
                              f"--albert_config_file={first_stage / 'albert_config.json'}",
                              f"--init_checkpoint={first_stage / 'model.ckpt-best'}",
                              *(f"--{k}={v}" for k, v in tokenizer_file(first_stage).items()),
+                             f"--distill_augment={augment}",
                              next(f for f in flags if f.startswith("--learning_rate="))]
                 run_classifier(args, task, out, seed, steps, *flags)
                 print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
@@ -256,6 +261,10 @@ def main() -> None:
                         "losses (beside the soft targets alone: --distill_alpha=1), then "
                         "from that checkpoint on the soft targets and labels as the "
                         "others, each stage the students' steps (rows named _twostage)")
+    parser.add_argument("--augment", type=int, default=0,
+                        help="the distilled students' --distill_augment: copies of each "
+                        "training example with words replaced, labelled by the teacher "
+                        "(rows named _augmentN; in both stages of --two_stage)")
     parser.add_argument("--flops_length", type=int, default=128)
     parser.add_argument("--precisions", default="float32,int8",
                         help="the LiteRT files timed (empty: train and score only, "

@@ -27,7 +27,8 @@ MODEL_FLAGS = {
 DISTILL_FLAGS = {"teacher_checkpoint", "teacher_config_file", "distill_temperature",
                  "distill_alpha", "student_num_hidden_layers", "student_num_hidden_groups",
                  "transfer_file", "student_teacher_groups", "distill_hidden_weight",
-                 "distill_attention_weight", "distill_hidden_layers"}
+                 "distill_attention_weight", "distill_hidden_layers", "distill_augment",
+                 "distill_augment_probability", "distill_augment_neighbours"}
 APP_FLAGS = {
     "classifier": {
         "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length",

@@ -260,8 +260,9 @@ def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
     """The harness of benchmarks/bench_distill.py (times nothing that is asserted): a
     tiny BERT directory fine-tuned as the teacher on the GLUE fixture, then its student
     of fewer passes distilled (the layers' losses first, then the soft targets from that
-    checkpoint) and on the labels alone (for steps of their own), each with its dev
-    accuracy, parameters, FLOPs and a LiteRT file; the teacher's outputs computed once."""
+    checkpoint, both with augmented copies) and on the labels alone (for steps of their
+    own), each with its dev accuracy, parameters, FLOPs and a LiteRT file; the teacher's
+    outputs computed once per run."""
     from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
 
     bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
@@ -271,13 +272,14 @@ def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
         "bench_distill.py", f"--init_checkpoint={bert}", f"--glue_dir={GLUE}",
         f"--work_dir={work}", "--tasks=MRPC", "--steps=MRPC:2", "--student_steps=MRPC:3",
         "--students=passes", "--hidden_weight=0.5", "--attention_weight=2", "--two_stage",
+        "--augment=2",
         "--student_layers=1", "--seeds=1", "--batch_size=4", "--max_seq_length=12",
         "--precisions=float32", "--latency_texts=3")
     assert "CPU flags:" in stdout
     rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
                                            for line in stdout.splitlines()
                                            if line.startswith("| MRPC |"))}
-    students = ["passes_distilled_hidden0.5_attention2_twostage_3steps",
+    students = ["passes_distilled_hidden0.5_attention2_augment2_twostage_3steps",
                 "passes_labels_3steps"]
     assert sorted(rows) == [*students, "teacher"]
     # the two-stage student: its first stage, then its second from that checkpoint

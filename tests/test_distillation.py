@@ -612,6 +612,50 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
 
 
 # ------------------------------------------------------------- run_ner.py --teacher_*
+def test_augmentation_that_cannot_work_is_refused_before_any_work():
+    """`check_augment`: copies below 0, a probability outside (0, 1], no neighbours,
+    no teacher, a task that labels no new examples, a SavedModel teacher (whose
+    embeddings are not read): one UsageError naming the flag."""
+    from types import SimpleNamespace
+
+    from albert_tf.apps.distill import check_augment
+    from albert_tf.checkpoints import release
+    from albert_tf.errors import UsageError
+    from albert_tf.tasks import Task
+
+    class Labels:
+        name = "sst-2"
+
+        def pseudo_label(self, example, output):
+            pass
+
+    class NoLabels:
+        name = "squad"
+        pseudo_label = Task.pseudo_label
+
+    def options(**given):
+        return SimpleNamespace(**{
+            "distill_augment": 2, "teacher_checkpoint": "teacher",
+            "distill_augment_probability": 0.4, "distill_augment_neighbours": 15,
+            "teacher_files": SimpleNamespace(layout="google"), **given})
+
+    assert check_augment(Labels(), options()) is True
+    assert check_augment(Labels(), options(distill_augment=0)) is False
+    for task, given, words in (
+            (Labels(), {"distill_augment": -1}, "--distill_augment=-1: the copies"),
+            (Labels(), {"distill_augment_probability": 0.0},
+             "--distill_augment_probability=0.0: a probability in (0, 1]"),
+            (Labels(), {"distill_augment_probability": 1.5}, "probability in (0, 1]"),
+            (Labels(), {"distill_augment_neighbours": 0},
+             "--distill_augment_neighbours=0: at least 1"),
+            (Labels(), {"teacher_checkpoint": None}, "it needs --teacher_checkpoint"),
+            (NoLabels(), {}, "the task 'squad' takes no examples labelled by the teacher"),
+            (Labels(), {"teacher_files": SimpleNamespace(layout=release.SAVEDMODEL)},
+             "is a SavedModel export, whose word embeddings are not read here")):
+        with pytest.raises(UsageError, match=re.escape(words)):
+            check_augment(task, options(**given))
+
+
 def test_a_ner_student_learns_each_labelled_position(tmp_path):
     """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student
     named by the teacher's output directory alone (the run kept its config and
@@ -706,7 +750,9 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
     the teacher's (its predictions, its logits, each choice's logit: 1e-5), and the
     student trains on them and evaluates to finite scores. The multi-label student also
     has transfer text, labelled with the labels the teacher gives 0.5 or more; the C3
-    student unanswered questions in C3's format, labelled with the teacher's choice."""
+    student unanswered questions in C3's format, labelled with the teacher's choice,
+    and two copies of each training record with words replaced (--distill_augment),
+    labelled so too."""
     from tests.helpers.scripts import FIXTURES, SPM, read_results, run_script
     from tests.helpers.tiny import write_tiny_config
 
@@ -746,7 +792,7 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
                                      "choice": ["周末", "不开"]}], "t-2"]]
         (tmp_path / "transfer.json").write_text(json.dumps(transfer, ensure_ascii=False),
                                                 encoding="utf-8")
-        common.append(f"--transfer_file={tmp_path / 'transfer.json'}")
+        common += [f"--transfer_file={tmp_path / 'transfer.json'}", "--distill_augment=2"]
     done = run_script("run_classifier.py", *common, "--do_eval",
                       f"--teacher_checkpoint={teacher}", "--student_num_hidden_layers=1",
                       f"--output_dir={tmp_path / 'student'}")
@@ -774,7 +820,32 @@ def test_each_kind_distils_from_its_teachers_outputs(kind, tmp_path):
             if start in starts:
                 assert row["label_ids"].int64_list.value == [int(np.argmax(logits))]
                 found[start] = found.get(start, 0) + 1
-        assert found == starts and len(rows) == 127 + 3
+        assert found == starts
+        # --distill_augment=2: two copies of each training record, Chinese characters
+        # replaced by the teacher's nearest ones, as `Augmenter` makes them from the
+        # teacher's embeddings and the run's seed; each labelled with the teacher's choice
+        from albert_tf.data import augmentation
+
+        (train,) = (tmp_path / "cache").glob("*_train.tf_record")
+        originals = {tuple(tf.train.Example.FromString(r).features.feature["input_ids"]
+                           .int64_list.value)
+                     for r in tf.data.TFRecordDataset(str(train)).as_numpy_iterator()}
+        from albert_tf.export import load_model_from_checkpoint
+
+        table = load_model_from_checkpoint(served, teacher / "albert_config.json", teacher) \
+            .encoder.word_embeddings.numpy()
+        made = [tuple(tf.train.Example.FromString(r).features.feature["input_ids"]
+                      .int64_list.value) for _, _, r in augmentation.Augmenter(
+                          FullTokenizer(vocab_file=str(FIXTURES / "ner" / "vocab_chinese.txt")),
+                          table, 2, 0.4, 15, seed=12345).records(str(train))]
+        augmented = [(tuple(row["input_ids"].int64_list.value), row, logits)
+                     for row, logits in zip(rows, stored)
+                     if tuple(row["input_ids"].int64_list.value[1:5]) not in starts
+                     and tuple(row["input_ids"].int64_list.value) not in originals]
+        assert sorted(ids for ids, _, _ in augmented) == sorted(made)
+        assert 127 < len(made) <= 2 * 127 and len(rows) == 127 + 3 + len(made)
+        for _, row, logits in augmented:
+            assert row["label_ids"].int64_list.value == [int(np.argmax(logits))]
     if kind == "multi_label":  # labelled: each label the teacher gives 0.5 or more
         from albert_tf.tokenization import FullTokenizer
 

@@ -22,9 +22,10 @@ from albert_tf import fileio, names
 from albert_tf.apps.model_files import check_length, load_config
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.config import ConfigError
-from albert_tf.data import cache, records
+from albert_tf.data import augmentation, cache, records
 from albert_tf.errors import UsageError
 from albert_tf.modeling import common
+from albert_tf.tasks.base import Task
 from albert_tf.training import distillation
 from albert_tf.training.loop import predict
 
@@ -186,6 +187,44 @@ def read_transfer(task, options) -> list:
     return texts
 
 
+def check_augment(task, options) -> bool:
+    """--distill_augment and its settings checked before any work; whether it is on."""
+    copies = getattr(options, "distill_augment", 0) or 0
+    if not copies:
+        return False
+    if copies < 0:
+        raise UsageError(f"--distill_augment={copies}: the copies of each example are a "
+                         "count, at least 0")
+    if not distilling(options):
+        raise UsageError("--distill_augment makes examples for a teacher to label: it "
+                         "needs --teacher_checkpoint")
+    if not 0 < options.distill_augment_probability <= 1:
+        raise UsageError(f"--distill_augment_probability="
+                         f"{options.distill_augment_probability}: a probability in (0, 1]")
+    if options.distill_augment_neighbours < 1:
+        raise UsageError(f"--distill_augment_neighbours={options.distill_augment_neighbours}"
+                         ": at least 1")
+    if getattr(type(task), "pseudo_label", Task.pseudo_label) is Task.pseudo_label:
+        raise UsageError(f"--distill_augment: the task {task.name!r} takes no examples "
+                         "labelled by the teacher (it defines no `pseudo_label`)")
+    if options.teacher_files.layout == release.SAVEDMODEL:
+        raise UsageError(f"--distill_augment: the teacher {options.teacher_checkpoint} is a "
+                         "SavedModel export, whose word embeddings are not read here; give "
+                         "its checkpoint")
+    return True
+
+
+def augmenter(task, options, teacher: Teacher):
+    """--distill_augment's `augmentation.Augmenter`, its candidates from the teacher's
+    word embeddings, its draws seeded by --seed (None where it is off)."""
+    if not check_augment(task, options):
+        return None
+    return augmentation.Augmenter(
+        task.tokenizer, teacher.model.encoder.word_embeddings.numpy(),
+        options.distill_augment, options.distill_augment_probability,
+        options.distill_augment_neighbours, options.seed)
+
+
 class SavedModelTeacher:
     """A SavedModel export as a teacher: its `serving_default` called as a model is (the
     three model inputs in, its outputs by name)."""
@@ -261,13 +300,14 @@ def start_student(model, teacher: Teacher, options, output_dir: str) -> None:
 
 
 def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir: str,
-                    transfer=()):
+                    transfer=(), augment=None):
     """The training records with the teacher's outputs of each (feature
     `distillation.TEACHER_LOGITS`), computed once: cached beside them, reused while the
-    records, the teacher's files and the transfer text are the same. A token task's are
-    its real positions' (length x labels, flattened). The `transfer` texts
-    (`read_transfer`) become records too, labelled by the teacher (`pseudo_label`), and
-    are spread evenly among the training records. Returns (path, parsing spec)."""
+    records, the teacher's files, the transfer text and the augmentation's settings are
+    the same. A token task's are its real positions' (length x labels, flattened). The
+    `transfer` texts (`read_transfer`) and `augment`'s copies of the training records
+    (`augmenter`) become records too, labelled by the teacher (`pseudo_label`), all
+    spread evenly among the training records. Returns (path, parsing spec)."""
     path = os.path.join(cache_dir, task.records_name("train") + ".teacher.tf_record")
     weights = teacher_weight_files(options.teacher_files)
     settings = {"records": cache.read_cache_info(train.path),
@@ -275,6 +315,9 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     if transfer:
         settings["transfer"] = {"path": cache.abspath_or_url(options.transfer_file),
                                 "sha256": cache.file_sha256(options.transfer_file)}
+    if augment is not None:
+        settings["augment"] = {"copies": augment.copies, "probability": augment.probability,
+                               "neighbours": augment.neighbours, "seed": augment.seed}
     per_position = teacher.soft_loss in distillation.PER_POSITION
 
     def taught(path: str, label: bool):
@@ -300,19 +343,28 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
 
     def write(target: str):
         unlabeled = f"{target}.transfer-{os.getpid()}"
+        augmented = f"{target}.augmented-{os.getpid()}"
         try:
-            parts, made = [taught(train.path, label=False)], 0
+            parts, made, copies = [taught(train.path, label=False)], 0, 0
             if transfer:  # a record each (a token task's long text: one per window)
                 made = task.write_transfer_records(transfer, unlabeled)
                 parts.append(taught(unlabeled, label=True))
-            # spread evenly by position: the shuffle buffer mixes both from the start
+            if augment is not None:  # each copy a pass over the training records
+                copies = records.write_records(augmented, (
+                    record for _, _, record in augment.records(train.path)))
+                logging.info("--distill_augment: %d copies of %d training records",
+                             copies, train.num_examples)
+                if copies:
+                    parts.append(taught(augmented, label=True))
+            # spread evenly by position: the shuffle buffer mixes them from the start
             merged = heapq.merge(*parts, key=lambda pair: pair[0])
             count = records.write_records(target, (record for _, record in merged))
         finally:
             fileio.remove_if_exists(unlabeled)
-        if count != train.num_examples + made:
-            raise RuntimeError(f"{count} teacher outputs for {train.num_examples} records "
-                               f"and {made} transfer records")
+            fileio.remove_if_exists(augmented)
+        if count != train.num_examples + made + copies:
+            raise RuntimeError(f"{count} teacher outputs for {train.num_examples} records, "
+                               f"{made} transfer records and {copies} augmented copies")
         return count, 0
 
     written = cache.cached_conversion(path, settings, write)

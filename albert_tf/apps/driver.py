@@ -189,6 +189,7 @@ def run(task_class, options) -> dict:
     teacher_config = (distill.check_teacher(task, options, config)
                       if distill.distilling(options) else None)
     transfer = distill.read_transfer(task, options)
+    distill.check_augment(task, options)
     context = session.setup(options)
     strategy, output_dir = context.strategy, context.output_dir
     with session.removed_if_stopped(context):
@@ -225,7 +226,8 @@ def run(task_class, options) -> dict:
     objective, extra_spec = task.objective(), None
     if teacher is not None and "train" in paths:
         paths["train"], extra_spec = distill.teacher_records(
-            task, options, teacher, strategy, converted["train"], cache_dir, transfer)
+            task, options, teacher, strategy, converted["train"], cache_dir, transfer,
+            distill.augmenter(task, options, teacher))
         objective = distill.objective(task, options, teacher, model, teacher_config,
                                       strategy)
         if objective.layers is None:

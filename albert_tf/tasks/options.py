@@ -364,6 +364,17 @@ class FineTuningOptions(RunOptions, SkipOptions):
         "trained on beside the training split (its soft targets, and its classes as "
         "labels): one example per line, a text, or for a pair task two texts separated "
         "by a tab; blank lines are skipped.")
+    distill_augment: int = option(
+        0, "With --teacher_checkpoint: this many copies of each training example, each "
+        "word replaced (with --distill_augment_probability) by one of its nearest words in "
+        "the teacher's word embeddings, trained on beside it, labelled by the teacher as "
+        "--transfer_file's texts are (TinyBERT's augmentation, the teacher's embeddings "
+        "giving the candidates). 0: off.")
+    distill_augment_probability: float = option(
+        0.4, "With --distill_augment: the chance that each word of a copy is replaced.")
+    distill_augment_neighbours: int = option(
+        15, "With --distill_augment: how many of a word's nearest words (by cosine in the "
+        "teacher's word embeddings) it may be replaced by, each as likely.")
     # Derived before any work (`complete_model_files`): --teacher_checkpoint described.
     teacher_files: Any = option(None, flag=False)
 

@@ -1,0 +1,149 @@
+"""Distillation's augmentation (--distill_augment): copies of the training records with
+some words replaced by their nearest neighbours in the teacher's word embeddings,
+which the teacher then labels (as it labels --transfer_file's texts).
+
+TinyBERT (Jiao et al. 2020, its data_augmentation.py) makes N copies of each training
+sentence (N = 30 for MRPC, 20 for SST-2), each word replaced with probability p = 0.4 by
+one of M = 15 candidates: a masked language model's for a word of one piece, GloVe's
+nearest words for the others. Neither a masked language model of the teacher's
+vocabulary nor word vectors are at hand for every teacher (a fine-tuned classifier has
+no MLM head), so here the candidates are the teacher's own: the `neighbours` nearest
+pieces by cosine in its word-embedding table. And it works on the records, not the
+text, so every kind of task is augmented alike and nothing is tokenized twice:
+
+- a *word* is a piece that begins a word and is followed by none that continues it
+  (WordPiece: not `##x`, and no `##y` after it; SentencePiece: `▁x` followed by a piece
+  that begins a word, punctuation, a special token or nothing), made of letters alone (Chinese
+  characters included: each is a word of the Chinese vocabulary), not a special token;
+- a word is replaced, with `probability`, by one of its `neighbours` nearest words
+  (itself excluded), uniformly;
+- the positions, the mask, the segments and every other feature stay as they were (a
+  token task's label positions included), so a copy is as long as its original;
+- each copy draws from its own stream, seeded by (seed, record, copy): the same
+  records and seed make the same copies, in any order. A copy that changed no word is
+  not kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import names
+
+SENTENCEPIECE_SPACE = "\u2581"
+
+
+@dataclasses.dataclass(frozen=True)
+class WordPieces:
+    """Per id of the vocabulary: `word` (a piece that is a whole word of letters when
+    nothing continues it: replaceable, and a candidate) and `continues` (a piece that
+    continues the word before it)."""
+
+    word: np.ndarray
+    continues: np.ndarray
+
+
+def word_pieces(tokenizer) -> WordPieces:
+    """`WordPieces` of a `FullTokenizer` (WordPiece or SentencePiece)."""
+    size = tokenizer.vocab_size
+    word = np.zeros(size, bool)
+    continues = np.zeros(size, bool)
+    sp = tokenizer.sp_model
+    for i, piece in enumerate(tokenizer.convert_ids_to_tokens(range(size))):
+        if sp is not None:
+            if sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i):
+                continue
+            starts = piece.startswith(SENTENCEPIECE_SPACE)
+            core = piece[1:] if starts else piece
+            # (punctuation without a space before it ends the word: "▁film" ",")
+            continues[i] = not starts and any(c.isalnum() for c in core)
+        else:
+            if piece.startswith("[") and piece.endswith("]"):  # [CLS], [unused0], ...
+                continue
+            continues[i] = piece.startswith("##") and len(piece) > 2
+            starts, core = not continues[i], piece
+        word[i] = starts and core.isalpha()
+    return WordPieces(word, continues)
+
+
+def nearest_neighbours(table: np.ndarray, candidates: np.ndarray, ids, count: int,
+                       chunk: int = 1024) -> dict[int, np.ndarray]:
+    """For each of `ids`: the `count` ids among `candidates` (a boolean mask over the
+    table's rows) nearest to it by cosine in `table` ([vocab, E]), nearest first,
+    itself excluded."""
+    table = np.asarray(table, np.float32)
+    pool = np.flatnonzero(candidates)
+    unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+    pool_unit = unit[pool]
+    ids = np.asarray(sorted(set(int(i) for i in ids)), np.int64)
+    found = {}
+    for start in range(0, len(ids), chunk):
+        block = ids[start:start + chunk]
+        similarity = unit[block] @ pool_unit.T                     # [chunk, pool]
+        similarity[pool[None, :] == block[:, None]] = -np.inf      # not itself
+        top = min(count, len(pool) - 1)
+        best = np.argpartition(-similarity, top - 1, axis=1)[:, :top]
+        order = np.take_along_axis(similarity, best, 1).argsort(axis=1)[:, ::-1]
+        for i, row in zip(block, np.take_along_axis(best, order, 1)):
+            found[int(i)] = pool[row]
+    return found
+
+
+def replaceable(ids: np.ndarray, pieces: WordPieces) -> np.ndarray:
+    """The positions of `ids` (a record's flat input ids) that hold a whole word."""
+    after = np.append(ids[1:], -1)
+    followed = np.zeros(len(ids), bool)
+    inside = after >= 0
+    followed[inside] = pieces.continues[after[inside]]
+    return pieces.word[ids] & ~followed
+
+
+class Augmenter:
+    """Copies of records with words replaced (the module docstring)."""
+
+    def __init__(self, tokenizer, embeddings, copies: int, probability: float,
+                 neighbours: int, seed: int):
+        self.pieces = word_pieces(tokenizer)
+        self.table = np.asarray(embeddings, np.float32)[:len(self.pieces.word)]
+        self.copies, self.probability = copies, probability
+        self.neighbours, self.seed = neighbours, seed
+        self._nearest: dict[int, np.ndarray] = {}
+
+    def _candidates(self, words) -> None:
+        missing = [i for i in set(words) if i not in self._nearest]
+        if missing:
+            self._nearest.update(nearest_neighbours(self.table, self.pieces.word,
+                                                    missing, self.neighbours))
+
+    def copy_of(self, index: int, ids, copy: int) -> np.ndarray | None:
+        """Copy number `copy` of record number `index`, whose flat input ids are `ids`:
+        the ids with words replaced, or None where no word was replaced."""
+        ids = np.asarray(ids, np.int64)
+        where = np.flatnonzero(replaceable(ids, self.pieces))
+        rng = np.random.default_rng([self.seed, index, copy])
+        chosen = where[rng.random(len(where)) < self.probability]
+        if not len(chosen):
+            return None
+        self._candidates(ids[chosen].tolist())
+        new = ids.copy()
+        for position, draw in zip(chosen, rng.random(len(chosen))):
+            nearest = self._nearest[int(ids[position])]
+            new[position] = nearest[int(draw * len(nearest))]
+        return new
+
+    def records(self, path: str):
+        """(copy, index, serialized record) of each kept copy of the records at
+        `path`, copy by copy (each copy a pass over the file, in its order; no more
+        than one record in memory)."""
+        for copy in range(self.copies):
+            for i, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
+                example = tf.train.Example.FromString(record)
+                ids = example.features.feature[names.INPUT_IDS].int64_list.value
+                new = self.copy_of(i, ids, copy)
+                if new is not None:
+                    example.features.feature[names.INPUT_IDS].int64_list.value[:] = \
+                        new.tolist()
+                    yield copy, i, example.SerializeToString()

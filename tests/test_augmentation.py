@@ -44,7 +44,7 @@ def test_nearest_neighbours_are_the_cosine_nearest_candidates():
     rng = np.random.default_rng(0)
     table = rng.normal(size=(40, 6)) * rng.uniform(0.1, 3, size=(40, 1))  # any norm
     candidates = rng.random(40) < 0.6
-    found = augmentation.nearest_neighbours(table, candidates, [3, 3, 17, 39, 0], 5, chunk=2)
+    found = augmentation.NearestWords(table, candidates).find([3, 3, 17, 39, 0], 5, chunk=2)
     unit = table / np.linalg.norm(table, axis=1, keepdims=True)
     for i in (0, 3, 17, 39):
         pool = [j for j in np.flatnonzero(candidates) if j != i]
@@ -71,8 +71,8 @@ def test_copies_replace_words_by_their_neighbours_seeded_per_record_and_copy(
     table = rng.normal(size=(len(VOCAB) + 3, 8))  # a config's vocabulary may be larger
     ids = np.array(wordpiece.convert_tokens_to_ids(SENTENCE.split()))
     words = augmentation.replaceable(ids, augmentation.word_pieces(wordpiece))
-    nearest = augmentation.nearest_neighbours(
-        table[:len(VOCAB)], augmentation.word_pieces(wordpiece).word, ids[words], 2)
+    nearest = augmentation.NearestWords(
+        table[:len(VOCAB)], augmentation.word_pieces(wordpiece).word).find(ids[words], 2)
 
     def augmenter(probability, seed=7, copies=3):
         return augmentation.Augmenter(wordpiece, table, copies, probability, 2, seed)

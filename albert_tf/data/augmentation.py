@@ -69,27 +69,32 @@ def word_pieces(tokenizer) -> WordPieces:
     return WordPieces(word, continues)
 
 
-def nearest_neighbours(table: np.ndarray, candidates: np.ndarray, ids, count: int,
-                       chunk: int = 1024) -> dict[int, np.ndarray]:
-    """For each of `ids`: the `count` ids among `candidates` (a boolean mask over the
-    table's rows) nearest to it by cosine in `table` ([vocab, E]), nearest first,
-    itself excluded."""
-    table = np.asarray(table, np.float32)
-    pool = np.flatnonzero(candidates)
-    unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
-    pool_unit = unit[pool]
-    ids = np.asarray(sorted(set(int(i) for i in ids)), np.int64)
-    found = {}
-    for start in range(0, len(ids), chunk):
-        block = ids[start:start + chunk]
-        similarity = unit[block] @ pool_unit.T                     # [chunk, pool]
-        similarity[pool[None, :] == block[:, None]] = -np.inf      # not itself
-        top = min(count, len(pool) - 1)
-        best = np.argpartition(-similarity, top - 1, axis=1)[:, :top]
-        order = np.take_along_axis(similarity, best, 1).argsort(axis=1)[:, ::-1]
-        for i, row in zip(block, np.take_along_axis(best, order, 1)):
-            found[int(i)] = pool[row]
-    return found
+class NearestWords:
+    """The candidates (a boolean mask over the rows of `table`, [vocab, E]) nearest to
+    an id by cosine in `table`: the table normalized once, then a matmul per block of
+    ids asked for."""
+
+    def __init__(self, table: np.ndarray, candidates: np.ndarray):
+        table = np.asarray(table, np.float32)
+        self.unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+        self.pool = np.flatnonzero(candidates)
+        self.pool_unit = self.unit[self.pool]
+
+    def find(self, ids, count: int, chunk: int = 1024) -> dict[int, np.ndarray]:
+        """For each of `ids`: the `count` nearest candidates, nearest first, itself
+        excluded."""
+        ids = np.asarray(sorted(set(int(i) for i in ids)), np.int64)
+        top = min(count, len(self.pool) - 1)
+        found = {}
+        for start in range(0, len(ids), chunk):
+            block = ids[start:start + chunk]
+            similarity = self.unit[block] @ self.pool_unit.T              # [chunk, pool]
+            similarity[self.pool[None, :] == block[:, None]] = -np.inf    # not itself
+            best = np.argpartition(-similarity, top - 1, axis=1)[:, :top]
+            order = np.take_along_axis(similarity, best, 1).argsort(axis=1)[:, ::-1]
+            for i, row in zip(block, np.take_along_axis(best, order, 1)):
+                found[int(i)] = self.pool[row]
+        return found
 
 
 def replaceable(ids: np.ndarray, pieces: WordPieces) -> np.ndarray:
@@ -107,7 +112,8 @@ class Augmenter:
     def __init__(self, tokenizer, embeddings, copies: int, probability: float,
                  neighbours: int, seed: int):
         self.pieces = word_pieces(tokenizer)
-        self.table = np.asarray(embeddings, np.float32)[:len(self.pieces.word)]
+        self.words = NearestWords(np.asarray(embeddings)[:len(self.pieces.word)],
+                                  self.pieces.word)
         self.copies, self.probability = copies, probability
         self.neighbours, self.seed = neighbours, seed
         self._nearest: dict[int, np.ndarray] = {}
@@ -115,8 +121,7 @@ class Augmenter:
     def _candidates(self, words) -> None:
         missing = [i for i in set(words) if i not in self._nearest]
         if missing:
-            self._nearest.update(nearest_neighbours(self.table, self.pieces.word,
-                                                    missing, self.neighbours))
+            self._nearest.update(self.words.find(missing, self.neighbours))
 
     def copy_of(self, index: int, ids, copy: int) -> np.ndarray | None:
         """Copy number `copy` of record number `index`, whose flat input ids are `ids`:

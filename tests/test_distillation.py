@@ -662,7 +662,9 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
     vocabulary there), with Chinese transfer text. The cached outputs are the teacher's
     logits at each example's real positions (1e-5); a transfer text's records (a window
     each) are tagged with the teacher's argmax at each character; the student trains,
-    evaluates (seqeval's scores) and keeps its TF1 checkpoint and its own config."""
+    evaluates (seqeval's scores) and keeps its TF1 checkpoint and its own config. A copy
+    of each training record with characters replaced (--distill_augment=1) keeps its
+    original's labelled positions, tagged by the teacher."""
     from albert_tf import AlbertConfig, AlbertTokenClassifier
     from albert_tf.checkpoints.release import load_checkpoint
     from albert_tf.data import records
@@ -688,7 +690,7 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
     (tmp_path / "transfer.txt").write_text("\n".join(transfer) + "\n", encoding="utf-8")
     done = run_script("run_ner.py", *common, f"--teacher_checkpoint={teacher}",
                       "--student_num_hidden_layers=1", f"--output_dir={tmp_path / 'student'}",
-                      f"--transfer_file={tmp_path / 'transfer.txt'}")
+                      f"--transfer_file={tmp_path / 'transfer.txt'}", "--distill_augment=1")
     assert "student started from the teacher" in done.stderr
     assert "f1" in read_results(tmp_path / "student" / "eval_results.txt")
     assert AlbertConfig.from_json_file(tmp_path / "student" / "albert_config.json") \
@@ -707,18 +709,37 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
         for k in records.SEQUENCE_FEATURES}))[names.LOGITS].numpy()
     vocab = (ner / "vocab_chinese.txt").read_text(encoding="utf-8").split("\n")
     texts = [" ".join(str(vocab.index(c)) for c in text) for text in transfer]
-    taught = []
+    (train,) = (tmp_path / "cache").glob("*_train.tf_record")
+    originals = [tf.train.Example.FromString(r).features.feature
+                 for r in tf.data.TFRecordDataset(str(train)).as_numpy_iterator()]
+    by_ids = {tuple(f["input_ids"].int64_list.value): f for f in originals}
+    taught, augmented = [], 0
     for feature, expected in zip(features, logits):
         length = sum(feature["input_mask"].int64_list.value)
         stored = np.reshape(feature["teacher_logits"].float_list.value, (length, len(labels)))
         np.testing.assert_allclose(stored, expected[:length], atol=1e-5)
         ids = " ".join(map(str, feature["input_ids"].int64_list.value[1:length - 1]))
+        label_ids = np.array(feature["label_ids"].int64_list.value[:length])
         if any(ids in text for text in texts):  # a transfer record: the teacher's tags
-            label_ids = np.array(feature["label_ids"].int64_list.value[:length])
             assert (label_ids[1:-1] >= 0).all() and label_ids[0] == label_ids[-1] == -1
             np.testing.assert_array_equal(label_ids[1:-1], np.argmax(stored, -1)[1:-1])
             taught.append(length - 2)
+        elif tuple(feature["input_ids"].int64_list.value) not in by_ids:
+            # --distill_augment's copy of a training record: characters replaced, its
+            # labelled positions its original's, tagged by the teacher
+            new = np.array(feature["input_ids"].int64_list.value)
+            original = min(originals, key=lambda o: np.sum(
+                np.array(o["input_ids"].int64_list.value) != new))
+            old = np.array(original["input_ids"].int64_list.value)
+            assert all(vocab[i].isalpha() for i in [*old[old != new], *new[old != new]])
+            old_labels = np.array(original["label_ids"].int64_list.value[:length])
+            np.testing.assert_array_equal(label_ids >= 0, old_labels >= 0)
+            np.testing.assert_array_equal(label_ids[label_ids >= 0],
+                                          np.argmax(stored, -1)[label_ids >= 0])
+            augmented += 1
     assert sorted(taught) == [8, 18, 62]  # the short text; the long one's two windows
+    assert 0.8 * len(originals) < augmented <= len(originals)
+    assert len(features) == len(originals) + 3 + augmented
 
 
 # --------------------------------------- the other kinds: regression, multi-label, choices

@@ -13,8 +13,9 @@ text, so every kind of task is augmented alike and nothing is tokenized twice:
 
 - a *word* is a piece that begins a word and is followed by none that continues it
   (WordPiece: not `##x`, and no `##y` after it; SentencePiece: `▁x` followed by a piece
-  that begins a word, punctuation, a special token or nothing), made of letters alone (Chinese
-  characters included: each is a word of the Chinese vocabulary), not a special token;
+  that begins a word, punctuation, a special token or nothing), made of letters alone
+  (Chinese characters included: each is a word of the Chinese vocabulary), not a
+  special token;
 - a word is replaced, with `probability`, by one of its `neighbours` nearest words
   (itself excluded), uniformly;
 - the positions, the mask, the segments and every other feature stay as they were (a

@@ -128,6 +128,8 @@ def train_rows(args, task: str) -> list[Row]:
     steps = args.student_steps.get(task, args.steps[task])
     for student in args.students:
         for kind, alpha in (("distilled", args.distill_alpha), ("labels", 0.0)):
+            if kind not in args.kinds:
+                continue
             hidden, attention = ((args.hidden_weight, args.attention_weight)
                                  if kind == "distilled" else (0.0, 0.0))
             two_stage = args.two_stage and bool(hidden or attention)
@@ -242,6 +244,9 @@ def main() -> None:
                         help="the teacher's groups the passes student starts from (e.g. "
                         "0,1; default: the last of each equal block)")
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--kinds", default="distilled,labels",
+                        help="the students' rows: distilled, labels (the labels alone), "
+                        "or both")
     parser.add_argument("--batch_size", type=int, default=32)
     parser.add_argument("--max_seq_length", type=int, default=128)
     parser.add_argument("--learning_rate", type=float, default=5e-5)
@@ -283,6 +288,7 @@ def main() -> None:
                              if item)
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.students = args.students.split(",")
+    args.kinds = args.kinds.split(",")
     args.precisions = [p for p in args.precisions.split(",") if p]  # none: no timings
     tasks = args.tasks.split(",")
     if not args.init_checkpoint and set(tasks) - set(args.teacher_dirs):

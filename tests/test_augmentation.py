@@ -64,9 +64,9 @@ def _example(ids, label):
 def test_copies_replace_words_by_their_neighbours_seeded_per_record_and_copy(
         wordpiece, tmp_path):
     """Each word of a copy is replaced with the probability by one of its neighbours,
-    each as likely, nothing else changed; a copy is the same whatever else is drawn
-    (seed, record, copy); the records' copies come copy by copy, those that changed
-    nothing left out."""
+    each as likely, nothing else changed; a pair's copies change its texts in turn; a
+    copy is the same whatever else is drawn (seed, record, copy); the records' copies
+    come copy by copy, those that changed nothing left out."""
     rng = np.random.default_rng(1)
     table = rng.normal(size=(len(VOCAB) + 3, 8))  # a config's vocabulary may be larger
     ids = np.array(wordpiece.convert_tokens_to_ids(SENTENCE.split()))
@@ -95,6 +95,11 @@ def test_copies_replace_words_by_their_neighbours_seeded_per_record_and_copy(
     other = augmenter(0.5, seed=8)
     assert sum(np.array_equal(ids if d is None else d, drawn[c]) for c, d in enumerate(
         other.copy_of(0, ids, c) for c in range(40))) < 10  # by chance: about 2 in 40
+    # a pair: each copy changes one text, the first, then the second, in turn
+    segments = [0] * 7 + [1] * 7  # "... 好 | 电 影 ..."
+    pair = [every.copy_of(0, ids, c, segments) for c in range(4)]
+    changed = [set(np.flatnonzero(p != ids)) for p in pair]
+    assert changed[0] == changed[2] == {3, 6} and changed[1] == changed[3] == {7, 8}
     # the records' copies: copy by copy; a record without a word makes none
     path = str(tmp_path / "train.tf_record")
     numbers = wordpiece.convert_tokens_to_ids("[CLS] 2 , [SEP]".split())
@@ -105,6 +110,6 @@ def test_copies_replace_words_by_their_neighbours_seeded_per_record_and_copy(
     for copy, index, record in made:
         feature = tf.train.Example.FromString(record).features.feature
         np.testing.assert_array_equal(feature["input_ids"].int64_list.value,
-                                      every.copy_of(index, ids, copy))
+                                      every.copy_of(index, ids, copy, [0] * len(ids)))
         assert feature["label_ids"].int64_list.value == [1 - index // 2]
         assert feature["input_mask"].int64_list.value == [int(i != 0) for i in ids]

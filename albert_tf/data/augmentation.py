@@ -20,6 +20,9 @@ text, so every kind of task is augmented alike and nothing is tokenized twice:
   (itself excluded), uniformly;
 - the positions, the mask, the segments and every other feature stay as they were (a
   token task's label positions included), so a copy is as long as its original;
+- a copy changes the words of one segment (a pair's first text or its second, in
+  turn: copy 0 the first, copy 1 the second, ...), as TinyBERT augments one sentence
+  of a pair at a time; the rest of the record is its original's;
 - each copy draws from its own stream, seeded by (seed, record, copy): the same
   records and seed make the same copies, in any order. A copy that changed no word is
   not kept.
@@ -124,11 +127,17 @@ class Augmenter:
         if missing:
             self._nearest.update(self.words.find(missing, self.neighbours))
 
-    def copy_of(self, index: int, ids, copy: int) -> np.ndarray | None:
-        """Copy number `copy` of record number `index`, whose flat input ids are `ids`:
-        the ids with words replaced, or None where no word was replaced."""
+    def copy_of(self, index: int, ids, copy: int, segments=None) -> np.ndarray | None:
+        """Copy number `copy` of record number `index`, whose flat input ids are `ids`
+        (and segment ids `segments`: the copy's words are all of one segment, the
+        copy's turn among those with words): the ids with words replaced, or None where
+        no word was replaced."""
         ids = np.asarray(ids, np.int64)
         where = np.flatnonzero(replaceable(ids, self.pieces))
+        if segments is not None and len(where):
+            segments = np.asarray(segments)[where]
+            turns = np.unique(segments)
+            where = where[segments == turns[copy % len(turns)]]
         rng = np.random.default_rng([self.seed, index, copy])
         chosen = where[rng.random(len(where)) < self.probability]
         if not len(chosen):
@@ -147,8 +156,9 @@ class Augmenter:
         for copy in range(self.copies):
             for i, record in enumerate(tf.data.TFRecordDataset(path).as_numpy_iterator()):
                 example = tf.train.Example.FromString(record)
-                ids = example.features.feature[names.INPUT_IDS].int64_list.value
-                new = self.copy_of(i, ids, copy)
+                feature = example.features.feature
+                new = self.copy_of(i, feature[names.INPUT_IDS].int64_list.value, copy,
+                                   feature[names.SEGMENT_IDS].int64_list.value)
                 if new is not None:
                     example.features.feature[names.INPUT_IDS].int64_list.value[:] = \
                         new.tolist()

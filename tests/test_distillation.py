@@ -611,7 +611,6 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
         assert "steps/s" not in done.stderr and not out.exists()
 
 
-# ------------------------------------------------------------- run_ner.py --teacher_*
 def test_augmentation_that_cannot_work_is_refused_before_any_work():
     """`check_augment`: copies below 0, a probability outside (0, 1], no neighbours,
     no teacher, a task that labels no new examples, a SavedModel teacher (whose
@@ -656,6 +655,7 @@ def test_augmentation_that_cannot_work_is_refused_before_any_work():
             check_augment(task, options(**given))
 
 
+# ------------------------------------------------------------- run_ner.py --teacher_*
 def test_a_ner_student_learns_each_labelled_position(tmp_path):
     """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student
     named by the teacher's output directory alone (the run kept its config and

@@ -38,6 +38,11 @@ def test_words_are_whole_pieces_of_letters(wordpiece):
     where = augmentation.replaceable(ids, augmentation.word_pieces(sp))
     assert sp.convert_ids_to_tokens(ids[where]) == [
         "\u2581the", "\u2581dull", "\u2581film", "\u2581hours", "\u2581long"]
+    # a special token ends the word before it
+    ids = np.array([sp.special_id("[CLS]"), *sp.encode("a small delight"),
+                    sp.special_id("[SEP]")])
+    where = augmentation.replaceable(ids, augmentation.word_pieces(sp))
+    assert sp.convert_ids_to_tokens(ids[where]) == ["\u2581a", "\u2581small", "\u2581delight"]
 
 
 def test_nearest_neighbours_are_the_cosine_nearest_candidates():

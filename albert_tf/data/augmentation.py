@@ -11,11 +11,12 @@ no MLM head), so here the candidates are the teacher's own: the `neighbours` nea
 pieces by cosine in its word-embedding table. And it works on the records, not the
 text, so every kind of task is augmented alike and nothing is tokenized twice:
 
-- a *word* is a piece that begins a word and is followed by none that continues it
-  (WordPiece: not `##x`, and no `##y` after it; SentencePiece: `▁x` followed by a piece
-  that begins a word, punctuation, a special token or nothing), made of letters alone
-  (Chinese characters included: each is a word of the Chinese vocabulary), not a
-  special token;
+- a *word* is a piece that begins a word (WordPiece: not `##x`; SentencePiece: `▁x`),
+  made of letters alone (Chinese characters included: each is a word of the Chinese
+  vocabulary), not a special token, and followed by no piece that continues it, by the
+  rule whole-word masking uses (`masking.start_piece_table`, the original's: WordPiece's
+  `##y`; a SentencePiece piece of English letters without `▁`, so punctuation, digits
+  and special tokens end a word);
 - a word is replaced, with `probability`, by one of its `neighbours` nearest words
   (itself excluded), uniformly;
 - the positions, the mask, the segments and every other feature stay as they were (a
@@ -36,8 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import names
-
-SENTENCEPIECE_SPACE = "\u2581"
+from albert_tf.data.masking import SPIECE_UNDERLINE, start_piece_table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,24 +52,18 @@ class WordPieces:
 
 def word_pieces(tokenizer) -> WordPieces:
     """`WordPieces` of a `FullTokenizer` (WordPiece or SentencePiece)."""
-    size = tokenizer.vocab_size
-    word = np.zeros(size, bool)
-    continues = np.zeros(size, bool)
+    continues = ~start_piece_table(tokenizer)
+    word = np.zeros(len(continues), bool)
     sp = tokenizer.sp_model
-    for i, piece in enumerate(tokenizer.convert_ids_to_tokens(range(size))):
+    for i, piece in tokenizer.inv_vocab.items():
         if sp is not None:
-            if sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i):
-                continue
-            starts = piece.startswith(SENTENCEPIECE_SPACE)
-            core = piece[1:] if starts else piece
-            # (punctuation without a space before it ends the word: "▁film" ",")
-            continues[i] = not starts and any(c.isalnum() for c in core)
+            special = sp.IsControl(i) or sp.IsUnknown(i) or sp.IsUnused(i)
+            core = piece[1:] if piece.startswith(SPIECE_UNDERLINE) else ""
         else:
-            if piece.startswith("[") and piece.endswith("]"):  # [CLS], [unused0], ...
-                continue
-            continues[i] = piece.startswith("##") and len(piece) > 2
-            starts, core = not continues[i], piece
-        word[i] = starts and core.isalpha()
+            special = piece.startswith("[") and piece.endswith("]")  # [CLS], [unused0]
+            core = "" if continues[i] else piece
+        word[i] = not special and core.isalpha()
+        continues[i] &= not special  # (SentencePiece's [SEP] ends the word before it)
     return WordPieces(word, continues)
 
 

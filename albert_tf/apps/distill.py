@@ -215,9 +215,10 @@ def check_augment(task, options) -> bool:
 
 
 def augmenter(task, options, teacher: Teacher):
-    """--distill_augment's `augmentation.Augmenter`, its candidates from the teacher's
-    word embeddings, its draws seeded by --seed (None where it is off)."""
-    if not check_augment(task, options):
+    """--distill_augment's `augmentation.Augmenter` (its settings checked before any
+    work, `check_augment`), its candidates from the teacher's word embeddings, its
+    draws seeded by --seed (None where it is off)."""
+    if not getattr(options, "distill_augment", 0):
         return None
     return augmentation.Augmenter(
         task.tokenizer, teacher.model.encoder.word_embeddings.numpy(),

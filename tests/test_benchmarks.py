@@ -299,3 +299,39 @@ def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
     assert len(list((work / "MRPC_cache").glob("*.teacher.tf_record"))) == 1
     assert sorted(p.name for p in (work / "litert").glob("*.tflite")) == [
         f"MRPC_{name}_float32.tflite" for name in sorted(rows)]
+
+
+def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
+    """The same harness on CLUENER (Chinese, the fixture's sentences) through
+    run_ner.py: the teacher and its distilled 1-pass student, each scored by seqeval's
+    F1 (the metric column; no F1 column of its own), with a LiteRT file of the token
+    classifier timed on the dev sentences."""
+    from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
+
+    bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
+                                "BertModel")
+    cluener = tmp_path / "ner" / "cluener"
+    cluener.mkdir(parents=True)
+    for split in ("train", "dev"):
+        (cluener / f"{split}.json").write_bytes(
+            (REPOSITORY / "tests" / "fixtures" / "ner" / f"cluener_{split}.json").read_bytes())
+    work = tmp_path / "work"
+    stdout = run_benchmark(
+        "bench_distill.py", f"--init_checkpoint={bert}", f"--ner_dir={tmp_path / 'ner'}",
+        f"--work_dir={work}", "--tasks=CLUENER", "--steps=CLUENER:2", "--students=passes",
+        "--kinds=distilled", "--hidden_weight=1", "--student_layers=1", "--seeds=1",
+        "--batch_size=4", "--max_seq_length=12", "--precisions=float32",
+        "--latency_texts=3")
+    rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
+                                           for line in stdout.splitlines()
+                                           if line.startswith("| CLUENER |"))}
+    assert sorted(rows) == ["passes_distilled_hidden1", "teacher"]
+    for name, run in (("teacher", "teacher"),
+                      ("passes_distilled_hidden1", "passes_distilled_hidden1_seed1")):
+        scores = dict(line.split(" = ") for line in
+                      (work / "CLUENER" / run / "eval_results.txt").read_text().splitlines())
+        assert scores["global_step"] == "2"
+        assert rows[name][3] == f"{float(scores['f1']):.3f}" and rows[name][5] == ""
+    assert float(rows["passes_distilled_hidden1"][7]) < float(rows["teacher"][7])
+    assert sorted(p.name for p in (work / "litert").glob("*.tflite")) == [
+        f"CLUENER_{name}_float32.tflite" for name in sorted(rows)]

@@ -95,16 +95,23 @@ class Row:
 
 def run_task(args, task: str, out: pathlib.Path, seed: int, steps: int, *flags) -> dict:
     """One run of the task's script of `steps` steps (skipped where `out` has its
-    results already)."""
+    results already). Its command is kept in `out/bench_command.json`; a directory of
+    another command (a row's name does not say every setting: `--distill_alpha`, the
+    temperature, the teacher's groups...) is refused, never reused."""
+    common = [*data_flags(args, task), f"--output_dir={out}", "--do_train", "--do_eval",
+              f"--max_seq_length={args.max_seq_length}",
+              f"--train_batch_size={args.batch_size}", f"--train_step={steps}",
+              f"--warmup_step={int(steps * args.warmup)}",
+              f"--save_checkpoints_steps={steps}",
+              f"--iterations_per_loop={min(steps, 50)}", f"--seed={seed}",
+              f"--cached_dir={pathlib.Path(args.work_dir) / (task + '_cache')}"]
+    command, kept = [TASKS[task].script, *common, *flags], out / "bench_command.json"
+    if kept.exists() and json.loads(kept.read_text()) != command:
+        sys.exit(f"{out} was trained by another command ({kept}); give another --work_dir")
     if not (out / "eval_results.txt").exists():
-        common = [*data_flags(args, task), f"--output_dir={out}", "--do_train", "--do_eval",
-                  f"--max_seq_length={args.max_seq_length}",
-                  f"--train_batch_size={args.batch_size}", f"--train_step={steps}",
-                  f"--warmup_step={int(steps * args.warmup)}",
-                  f"--save_checkpoints_steps={steps}",
-                  f"--iterations_per_loop={min(steps, 50)}", f"--seed={seed}",
-                  f"--cached_dir={pathlib.Path(args.work_dir) / (task + '_cache')}"]
-        children.run([sys.executable, str(ROOT / TASKS[task].script), *common, *flags],
+        out.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(command, indent=1))
+        children.run([sys.executable, str(ROOT / command[0]), *command[1:]],
                      check=True, cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return results(out / "eval_results.txt")
@@ -142,8 +149,8 @@ def train_rows(args, task: str) -> list[Row]:
     if task not in args.teacher_dirs:
         began = time.time()
         run_task(args, task, teacher, first, args.steps[task],
-                       f"--init_checkpoint={args.init_checkpoint}",
-                       f"--learning_rate={args.learning_rate}")
+                 f"--init_checkpoint={args.init_checkpoint}",
+                 f"--learning_rate={args.learning_rate}")
         print(f"  {task} teacher: {(time.time() - began) / 60:.1f} min", flush=True)
     rows = [Row(task, "teacher", str(teacher / "albert_config.json"), {first: teacher})]
     tiny = tiny_config(teacher / "albert_config.json", work / "tiny_config.json")

@@ -305,7 +305,8 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     """The same harness on CLUENER (Chinese, the fixture's sentences) through
     run_ner.py: the teacher and its distilled 1-pass student, each scored by seqeval's
     F1 (the metric column; no F1 column of its own), with a LiteRT file of the token
-    classifier timed on the dev sentences."""
+    classifier timed on the dev sentences. Run again with another setting, a finished
+    run is refused."""
     from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
 
     bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
@@ -316,12 +317,12 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
         (cluener / f"{split}.json").write_bytes(
             (REPOSITORY / "tests" / "fixtures" / "ner" / f"cluener_{split}.json").read_bytes())
     work = tmp_path / "work"
-    stdout = run_benchmark(
-        "bench_distill.py", f"--init_checkpoint={bert}", f"--ner_dir={tmp_path / 'ner'}",
-        f"--work_dir={work}", "--tasks=CLUENER", "--steps=CLUENER:2", "--students=passes",
-        "--kinds=distilled", "--hidden_weight=1", "--student_layers=1", "--seeds=1",
-        "--batch_size=4", "--max_seq_length=12", "--precisions=float32",
-        "--latency_texts=3")
+    flags = [f"--init_checkpoint={bert}", f"--ner_dir={tmp_path / 'ner'}",
+             f"--work_dir={work}", "--tasks=CLUENER", "--steps=CLUENER:2",
+             "--students=passes", "--kinds=distilled", "--hidden_weight=1",
+             "--student_layers=1", "--seeds=1", "--batch_size=4", "--max_seq_length=12",
+             "--precisions=float32", "--latency_texts=3"]
+    stdout = run_benchmark("bench_distill.py", *flags)
     rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
                                            for line in stdout.splitlines()
                                            if line.startswith("| CLUENER |"))}
@@ -335,3 +336,11 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     assert float(rows["passes_distilled_hidden1"][7]) < float(rows["teacher"][7])
     assert sorted(p.name for p in (work / "litert").glob("*.tflite")) == [
         f"CLUENER_{name}_float32.tflite" for name in sorted(rows)]
+    # a row's name does not say its --distill_alpha: a finished run of another is
+    # refused, not reported as this one's
+    done = run_python([REPOSITORY / "benchmarks" / "bench_distill.py", *flags,
+                       "--distill_alpha=0.9"], cwd=REPOSITORY, timeout=300,
+                      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    student = work / "CLUENER" / "passes_distilled_hidden1_seed1"
+    assert done.returncode != 0
+    assert f"{student} was trained by another command" in done.stderr

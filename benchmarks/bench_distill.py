@@ -224,7 +224,7 @@ def litert_latency(args, task: str, row: Row) -> dict:
 
     from albert_tf import AlbertClassifier, AlbertConfig, AlbertTokenClassifier, names
     from albert_tf.checkpoints.release import load_checkpoint
-    from albert_tf.data import glue
+    from albert_tf.data import glue, ner
     from albert_tf.export import export_tflite, tflite_interpreter
     from albert_tf.packing import pack_batch
     from albert_tf.tokenization import FullTokenizer
@@ -232,12 +232,11 @@ def litert_latency(args, task: str, row: Row) -> dict:
 
     run_dir = row.runs[args.seeds[0]]
     config = AlbertConfig.from_json_file(row.config)
-    if TASKS[task].script == "run_ner.py":  # the dev sentences (CLUENER's JSON lines)
+    if TASKS[task].script == "run_ner.py":  # the dev sentences, read as run_ner.py does
         kind, labels = "token_classifier", (run_dir / "labels.txt").read_text().split()
         model = AlbertTokenClassifier(config, len(labels), seed=0)
-        lines = (pathlib.Path(args.ner_dir) / task.lower() / "dev.json").read_text(
-            encoding="utf-8").splitlines()
-        texts = [(json.loads(line)["text"],) for line in lines[:args.latency_texts]]
+        dev = ner.read_cluener(str(pathlib.Path(args.ner_dir) / task.lower() / "dev.json"))
+        texts = [("".join(s.words),) for s in dev.head(args.latency_texts).sentences]
     else:
         processor = glue.get_processor(task)
         kind, labels = "classifier", processor.get_labels()

@@ -163,9 +163,11 @@ def train_rows(args, task: str) -> list[Row]:
                                  if kind == "distilled" else (0.0, 0.0))
             two_stage = args.two_stage and bool(hidden or attention)
             augment = args.augment if kind == "distilled" else 0
+            transfer = args.transfer_files.get(task) if kind == "distilled" else None
             name = (f"{student}_{kind}" + (f"_hidden{hidden:g}" if hidden else "")
                     + (f"_attention{attention:g}" if attention else "")
                     + (f"_augment{augment}" if augment else "")
+                    + ("_transfer" if transfer else "")
                     + ("_twostage" if two_stage else "")
                     + (f"_{steps}steps" if steps != args.steps[task] else ""))
             row = Row(task, name, "", {s: work / f"{name}_seed{s}" for s in args.seeds})
@@ -175,7 +177,8 @@ def train_rows(args, task: str) -> list[Row]:
                          f"--distill_temperature={args.distill_temperature}",
                          f"--distill_hidden_weight={hidden}",
                          f"--distill_attention_weight={attention}",
-                         f"--distill_augment={augment}"]
+                         f"--distill_augment={augment}",
+                         *([f"--transfer_file={transfer}"] if transfer else [])]
                 if student == "passes":
                     flags += [f"--student_num_hidden_layers={args.student_layers}",
                               f"--learning_rate={args.learning_rate}"]
@@ -195,6 +198,7 @@ def train_rows(args, task: str) -> list[Row]:
                              f"--init_checkpoint={first_stage / 'model.ckpt-best'}",
                              *(f"--{k}={v}" for k, v in tokenizer_file(first_stage).items()),
                              f"--distill_augment={augment}",
+                             *([f"--transfer_file={transfer}"] if transfer else []),
                              next(f for f in flags if f.startswith("--learning_rate="))]
                 run_task(args, task, out, seed, steps, *flags)
                 print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
@@ -308,6 +312,10 @@ def main() -> None:
                         help="the distilled students' --distill_augment: copies of each "
                         "training example with words replaced, labelled by the teacher "
                         "(rows named _augmentN; in both stages of --two_stage)")
+    parser.add_argument("--transfer_files", default="",
+                        help="TASK:FILE,...: the distilled students' --transfer_file, "
+                        "unlabeled text the teacher labels (rows named _transfer; in "
+                        "both stages of --two_stage)")
     parser.add_argument("--flops_length", type=int, default=128)
     parser.add_argument("--precisions", default="float32,int8",
                         help="the LiteRT files timed (empty: train and score only, "
@@ -327,8 +335,9 @@ def main() -> None:
     args.steps, args.student_steps = (
         {t: int(n) for t, n in (item.split(":") for item in value.split(",") if item)}
         for value in (args.steps, args.student_steps))
-    args.teacher_dirs = dict(item.split(":", 1) for item in args.teacher_dirs.split(",")
-                             if item)
+    args.teacher_dirs, args.transfer_files = (
+        dict(item.split(":", 1) for item in value.split(",") if item)
+        for value in (args.teacher_dirs, args.transfer_files))
     args.seeds = [int(s) for s in args.seeds.split(",")]
     args.students = args.students.split(",")
     args.kinds = args.kinds.split(",")

@@ -303,9 +303,10 @@ def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
 
 def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     """The same harness on CLUENER (Chinese, the fixture's sentences) through
-    run_ner.py: the teacher and its distilled 1-pass student, each scored by seqeval's
-    F1 (the metric column; no F1 column of its own), with a LiteRT file of the token
-    classifier timed on the dev sentences. Run again with another setting, a finished
+    run_ner.py: the teacher and its distilled 1-pass student (the training sentences
+    and unlabeled ones of --transfer_files), each scored by seqeval's F1 (the metric
+    column; no F1 column of its own), with a LiteRT file of the token classifier timed
+    on the dev sentences. Run again with another setting, a finished
     run is refused."""
     from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
 
@@ -316,24 +317,33 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     for split in ("train", "dev"):
         (cluener / f"{split}.json").write_bytes(
             (REPOSITORY / "tests" / "fixtures" / "ner" / f"cluener_{split}.json").read_bytes())
+    transfer = tmp_path / "transfer.txt"  # two unlabeled sentences, a window each
+    transfer.write_text("张三在北京工作。\n\n李四去了上海。\n", encoding="utf-8")
     work = tmp_path / "work"
     flags = [f"--init_checkpoint={bert}", f"--ner_dir={tmp_path / 'ner'}",
              f"--work_dir={work}", "--tasks=CLUENER", "--steps=CLUENER:2",
              "--students=passes", "--kinds=distilled", "--hidden_weight=1",
+             f"--transfer_files=CLUENER:{transfer}",
              "--student_layers=1", "--seeds=1", "--batch_size=4", "--max_seq_length=12",
              "--precisions=float32", "--latency_texts=3"]
     stdout = run_benchmark("bench_distill.py", *flags)
     rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
                                            for line in stdout.splitlines()
                                            if line.startswith("| CLUENER |"))}
-    assert sorted(rows) == ["passes_distilled_hidden1", "teacher"]
-    for name, run in (("teacher", "teacher"),
-                      ("passes_distilled_hidden1", "passes_distilled_hidden1_seed1")):
+    student = "passes_distilled_hidden1_transfer"
+    assert sorted(rows) == [student, "teacher"]
+    for name, run in (("teacher", "teacher"), (student, f"{student}_seed1")):
         scores = dict(line.split(" = ") for line in
                       (work / "CLUENER" / run / "eval_results.txt").read_text().splitlines())
         assert scores["global_step"] == "2"
         assert rows[name][3] == f"{float(scores['f1']):.3f}" and rows[name][5] == ""
-    assert float(rows["passes_distilled_hidden1"][7]) < float(rows["teacher"][7])
+    assert float(rows[student][7]) < float(rows["teacher"][7])
+    # the student trained on the training records and the transfer text's two windows,
+    # labelled by the teacher
+    (taught,) = (work / "CLUENER_cache").glob("*.teacher.tf_record.meta.json")
+    train = taught.parent / taught.name.replace(".teacher", "")
+    assert (json.loads(taught.read_text())["num_examples"]
+            == json.loads(train.read_text())["num_examples"] + 2)
     assert sorted(p.name for p in (work / "litert").glob("*.tflite")) == [
         f"CLUENER_{name}_float32.tflite" for name in sorted(rows)]
     # a row's name does not say its --distill_alpha: a finished run of another is
@@ -341,6 +351,5 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     done = run_python([REPOSITORY / "benchmarks" / "bench_distill.py", *flags,
                        "--distill_alpha=0.9"], cwd=REPOSITORY, timeout=300,
                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    student = work / "CLUENER" / "passes_distilled_hidden1_seed1"
     assert done.returncode != 0
-    assert f"{student} was trained by another command" in done.stderr
+    assert f"{work / 'CLUENER' / student}_seed1 was trained by another command" in done.stderr

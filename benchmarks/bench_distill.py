@@ -18,7 +18,8 @@ each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
 `--distill_temperature`, with `--hidden_weight` and `--attention_weight` the layers'
 losses too: the tiny student, of another width, learns a projection; with `--two_stage`
 in a first run of their own, TinyBERT's schedule; with `--augment` on copies of the
-training examples with words replaced too) and
+training examples with words replaced too; with `--transfer_files` on unlabeled text
+the teacher labels, e.g. MRPC's unlabeled test pairs) and
 `labels` (the same run with `--distill_alpha=0`: the same start, the labels alone), once
 per seed of `--seeds`. The teacher's outputs are
 computed once per task and cached (`--cached_dir` shared by the task's runs).

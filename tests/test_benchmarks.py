@@ -306,8 +306,7 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     run_ner.py: the teacher and its distilled 1-pass student (the training sentences
     and unlabeled ones of --transfer_files), each scored by seqeval's F1 (the metric
     column; no F1 column of its own), with a LiteRT file of the token classifier timed
-    on the dev sentences. Run again with another setting, a finished
-    run is refused."""
+    on the dev sentences. Run again with another setting, a finished run is refused."""
     from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
 
     bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),

@@ -165,6 +165,9 @@ def train_rows(args, task: str) -> list[Row]:
             two_stage = args.two_stage and bool(hidden or attention)
             augment = args.augment if kind == "distilled" else 0
             transfer = args.transfer_files.get(task) if kind == "distilled" else None
+            # what the student learns from beside the training split, in both stages
+            examples = [f"--distill_augment={augment}",
+                        *([f"--transfer_file={transfer}"] if transfer else [])]
             name = (f"{student}_{kind}" + (f"_hidden{hidden:g}" if hidden else "")
                     + (f"_attention{attention:g}" if attention else "")
                     + (f"_augment{augment}" if augment else "")
@@ -177,9 +180,7 @@ def train_rows(args, task: str) -> list[Row]:
                          f"--distill_alpha={1.0 if two_stage else alpha}",
                          f"--distill_temperature={args.distill_temperature}",
                          f"--distill_hidden_weight={hidden}",
-                         f"--distill_attention_weight={attention}",
-                         f"--distill_augment={augment}",
-                         *([f"--transfer_file={transfer}"] if transfer else [])]
+                         f"--distill_attention_weight={attention}", *examples]
                 if student == "passes":
                     flags += [f"--student_num_hidden_layers={args.student_layers}",
                               f"--learning_rate={args.learning_rate}"]
@@ -198,9 +199,7 @@ def train_rows(args, task: str) -> list[Row]:
                              f"--albert_config_file={first_stage / 'albert_config.json'}",
                              f"--init_checkpoint={first_stage / 'model.ckpt-best'}",
                              *(f"--{k}={v}" for k, v in tokenizer_file(first_stage).items()),
-                             f"--distill_augment={augment}",
-                             *([f"--transfer_file={transfer}"] if transfer else []),
-                             next(f for f in flags if f.startswith("--learning_rate="))]
+                             *examples, next(f for f in flags if f.startswith("--learning_rate="))]
                 run_task(args, task, out, seed, steps, *flags)
                 print(f"  {task} {name} seed {seed}: {(time.time() - began) / 60:.1f} min",
                       flush=True)

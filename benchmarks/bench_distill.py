@@ -11,7 +11,8 @@ warmup fraction, linear decay and maximum length, and the same steps unless
   directory already trained, `--teacher_dirs=TASK:DIR`;
 - `passes`: the teacher's own weights with `--student_layers` layer passes
   (`--student_num_hidden_layers`; of a teacher of one group per layer, the last of each
-  equal block of its groups, or `--student_teacher_groups`);
+  equal block of its groups, or `--student_teacher_groups`), with
+  `--student_intermediate_size` FFNs cut to their teacher's strongest units;
 - `tiny`: albert_tiny's shape (E 128, H 312, 4 layers of one shared group, 12 heads,
   FFN 1248) with the teacher's vocabulary, from scratch (`--tiny_learning_rate`);
 each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
@@ -186,6 +187,9 @@ def train_rows(args, task: str) -> list[Row]:
                               f"--learning_rate={args.learning_rate}"]
                     if args.student_teacher_groups:
                         flags.append(f"--student_teacher_groups={args.student_teacher_groups}")
+                    if args.student_intermediate_size:
+                        flags.append(
+                            f"--student_intermediate_size={args.student_intermediate_size}")
                 else:
                     flags += [f"--albert_config_file={tiny}",
                               f"--learning_rate={args.tiny_learning_rate}",
@@ -285,6 +289,9 @@ def main() -> None:
     parser.add_argument("--student_teacher_groups", default="",
                         help="the teacher's groups the passes student starts from (e.g. "
                         "0,1; default: the last of each equal block)")
+    parser.add_argument("--student_intermediate_size", type=int, default=0,
+                        help="the passes student's FFN units, the teacher's strongest "
+                        "(0: the teacher's width)")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--kinds", default="distilled,labels",
                         help="the students' rows: distilled, labels (the labels alone), "

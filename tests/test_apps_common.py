@@ -26,6 +26,7 @@ MODEL_FLAGS = {
 # The fine-tuning scripts' distillation flags (a task that does not distil refuses them).
 DISTILL_FLAGS = {"teacher_checkpoint", "teacher_config_file", "distill_temperature",
                  "distill_alpha", "student_num_hidden_layers", "student_num_hidden_groups",
+                 "student_intermediate_size",
                  "transfer_file", "student_teacher_groups", "distill_hidden_weight",
                  "distill_attention_weight", "distill_hidden_layers", "distill_augment",
                  "distill_augment_probability", "distill_augment_neighbours"}

@@ -303,10 +303,11 @@ def test_bench_distill_teaches_students_of_a_bert_directory(tmp_path):
 
 def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     """The same harness on CLUENER (Chinese, the fixture's sentences) through
-    run_ner.py: the teacher and its distilled 1-pass student (the training sentences
-    and unlabeled ones of --transfer_files), each scored by seqeval's F1 (the metric
-    column; no F1 column of its own), with a LiteRT file of the token classifier timed
-    on the dev sentences. Run again with another setting, a finished run is refused."""
+    run_ner.py: the teacher and its distilled 1-pass student of narrower FFNs (the
+    training sentences and unlabeled ones of --transfer_files), each scored by seqeval's
+    F1 (the metric column; no F1 column of its own), with a LiteRT file of the token
+    classifier timed on the dev sentences. Run again with another setting, a finished
+    run is refused."""
     from tests.helpers.layouts import BERT, bert_state_dict, write_bert_directory
 
     bert = write_bert_directory(tmp_path / "bert", BERT, bert_state_dict(BERT, base=""),
@@ -323,8 +324,9 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
              f"--work_dir={work}", "--tasks=CLUENER", "--steps=CLUENER:2",
              "--students=passes", "--kinds=distilled", "--hidden_weight=1",
              f"--transfer_files=CLUENER:{transfer}",
-             "--student_layers=1", "--seeds=1", "--batch_size=4", "--max_seq_length=12",
-             "--precisions=float32", "--latency_texts=3"]
+             "--student_layers=1", "--student_intermediate_size=10", "--seeds=1",
+             "--batch_size=4", "--max_seq_length=12", "--precisions=float32",
+             "--latency_texts=3"]
     stdout = run_benchmark("bench_distill.py", *flags)
     rows = {cells[1]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]]
                                            for line in stdout.splitlines()
@@ -337,6 +339,10 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
         assert scores["global_step"] == "2"
         assert rows[name][3] == f"{float(scores['f1']):.3f}" and rows[name][5] == ""
     assert float(rows[student][7]) < float(rows["teacher"][7])
+    # 1 pass of FFNs of 10 units, the teacher's strongest of 24
+    student_config = json.loads(
+        (work / "CLUENER" / f"{student}_seed1" / "albert_config.json").read_text())
+    assert (student_config["num_hidden_layers"], student_config["intermediate_size"]) == (1, 10)
     # the student trained on the training records and the transfer text's two windows,
     # labelled by the teacher
     (taught,) = (work / "CLUENER_cache").glob("*.teacher.tf_record.meta.json")

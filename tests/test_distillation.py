@@ -166,6 +166,61 @@ def test_a_bert_like_teacher_gives_every_other_layer():
             distillation.group_map(bert, config, groups)
 
 
+def test_ffn_units_are_those_of_the_largest_weights_in_and_out():
+    w_in = np.array([[1.0, 0.0, 3.0, 2.0], [0.0, 0.5, 4.0, 0.0]])  # norms 1, .5, 5, 2
+    w_out = np.array([[2.0, 0.0], [10.0, 0.0], [0.0, 0.1], [0.0, 1.0]])  # 2, 10, .1, 1
+    # scores 2, 5, 0.5, 2: the two strongest, in order; a tie keeps the first
+    np.testing.assert_array_equal(distillation.ffn_units(w_in, w_out, 2), [0, 1])
+    np.testing.assert_array_equal(distillation.ffn_units(w_in, w_out, 3), [0, 1, 3])
+    np.testing.assert_array_equal(distillation.ffn_units(w_in, w_out, 4), [0, 1, 2, 3])
+
+
+def test_a_narrower_ffn_keeps_each_teacher_blocks_strongest_units():
+    """A teacher of 2 groups whose FFNs each have 20 of 32 units silenced (their output
+    weights zero; other units in each block): the student of 12 units keeps each
+    block's 12 live ones, in order, and computes exactly what the teacher does; with 1
+    pass of group 1, the units of group 1's block."""
+    config = tiny_config(num_hidden_layers=2, num_hidden_groups=2)
+    teacher = AlbertClassifier(config, 3, seed=1)
+    inputs = random_inputs(config, batch=2, length=8, seed=3, min_length=3)
+    teacher(inputs)
+    rng = np.random.default_rng(0)
+    live = {}
+    for variable in teacher.weights:
+        if variable.path.endswith("ffn_1/intermediate/output/dense/kernel"):
+            group = re.search(r"group_(\d+)", variable.path)[1]
+            live[group] = np.sort(rng.choice(32, 12, replace=False))
+            value = np.zeros(variable.shape, np.float32)
+            value[live[group]] = variable.numpy()[live[group]]
+            variable.assign(value)
+    assert not np.array_equal(live["0"], live["1"])
+    narrow = distillation.student_config(config, intermediate_size=12)
+    assert (narrow.intermediate_size, narrow.num_hidden_layers) == (12, 2)
+    student = AlbertClassifier(narrow, 3, seed=2)
+    student(inputs)
+    report = distillation.init_student_from_teacher(student, teacher)
+    assert report.initialized == [] and len(report.copied) == len(student.weights)
+    assert sorted(report.narrowed) == sorted(
+        f"bert/encoder/transformer/group_{g}/inner_group_0/ffn_1/intermediate/{part}"
+        for g in "01" for part in ("dense/kernel", "dense/bias", "output/dense/kernel"))
+    theirs = {v.path: v.numpy() for v in teacher.weights}
+    for variable in student.weights:
+        if variable.path.endswith("ffn_1/intermediate/dense/kernel"):
+            group = re.search(r"group_(\d+)", variable.path)[1]
+            np.testing.assert_array_equal(variable.numpy(),
+                                          theirs[variable.path][:, live[group]])
+    np.testing.assert_allclose(student(inputs)[names.LOGITS], teacher(inputs)[names.LOGITS],
+                               atol=1e-5)
+    one = AlbertClassifier(distillation.student_config(config, num_hidden_layers=1,
+                                                       intermediate_size=12), 3, seed=2)
+    one(inputs)
+    distillation.init_student_from_teacher(one, teacher, [1])
+    bias = next(v for v in one.weights if v.path.endswith("intermediate/dense/bias"))
+    np.testing.assert_array_equal(bias.numpy(), next(
+        value for path, value in theirs.items()
+        if "group_1/" in path and path.endswith("intermediate/dense/bias"))[live["1"]])
+
+
 def test_attention_scores_are_those_each_block_ran_with():
     """`AlbertEncoder.attention_scores`: for each layer pass of a model of two groups of
     two inner blocks (E != H: the first block reads the mapped embeddings), the last
@@ -339,11 +394,14 @@ def test_students_the_teacher_cannot_start_are_refused():
     for kwargs, words in (({"num_hidden_groups": 3}, "1 to the teacher's 2"),
                           ({"num_hidden_layers": 1, "num_hidden_groups": 2},
                            "more than its num_hidden_layers"),
-                          ({"num_hidden_layers": 0}, "at least 1")):
+                          ({"num_hidden_layers": 0}, "at least 1"),
+                          ({"intermediate_size": 33}, "keeps 1 to the teacher's 32 units"),
+                          ({"intermediate_size": 0}, "intermediate_size is 0")):
         with pytest.raises(ConfigError, match=words):
             distillation.student_config(teacher, **kwargs)
     wider = dataclasses.replace(teacher, intermediate_size=teacher.intermediate_size * 2)
-    with pytest.raises(CheckpointError, match="these differ: intermediate_size"):
+    with pytest.raises(CheckpointError,
+                       match=re.escape("these differ: intermediate_size (wider than")):
         distillation.init_student_from_teacher(AlbertEncoder(wider, seed=0),
                                                AlbertEncoder(teacher, seed=0))
 
@@ -657,8 +715,8 @@ def test_augmentation_that_cannot_work_is_refused_before_any_work():
 
 # ------------------------------------------------------------- run_ner.py --teacher_*
 def test_a_ner_student_learns_each_labelled_position(tmp_path):
-    """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student
-    named by the teacher's output directory alone (the run kept its config and
+    """run_ner.py on the CLUENER slice: a 2-layer teacher, then its 1-pass student of
+    a narrower FFN named by the teacher's output directory alone (the run kept its config and
     vocabulary there), with Chinese transfer text. The cached outputs are the teacher's
     logits at each example's real positions (1e-5); a transfer text's records (a window
     each) are tagged with the teacher's argmax at each character; the student trains,
@@ -689,12 +747,14 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
     transfer = ["北京的天气很好。", "我们在上海开会，" * 10]
     (tmp_path / "transfer.txt").write_text("\n".join(transfer) + "\n", encoding="utf-8")
     done = run_script("run_ner.py", *common, f"--teacher_checkpoint={teacher}",
-                      "--student_num_hidden_layers=1", f"--output_dir={tmp_path / 'student'}",
+                      "--student_num_hidden_layers=1", "--student_intermediate_size=20",
+                      f"--output_dir={tmp_path / 'student'}",
                       f"--transfer_file={tmp_path / 'transfer.txt'}", "--distill_augment=1")
-    assert "student started from the teacher" in done.stderr
+    # its one block's FFN: the teacher's 20 strongest units of 32
+    assert "copied (3 of them the FFNs' strongest units), 0 initialized" in done.stderr
     assert "f1" in read_results(tmp_path / "student" / "eval_results.txt")
-    assert AlbertConfig.from_json_file(tmp_path / "student" / "albert_config.json") \
-        .num_hidden_layers == 1
+    student = AlbertConfig.from_json_file(tmp_path / "student" / "albert_config.json")
+    assert (student.num_hidden_layers, student.intermediate_size) == (1, 20)
     (written,) = (tmp_path / "cache").glob("*.teacher.tf_record")
     labels = (teacher / "labels.txt").read_text().split()
     model = AlbertTokenClassifier(AlbertConfig.from_json_file(config), len(labels), seed=0)

@@ -19,7 +19,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, names
-from albert_tf.apps.model_files import check_length, load_config
+from albert_tf.apps.model_files import check_length, load_config, student_shape
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.config import ConfigError
 from albert_tf.data import augmentation, cache, records
@@ -42,14 +42,12 @@ def distilling(options) -> bool:
 
 
 def student_config(options, config):
-    """The run's config, or with --student_num_hidden_layers / _groups the teacher's
-    with fewer passes or groups (the config `check_setup` returns)."""
-    layers = getattr(options, "student_num_hidden_layers", None)
-    groups = getattr(options, "student_num_hidden_groups", None)
-    if not (layers or groups):
+    """The run's config, or with `model_files.STUDENT_SHAPE`'s flags the teacher's with
+    fewer passes or groups or narrower FFNs (the config `check_setup` returns)."""
+    shape = student_shape(options)
+    if not shape:
         return config
-    return distillation.student_config(config, num_hidden_layers=layers,
-                                       num_hidden_groups=groups)
+    return distillation.student_config(config, **shape)
 
 
 def _tokenizer_file(files_or_options) -> str | None:
@@ -84,7 +82,7 @@ def check_teacher(task, options, config):
     layer_map(options, teacher_config, student_config(options, config))
     groups = teacher_groups(options)
     if groups is not None:
-        if not (options.student_num_hidden_layers or options.student_num_hidden_groups):
+        if not student_shape(options):
             raise UsageError("--student_teacher_groups: the student starts from the "
                              "teacher's groups only with --student_num_hidden_layers")
         student = student_config(options, teacher_config)
@@ -287,16 +285,17 @@ def load_teacher(task, options, teacher_config, strategy) -> Teacher:
 
 
 def start_student(model, teacher: Teacher, options, output_dir: str) -> None:
-    """A student of --student_num_hidden_layers starts from the teacher's weights
-    (unless the run resumes)."""
-    if not (options.student_num_hidden_layers or options.student_num_hidden_groups):
+    """A student of `model_files.STUDENT_SHAPE`'s flags starts from the teacher's
+    weights (unless the run resumes)."""
+    if not student_shape(options):
         return
     if tf.train.latest_checkpoint(output_dir):
         return
     report = distillation.init_student_from_teacher(model, teacher.model,
                                                     teacher_groups(options))
-    logging.info("student started from the teacher: %d variables copied, %d initialized "
-                 "(%s)", len(report.copied), len(report.initialized),
+    logging.info("student started from the teacher: %d variables copied (%d of them the "
+                 "FFNs' strongest units), %d initialized (%s)", len(report.copied),
+                 len(report.narrowed), len(report.initialized),
                  ", ".join(report.initialized) or "none")
 
 

@@ -79,26 +79,41 @@ def complete_model_files(options: RunOptions) -> RunOptions:
     return options.replace(**changes)
 
 
+# The flags that make the student of the teacher's own weights: fewer layer passes,
+# fewer groups, narrower FFNs (`distillation.student_config`).
+STUDENT_SHAPE = ("student_num_hidden_layers", "student_num_hidden_groups",
+                 "student_intermediate_size")
+
+
+def student_shape(options) -> dict[str, int]:
+    """The STUDENT_SHAPE flags given, by name without `student_` (the keywords of
+    `distillation.student_config`); empty where the student is not the teacher's."""
+    return {name.removeprefix("student_"): getattr(options, name)
+            for name in STUDENT_SHAPE if getattr(options, name, None)}
+
+
+def _student_flags() -> str:
+    return " / ".join(f"--{name}" for name in STUDENT_SHAPE)
+
+
 def _teacher_files(options: RunOptions) -> RunOptions:
     """With --teacher_checkpoint: its description (`teacher_files`) and its config
     (`teacher_config_file`, from beside it where not given). A student made of the
-    teacher's weights (--student_num_hidden_layers) takes the teacher's files as its
+    teacher's weights (STUDENT_SHAPE) takes the teacher's files as its
     --init_checkpoint brings them (config and tokenizer), which it may not give itself."""
     teacher = getattr(options, "teacher_checkpoint", None)
-    student = getattr(options, "student_num_hidden_layers", None) or getattr(
-        options, "student_num_hidden_groups", None)
+    student = student_shape(options)
     if not teacher:
         if student:
-            raise UsageError("--student_num_hidden_layers and --student_num_hidden_groups "
-                             "make a student of --teacher_checkpoint, which is not given")
+            raise UsageError(f"{_student_flags()} make a student of --teacher_checkpoint, "
+                             "which is not given")
         return options
     files = describe_export(teacher) or release.describe_checkpoint(teacher)
     if files.layout == release.SAVEDMODEL and student:
         raise UsageError(
             f"--teacher_checkpoint={teacher} is a SavedModel export, whose weights a "
-            "student of fewer passes cannot start from: give the student's own "
-            "--albert_config_file (and --init_checkpoint) instead of "
-            "--student_num_hidden_layers / --student_num_hidden_groups")
+            "student cannot start from: give the student's own "
+            f"--albert_config_file (and --init_checkpoint) instead of {_student_flags()}")
     config_file = options.teacher_config_file or files.config_file
     if config_file is None:
         raise UsageError(f"--teacher_config_file is required: there is no config beside "
@@ -109,7 +124,7 @@ def _teacher_files(options: RunOptions) -> RunOptions:
                  if getattr(options, n)]
         if given:
             raise UsageError(
-                f"--student_num_hidden_layers starts the student from the teacher's "
+                f"--student_{next(iter(student))} starts the student from the teacher's "
                 f"weights and config; {' and '.join(given)} cannot be given with it")
         changes["albert_config_file"] = config_file
         if not (options.spm_model_file or options.vocab_file):

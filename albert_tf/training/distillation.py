@@ -10,7 +10,10 @@ the same name, a group's from the teacher's group `group_map` names (the last of
 equal block of the teacher's groups: 6 groups into 3 take groups 1, 3 and 5, as a
 student of every other layer does). Everything else (embeddings, pooler, a head of the
 same shape) is copied as it is; a head of another shape stays as initialized, and the
-report says so.
+report says so. A student may also have narrower FFNs (`intermediate_size`): each
+block keeps the teacher's units whose weights in and out are the largest (`ffn_units`,
+a structured pruning by weight magnitude; the attention and the hidden width stay
+whole, so the layers' losses need no projection).
 
 **The soft-target loss** (Hinton et al. 2015): per example, T^2 * KL(softmax(t / T) ||
 softmax(s / T)) over the last axis of the teacher's logits t and the student's s,
@@ -46,6 +49,7 @@ import dataclasses
 import re
 from typing import Callable, NamedTuple, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf import names
@@ -60,12 +64,20 @@ _GROUP = re.compile(r"(bert/encoder/transformer/group_)(\d+)(/)")
 
 # ------------------------------------------------------------------ the student
 def student_config(teacher: AlbertConfig, *, num_hidden_layers: int | None = None,
-                   num_hidden_groups: int | None = None) -> AlbertConfig:
+                   num_hidden_groups: int | None = None,
+                   intermediate_size: int | None = None) -> AlbertConfig:
     """The teacher's config with `num_hidden_layers` layer passes (default: the
     teacher's) in `num_hidden_groups` groups (default: the teacher's, or fewer where
-    the student has fewer layers). Raises ConfigError, naming the field, for a student
-    that the teacher's weights cannot start: more groups than the teacher has, more
-    groups than layers, or none."""
+    the student has fewer layers), and FFNs of `intermediate_size` units (default: the
+    teacher's; fewer keep the teacher's strongest, `ffn_units`). Raises ConfigError,
+    naming the field, for a student that the teacher's weights cannot start: more
+    groups than the teacher has, more groups than layers, or none; a wider FFN."""
+    width = teacher.intermediate_size if intermediate_size is None else intermediate_size
+    if not 1 <= width <= teacher.intermediate_size:
+        raise ConfigError(
+            f"the student's intermediate_size is {width}; a student started from its "
+            f"teacher's weights keeps 1 to the teacher's {teacher.intermediate_size} "
+            "units of each FFN")
     layers = teacher.num_hidden_layers if num_hidden_layers is None else num_hidden_layers
     if layers < 1:
         raise ConfigError(f"the student's num_hidden_layers is {layers}; it needs at least 1")
@@ -79,7 +91,8 @@ def student_config(teacher: AlbertConfig, *, num_hidden_layers: int | None = Non
         raise ConfigError(
             f"the student's num_hidden_groups ({groups}) is more than its "
             f"num_hidden_layers ({layers}): a group no layer uses has no weights")
-    return dataclasses.replace(teacher, num_hidden_layers=layers, num_hidden_groups=groups)
+    return dataclasses.replace(teacher, num_hidden_layers=layers, num_hidden_groups=groups,
+                               intermediate_size=width)
 
 
 def _last_of_block(index: int, teacher_count: int, student_count: int) -> int:
@@ -110,44 +123,83 @@ def group_map(teacher: AlbertConfig, student: AlbertConfig,
     return dict(enumerate(groups))
 
 
+_FFN = "ffn_1/intermediate/"
+# Where a narrower student's FFN variables cut the teacher's units: the axis of I.
+_FFN_UNIT_AXIS = {"dense/kernel": 1, "dense/bias": 0, "output/dense/kernel": 0}
+
+
+def ffn_units(intermediate_kernel, output_kernel, count: int) -> np.ndarray:
+    """The `count` of an FFN's I units that a narrower student keeps, in order: those
+    whose weights in and out (`intermediate_kernel` [H, I], `output_kernel` [I, H])
+    have the largest product of norms, ||W_in[:, j]|| * ||W_out[j, :]||, the most any
+    unit's output can move the block's for inputs of a given size (ties: the first)."""
+    score = (np.linalg.norm(np.asarray(intermediate_kernel, np.float64), axis=0) *
+             np.linalg.norm(np.asarray(output_kernel, np.float64), axis=1))
+    return np.sort(np.argsort(-score, kind="stable")[:count])
+
+
 class StudentReport(NamedTuple):
-    """What `init_student_from_teacher` did: the student's variables copied (by name)
-    and those left as initialized (no teacher variable of that name and shape)."""
+    """What `init_student_from_teacher` did: the student's variables copied (by name;
+    `narrowed`, those among them cut to a narrower FFN's units) and those left as
+    initialized (no teacher variable of that name and shape)."""
 
     copied: list[str]
     initialized: list[str]
+    narrowed: tuple[str, ...] = ()
 
 
 def init_student_from_teacher(student, teacher,
                               groups: Sequence[int] | None = None) -> StudentReport:
     """Assigns each of the student model's variables from the teacher model's variable
     of the same TF1 name, a transformer group's from the teacher's group of `group_map`
-    (`groups`). Both models are built; their configs must agree but for the layers and
-    groups."""
+    (`groups`); a student of a narrower FFN (`intermediate_size`) takes each FFN's
+    strongest units (`ffn_units`, chosen in each teacher block). Both models are
+    built; their configs must agree but for the layers, groups and FFN width."""
     ours, theirs = student.config, teacher.config
     differ = [f.name for f in dataclasses.fields(AlbertConfig)
-              if f.compare and f.name not in ("num_hidden_layers", "num_hidden_groups")
+              if f.compare and f.name not in ("num_hidden_layers", "num_hidden_groups",
+                                              "intermediate_size")
               and getattr(ours, f.name) != getattr(theirs, f.name)]
+    if ours.intermediate_size > theirs.intermediate_size:
+        differ.append("intermediate_size (wider than the teacher's)")
     if differ:
         raise CheckpointError(
             "a student started from its teacher's weights has the teacher's config but "
-            f"for its layers and groups; these differ: {', '.join(differ)}")
+            "for its layers, groups and a narrower FFN; these differ: "
+            f"{', '.join(differ)}")
     mapping = group_map(theirs, ours, groups)
     source = {tf1_name(v): v for v in teacher.weights}
+    units: dict[str, np.ndarray] = {}
 
     def teacher_name(name: str) -> str:
         return _GROUP.sub(lambda m: f"{m[1]}{mapping[int(m[2])]}{m[3]}", name)
 
-    copied, initialized = [], []
+    def narrowed(name: str, found) -> np.ndarray | None:
+        scope, ffn, part = name.partition(_FFN)
+        if not ffn or part not in _FFN_UNIT_AXIS or ours.intermediate_size == (
+                theirs.intermediate_size):
+            return None
+        if scope not in units:
+            units[scope] = ffn_units(source[f"{scope}{_FFN}dense/kernel"].numpy(),
+                                     source[f"{scope}{_FFN}output/dense/kernel"].numpy(),
+                                     ours.intermediate_size)
+        return np.take(found.numpy(), units[scope], axis=_FFN_UNIT_AXIS[part])
+
+    copied, initialized, cut = [], [], []
     for variable in student.weights:
         name = tf1_name(variable)
         found = source.get(teacher_name(name))
-        if found is None or tuple(found.shape) != tuple(variable.shape):
+        value = None if found is None else narrowed(teacher_name(name), found)
+        if value is not None:
+            cut.append(name)
+        elif found is not None:
+            value = found
+        if value is None or tuple(value.shape) != tuple(variable.shape):
             initialized.append(name)
             continue
-        variable.assign(found)
+        variable.assign(value)
         copied.append(name)
-    return StudentReport(copied, initialized)
+    return StudentReport(copied, initialized, tuple(n for n in cut if n in copied))
 
 
 # ---------------------------------------------------------------- the soft loss

@@ -529,7 +529,7 @@ def test_transfer_text_is_labelled_by_the_teacher_among_the_training_records(
 def test_a_savedmodel_export_teaches_a_student_of_its_own_config(sst2_teacher, tmp_path):
     """--teacher_checkpoint=an export directory, the student mirrored over two devices:
     its serving_default's logits are the cached outputs (the checkpoint teacher's,
-    1e-5), its assets give the config and tokenizer; a student of fewer passes (which
+    1e-5), its assets give the config and tokenizer; a student of narrower FFNs (which
     needs the teacher's weights) is refused."""
     import tensorflow as tf
 
@@ -564,9 +564,12 @@ def test_a_savedmodel_export_teaches_a_student_of_its_own_config(sst2_teacher, t
                                         for k in ("input_ids", "input_mask", "segment_ids")})
         np.testing.assert_allclose(row["teacher_logits"].float_list.value,
                                    teacher(inputs)[names.LOGITS][0], atol=1e-5)
-    done = classifier(*flags, "--student_num_hidden_layers=1",
+    done = classifier(*flags, "--student_intermediate_size=16",
                       f"--output_dir={tmp_path / 'refused'}", check=False)
-    assert done.returncode == 1 and "is a SavedModel export" in done.stderr.splitlines()[-1]
+    assert done.returncode == 1 and done.stderr.splitlines()[-1].endswith(
+        "is a SavedModel export, whose weights a student cannot start from: give the "
+        "student's own --albert_config_file (and --init_checkpoint) instead of "
+        "--student_intermediate_size=16")
 
 
 def test_transfer_files_that_are_not_text_are_refused_naming_the_line(tmp_path):
@@ -631,7 +634,8 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
         ([*common, *teacher, "--student_num_hidden_layers=1",
           "--student_num_hidden_groups=2"], "num_hidden_groups is 2"),
         ([*common, "--student_num_hidden_layers=1", f"--albert_config_file={config}"],
-         "--teacher_checkpoint, which is not given"),
+         "--student_num_hidden_layers=1: a student of --teacher_checkpoint's weights, "
+         "which is not given"),
         ([*common, *teacher,
           f"--albert_config_file={write_tiny_config(tmp_path, vocab_size=100)}"],
          "has a vocabulary of"),

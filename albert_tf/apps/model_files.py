@@ -92,8 +92,9 @@ def student_shape(options) -> dict[str, int]:
             for name in STUDENT_SHAPE if getattr(options, name, None)}
 
 
-def _student_flags() -> str:
-    return " / ".join(f"--{name}" for name in STUDENT_SHAPE)
+def _student_flags(shape: dict[str, int]) -> str:
+    """The flags of `student_shape`'s result, as given."""
+    return " ".join(f"--student_{name}={value}" for name, value in shape.items())
 
 
 def _teacher_files(options: RunOptions) -> RunOptions:
@@ -105,15 +106,15 @@ def _teacher_files(options: RunOptions) -> RunOptions:
     student = student_shape(options)
     if not teacher:
         if student:
-            raise UsageError(f"{_student_flags()} make a student of --teacher_checkpoint, "
-                             "which is not given")
+            raise UsageError(f"{_student_flags(student)}: a student of "
+                             "--teacher_checkpoint's weights, which is not given")
         return options
     files = describe_export(teacher) or release.describe_checkpoint(teacher)
     if files.layout == release.SAVEDMODEL and student:
         raise UsageError(
             f"--teacher_checkpoint={teacher} is a SavedModel export, whose weights a "
             "student cannot start from: give the student's own "
-            f"--albert_config_file (and --init_checkpoint) instead of {_student_flags()}")
+            f"--albert_config_file (and --init_checkpoint) instead of {_student_flags(student)}")
     config_file = options.teacher_config_file or files.config_file
     if config_file is None:
         raise UsageError(f"--teacher_config_file is required: there is no config beside "
@@ -124,7 +125,7 @@ def _teacher_files(options: RunOptions) -> RunOptions:
                  if getattr(options, n)]
         if given:
             raise UsageError(
-                f"--student_{next(iter(student))} starts the student from the teacher's "
+                f"{_student_flags(student)} starts the student from the teacher's "
                 f"weights and config; {' and '.join(given)} cannot be given with it")
         changes["albert_config_file"] = config_file
         if not (options.spm_model_file or options.vocab_file):

@@ -182,6 +182,8 @@ def train_rows(args, task: str) -> list[Row]:
                          f"--distill_temperature={args.distill_temperature}",
                          f"--distill_hidden_weight={hidden}",
                          f"--distill_attention_weight={attention}", *examples]
+                if (hidden or attention) and args.hidden_layers:
+                    flags.append(f"--distill_hidden_layers={args.hidden_layers}")
                 if student == "passes":
                     flags += [f"--student_num_hidden_layers={args.student_layers}",
                               f"--learning_rate={args.learning_rate}"]
@@ -309,6 +311,10 @@ def main() -> None:
     parser.add_argument("--attention_weight", type=float, default=0.0,
                         help="the distilled students' --distill_attention_weight (as "
                         "--hidden_weight)")
+    parser.add_argument("--hidden_layers", default="",
+                        help="with --hidden_weight or --attention_weight: the teacher's "
+                        "layer of each student layer (--distill_hidden_layers; e.g. 0,1 "
+                        "for a student started from the teacher's groups 0,1)")
     parser.add_argument("--two_stage", action="store_true",
                         help="with --hidden_weight or --attention_weight: TinyBERT's two "
                         "stages, the distilled students first trained on the layers' "

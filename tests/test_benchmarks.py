@@ -323,7 +323,7 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     flags = [f"--init_checkpoint={bert}", f"--ner_dir={tmp_path / 'ner'}",
              f"--work_dir={work}", "--tasks=CLUENER", "--steps=CLUENER:2",
              "--students=passes", "--kinds=distilled", "--hidden_weight=1",
-             f"--transfer_files=CLUENER:{transfer}",
+             "--hidden_layers=0", f"--transfer_files=CLUENER:{transfer}",
              "--student_layers=1", "--student_intermediate_size=10", "--seeds=1",
              "--batch_size=4", "--max_seq_length=12", "--precisions=float32",
              "--latency_texts=3"]
@@ -343,6 +343,10 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
     student_config = json.loads(
         (work / "CLUENER" / f"{student}_seed1" / "albert_config.json").read_text())
     assert (student_config["num_hidden_layers"], student_config["intermediate_size"]) == (1, 10)
+    # its layer learns the teacher's first (the default: the last of 3)
+    command = json.loads((work / "CLUENER" / f"{student}_seed1" / "bench_command.json")
+                         .read_text())
+    assert "--distill_hidden_layers=0" in command
     # the student trained on the training records and the transfer text's two windows,
     # labelled by the teacher
     (taught,) = (work / "CLUENER_cache").glob("*.teacher.tf_record.meta.json")

@@ -166,23 +166,61 @@ def test_a_bert_like_teacher_gives_every_other_layer():
             distillation.group_map(bert, config, groups)
 
 
-def test_ffn_units_are_those_of_the_largest_weights_in_and_out():
-    w_in = np.array([[1.0, 0.0, 3.0, 2.0], [0.0, 0.5, 4.0, 0.0]])  # norms 1, .5, 5, 2
-    w_out = np.array([[2.0, 0.0], [10.0, 0.0], [0.0, 0.1], [0.0, 1.0]])  # 2, 10, .1, 1
+def test_ffn_activity_is_that_of_the_units_each_block_ran_with():
+    """`AlbertEncoder.ffn_activations` are the FFN units (after GELU) that each block
+    run computed, in order (recorded as a model of two groups of two inner blocks, E !=
+    H, runs); `ffn_activity` their mean magnitude and mean over the real tokens, each
+    shared block's passes counted together."""
+    config = tiny_config(num_hidden_layers=3, num_hidden_groups=2, inner_group_num=2)
+    encoder = AlbertEncoder(config, seed=4)
+    inputs = random_inputs(config, batch=2, length=6, seed=5, min_length=3)
+    ran = []
+    blocks = [getattr(encoder.encoder, f"group_{g}").blocks[i] for g in (0, 1)
+              for i in (0, 1)]
+    gelu = blocks[0].ffn.intermediate.activation
+    for block in blocks:  # record what each block's GELU gives as the model runs
+        block.ffn.intermediate.activation = lambda x: ran.append(gelu(x)) or ran[-1]
+    encoded = encoder(inputs)
+    for block in blocks:
+        block.ffn.intermediate.activation = gelu
+    found = encoder.ffn_activations(encoded, inputs["input_mask"])
+    scopes = [f"bert/encoder/transformer/group_{config.group_index(layer)}/inner_group_{i}/"
+              for layer in range(3) for i in (0, 1)]
+    assert [scope for scope, _ in found] == scopes and len(ran) == 6
+    for (_, units), expected in zip(found, ran):
+        assert units.shape == (2, 6, 32)
+        np.testing.assert_allclose(units, expected, atol=1e-5)
+    activity = distillation.ffn_activity(encoder, [inputs])
+    mask = np.asarray(inputs["input_mask"], bool)
+    for scope in set(scopes):
+        runs = np.concatenate([np.asarray(u)[mask] for name, u in zip(scopes, ran)
+                               if name == scope])
+        np.testing.assert_allclose(activity[scope].magnitude, np.abs(runs).mean(0), atol=1e-6)
+        np.testing.assert_allclose(activity[scope].mean, runs.mean(0), atol=1e-6)
+
+
+def test_ffn_units_are_the_most_active_and_the_bias_keeps_the_mean():
+    magnitude = np.array([1.0, 0.5, 5.0, 2.0])
+    w_out = np.array([[2.0, 0.0], [10.0, 0.0], [0.0, 0.1], [0.0, 1.0]])  # norms 2, 10, .1, 1
+    activity = distillation.FfnActivity(magnitude, np.array([0.5, -1.0, 2.0, 1.0]))
     # scores 2, 5, 0.5, 2: the two strongest, in order; a tie keeps the first
-    np.testing.assert_array_equal(distillation.ffn_units(w_in, w_out, 2), [0, 1])
-    np.testing.assert_array_equal(distillation.ffn_units(w_in, w_out, 3), [0, 1, 3])
-    np.testing.assert_array_equal(distillation.ffn_units(w_in, w_out, 4), [0, 1, 2, 3])
+    np.testing.assert_array_equal(distillation.ffn_units(activity, w_out, 2), [0, 1])
+    np.testing.assert_array_equal(distillation.ffn_units(activity, w_out, 3), [0, 1, 3])
+    # units 2 and 3 left out: their mean outputs, 2 * (0, .1) + 1 * (0, 1), join the bias
+    np.testing.assert_allclose(
+        distillation.ffn_output_bias(activity, w_out, [1.0, 1.0], np.array([0, 1])),
+        [1.0, 2.2], rtol=1e-6)
 
 
-def test_a_narrower_ffn_keeps_each_teacher_blocks_strongest_units():
+def test_a_narrower_ffn_keeps_each_teacher_blocks_most_active_units():
     """A teacher of 2 groups whose FFNs each have 20 of 32 units silenced (their output
     weights zero; other units in each block): the student of 12 units keeps each
-    block's 12 live ones, in order, and computes exactly what the teacher does; with 1
-    pass of group 1, the units of group 1's block."""
+    block's 12 live ones, in order, and computes exactly what the teacher does. With
+    1 pass of group 1 and 8 units, its FFN's output keeps the teacher block's mean over
+    the tokens it was measured on; without inputs, such a student is refused."""
     config = tiny_config(num_hidden_layers=2, num_hidden_groups=2)
     teacher = AlbertClassifier(config, 3, seed=1)
-    inputs = random_inputs(config, batch=2, length=8, seed=3, min_length=3)
+    inputs = random_inputs(config, batch=4, length=8, seed=3, min_length=3)
     teacher(inputs)
     rng = np.random.default_rng(0)
     live = {}
@@ -198,11 +236,12 @@ def test_a_narrower_ffn_keeps_each_teacher_blocks_strongest_units():
     assert (narrow.intermediate_size, narrow.num_hidden_layers) == (12, 2)
     student = AlbertClassifier(narrow, 3, seed=2)
     student(inputs)
-    report = distillation.init_student_from_teacher(student, teacher)
+    report = distillation.init_student_from_teacher(student, teacher, inputs=[inputs])
     assert report.initialized == [] and len(report.copied) == len(student.weights)
     assert sorted(report.narrowed) == sorted(
         f"bert/encoder/transformer/group_{g}/inner_group_0/ffn_1/intermediate/{part}"
-        for g in "01" for part in ("dense/kernel", "dense/bias", "output/dense/kernel"))
+        for g in "01" for part in ("dense/kernel", "dense/bias", "output/dense/kernel",
+                                   "output/dense/bias"))
     theirs = {v.path: v.numpy() for v in teacher.weights}
     for variable in student.weights:
         if variable.path.endswith("ffn_1/intermediate/dense/kernel"):
@@ -211,14 +250,32 @@ def test_a_narrower_ffn_keeps_each_teacher_blocks_strongest_units():
                                           theirs[variable.path][:, live[group]])
     np.testing.assert_allclose(student(inputs)[names.LOGITS], teacher(inputs)[names.LOGITS],
                                atol=1e-5)
+    # 8 of group 1's 12 live units: the output's mean over the real tokens is kept
     one = AlbertClassifier(distillation.student_config(config, num_hidden_layers=1,
-                                                       intermediate_size=12), 3, seed=2)
+                                                       intermediate_size=8), 3, seed=2)
     one(inputs)
-    distillation.init_student_from_teacher(one, teacher, [1])
-    bias = next(v for v in one.weights if v.path.endswith("intermediate/dense/bias"))
-    np.testing.assert_array_equal(bias.numpy(), next(
-        value for path, value in theirs.items()
-        if "group_1/" in path and path.endswith("intermediate/dense/bias"))[live["1"]])
+    distillation.init_student_from_teacher(one, teacher, [1], inputs=[inputs])
+    mask = np.asarray(inputs["input_mask"], bool)
+    _, (_, units) = teacher.encoder.ffn_activations(teacher.encoder(inputs),
+                                                    inputs["input_mask"])
+    units = np.asarray(units, np.float64)[mask]  # group 1's, on its inputs in the teacher
+
+    def ffn(model, part):  # the teacher's group 1, the student's only group
+        group = 0 if model is one else 1
+        return next(np.asarray(v.numpy(), np.float64) for v in model.weights
+                    if f"group_{group}/" in v.path
+                    and v.path.endswith(f"ffn_1/intermediate/{part}"))
+
+    kept = [int(np.flatnonzero((ffn(teacher, "dense/kernel") == column[:, None]).all(0))[0])
+            for column in ffn(one, "dense/kernel").T]
+    assert len(kept) == 8 and set(kept) <= set(live["1"]) and kept == sorted(kept)
+    np.testing.assert_allclose(
+        (units[:, kept] @ ffn(one, "output/dense/kernel") + ffn(one, "output/dense/bias"))
+        .mean(0),
+        (units @ ffn(teacher, "output/dense/kernel") + ffn(teacher, "output/dense/bias"))
+        .mean(0), atol=1e-5)
+    with pytest.raises(ValueError, match="give `inputs`"):
+        distillation.init_student_from_teacher(student, teacher)
 
 
 def test_attention_scores_are_those_each_block_ran_with():
@@ -754,8 +811,9 @@ def test_a_ner_student_learns_each_labelled_position(tmp_path):
                       "--student_num_hidden_layers=1", "--student_intermediate_size=20",
                       f"--output_dir={tmp_path / 'student'}",
                       f"--transfer_file={tmp_path / 'transfer.txt'}", "--distill_augment=1")
-    # its one block's FFN: the teacher's 20 strongest units of 32
-    assert "copied (3 of them the FFNs' strongest units), 0 initialized" in done.stderr
+    # its one block's FFN: the teacher's 20 most active units of 32, and its bias
+    assert "copied (4 of them the narrower FFNs', of their most active units), " \
+        "0 initialized" in done.stderr
     assert "f1" in read_results(tmp_path / "student" / "eval_results.txt")
     student = AlbertConfig.from_json_file(tmp_path / "student" / "albert_config.json")
     assert (student.num_hidden_layers, student.intermediate_size) == (1, 20)

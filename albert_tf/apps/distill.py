@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import os
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -284,18 +285,36 @@ def load_teacher(task, options, teacher_config, strategy) -> Teacher:
     return Teacher(model, *task.distillation)
 
 
-def start_student(model, teacher: Teacher, options, output_dir: str) -> None:
+# The training examples on which a narrower student's FFN units are chosen
+# (`distillation.ffn_activity`): the first of the split, as many as this.
+ACTIVITY_EXAMPLES = 512
+
+
+def start_student(model, teacher: Teacher, options, output_dir: str, task: Task,
+                  train) -> None:
     """A student of `model_files.STUDENT_SHAPE`'s flags starts from the teacher's
-    weights (unless the run resumes)."""
+    weights (unless the run resumes); a narrower FFN's units are those most active on
+    the first ACTIVITY_EXAMPLES of the training split `train` (as `read` gives it)."""
     if not student_shape(options):
         return
     if tf.train.latest_checkpoint(output_dir):
         return
-    report = distillation.init_student_from_teacher(model, teacher.model,
-                                                    teacher_groups(options))
+    inputs = None
+    with tempfile.TemporaryDirectory() as tmp:
+        if model.config.intermediate_size < teacher.model.config.intermediate_size:
+            if train is None:
+                raise UsageError("--student_intermediate_size: the units kept are those "
+                                 "most active on the training examples; there are none "
+                                 "without --do_train")
+            path = os.path.join(tmp, "activity.tf_record")
+            task.write_records("train", task.head("train", train, ACTIVITY_EXAMPLES), path)
+            inputs = (names.to_model_inputs(features) for features in
+                      task.dataset(path, options.predict_batch_size, False))
+        report = distillation.init_student_from_teacher(model, teacher.model,
+                                                        teacher_groups(options), inputs)
     logging.info("student started from the teacher: %d variables copied (%d of them the "
-                 "FFNs' strongest units), %d initialized (%s)", len(report.copied),
-                 len(report.narrowed), len(report.initialized),
+                 "narrower FFNs', of their most active units), %d initialized (%s)",
+                 len(report.copied), len(report.narrowed), len(report.initialized),
                  ", ".join(report.initialized) or "none")
 
 

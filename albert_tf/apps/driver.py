@@ -200,7 +200,8 @@ def run(task_class, options) -> dict:
         teacher = None
         if teacher_config is not None:
             teacher = distill.load_teacher(task, options, teacher_config, strategy)
-            distill.start_student(model, teacher, options, output_dir)
+            distill.start_student(model, teacher, options, output_dir, task,
+                                  data.get("train"))
         if options.lora_rank:  # on the loaded base: its fingerprint is the adapter's
             with strategy.scope():
                 model.enable_lora(options.lora_rank, ffn=options.lora_ffn)

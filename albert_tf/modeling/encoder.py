@@ -10,6 +10,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common, real_tokens
 from albert_tf.modeling.base import AlbertModel, tf1_scope
 from albert_tf.modeling.embeddings import AlbertEmbeddings
+from albert_tf.modeling.tf1_variables import block_scope
 from albert_tf.modeling.transformer import AlbertTransformer
 
 INPUT_NAMES = names.MODEL_INPUTS
@@ -107,20 +108,49 @@ class AlbertEncoder(AlbertModel):
         computed (not `first_token_only`). They are computed again from each block's
         input (one query-key matmul per layer) with the weights the block ran with, so
         the gradient reaches them through the same variables."""
-        c = self.config
-        outputs = encoded["encoder_outputs"]
+        inner = self.config.inner_group_num
         scores = []
         for layer in layers:
-            position = (layer + 1) * c.inner_group_num - 1  # the block, among all run
-            if position:
-                x = outputs[position - 1]
-            else:  # the first block reads the embeddings, mapped to H
-                x = encoded["embedding_output"]
-                mapping = self.encoder.embedding_hidden_mapping_in
-                x = x if mapping is None else mapping(x)
-            group = getattr(self.encoder, f"group_{c.group_index(layer)}")
-            scores.append(group.blocks[-1].attention.scores(x))
+            position = (layer + 1) * inner - 1  # the layer's last block, among all run
+            block = self._block_run(position)
+            scores.append(block.attention.scores(self._block_input(encoded, position)))
         return scores
+
+    def ffn_activations(self, encoded, input_mask) -> list[tuple[str, tf.Tensor]]:
+        """Each block run's FFN units after `hidden_act` ([B, S, I], in the order the
+        blocks ran), with the block's TF1 scope (`tf1_variables.block_scope`, the same
+        for each pass of a shared block): computed again, as `attention_scores`, from
+        each block's input in `encoded` (this encoder's outputs on inputs of
+        `input_mask` [B, S], every position computed)."""
+        found = []
+        for position in range(len(encoded["encoder_outputs"])):
+            block = self._block_run(position)
+            x = self._block_input(encoded, position)
+            attended = block.attention_layer_norm(block.attention(
+                x, tf.cast(input_mask, tf.int32), residual=x))
+            found.append((self._block_scope(position), block.ffn.intermediate(attended)))
+        return found
+
+    def _block_run(self, position: int):
+        """The `AlbertBlock` of the `position`-th block run (0-based, over the layer
+        passes' inner blocks in turn)."""
+        c = self.config
+        group = getattr(self.encoder, f"group_{c.group_index(position // c.inner_group_num)}")
+        return group.blocks[position % c.inner_group_num]
+
+    def _block_scope(self, position: int) -> str:
+        c = self.config
+        return block_scope(c.group_index(position // c.inner_group_num),
+                           position % c.inner_group_num)
+
+    def _block_input(self, encoded, position: int) -> tf.Tensor:
+        """What the `position`-th block run read: the block before's output, or for the
+        first the embeddings mapped to H."""
+        if position:
+            return encoded["encoder_outputs"][position - 1]
+        mapping = self.encoder.embedding_hidden_mapping_in
+        x = encoded["embedding_output"]
+        return x if mapping is None else mapping(x)
 
     def lora_encoder(self):
         return self

@@ -37,9 +37,14 @@ def mapping_variables(config: AlbertConfig) -> dict[str, tuple[int, ...]]:
                   config.embedding_size, config.hidden_size)
 
 
+def block_scope(group: int, inner: int) -> str:
+    """The TF1 scope of a transformer block, with its closing slash."""
+    return f"bert/encoder/transformer/group_{group}/inner_group_{inner}/"
+
+
 def block_variables(config: AlbertConfig, group: int, inner: int) -> dict[str, tuple[int, ...]]:
     h, i = config.hidden_size, config.intermediate_size
-    scope = f"bert/encoder/transformer/group_{group}/inner_group_{inner}"
+    scope = block_scope(group, inner).rstrip("/")
     names: dict[str, tuple[int, ...]] = {}
     for part in ("query", "key", "value"):
         names.update(_dense(f"{scope}/attention_1/self/{part}", h, h))

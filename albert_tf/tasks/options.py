@@ -344,8 +344,9 @@ class FineTuningOptions(RunOptions, SkipOptions):
     student_intermediate_size: int | None = option(
         None, "With --teacher_checkpoint: the student is the teacher (with "
         "--student_num_hidden_layers' passes, where given) with FFNs of this many units, "
-        "each block keeping its teacher block's units of the largest weights in and out "
-        "(their norms' product).")
+        "each block keeping its teacher block's most active on the first training "
+        "examples (mean |activation| times the norm of its output weights), the mean "
+        "of the others' output added to its bias.")
     student_teacher_groups: tuple[str, ...] | None = option(
         None, "With --student_num_hidden_layers: the teacher's groups (0-based) that the "
         "student's groups start from, in order, one per student group (e.g. 0,1 for a "

@@ -11,9 +11,12 @@ equal block of the teacher's groups: 6 groups into 3 take groups 1, 3 and 5, as 
 student of every other layer does). Everything else (embeddings, pooler, a head of the
 same shape) is copied as it is; a head of another shape stays as initialized, and the
 report says so. A student may also have narrower FFNs (`intermediate_size`): each
-block keeps the teacher's units whose weights in and out are the largest (`ffn_units`,
-a structured pruning by weight magnitude; the attention and the hidden width stay
-whole, so the layers' losses need no projection).
+block keeps the teacher's units that move its output most on the training examples
+(`ffn_units`: the mean magnitude of the unit's activation times the norm of its output
+weights, a structured pruning measured on the teacher's own inputs, `ffn_activity`),
+and the mean of what the units left out gave goes into the output bias
+(`ffn_output_bias`); the attention and the hidden width stay whole, so the layers'
+losses need no projection.
 
 **The soft-target loss** (Hinton et al. 2015): per example, T^2 * KL(softmax(t / T) ||
 softmax(s / T)) over the last axis of the teacher's logits t and the student's s,
@@ -128,33 +131,75 @@ _FFN = "ffn_1/intermediate/"
 _FFN_UNIT_AXIS = {"dense/kernel": 1, "dense/bias": 0, "output/dense/kernel": 0}
 
 
-def ffn_units(intermediate_kernel, output_kernel, count: int) -> np.ndarray:
-    """The `count` of an FFN's I units that a narrower student keeps, in order: those
-    whose weights in and out (`intermediate_kernel` [H, I], `output_kernel` [I, H])
-    have the largest product of norms, ||W_in[:, j]|| * ||W_out[j, :]||, the most any
-    unit's output can move the block's for inputs of a given size (ties: the first)."""
-    score = (np.linalg.norm(np.asarray(intermediate_kernel, np.float64), axis=0) *
-             np.linalg.norm(np.asarray(output_kernel, np.float64), axis=1))
+class FfnActivity(NamedTuple):
+    """A block's FFN units over real tokens (`ffn_activity`): the mean of each unit's
+    magnitude |a| and of its value a ([I] each), after `hidden_act`."""
+
+    magnitude: np.ndarray
+    mean: np.ndarray
+
+
+def ffn_activity(model, batches) -> dict[str, FfnActivity]:
+    """The activity of each FFN unit of `model` (a task model or encoder) over the
+    real tokens of `batches` (model inputs, [B, S] each, or [B, C, S] of a multiple
+    choice's), by the block's TF1 scope: every pass of a shared block counted."""
+    # an `AlbertEncoder`, or a task model's
+    encoder = model if hasattr(model, "ffn_activations") else model.encoder
+    sums: dict[str, list] = {}
+    for inputs in batches:
+        inputs = {k: tf.reshape(inputs[k], [-1, tf.shape(inputs[k])[-1]])
+                  for k in names.MODEL_INPUTS if k in inputs}
+        mask = tf.cast(inputs[names.INPUT_MASK], tf.float64)[..., None]
+        encoded = encoder(inputs, training=False)
+        for scope, units in encoder.ffn_activations(encoded, inputs[names.INPUT_MASK]):
+            units = tf.cast(units, tf.float64)
+            found = sums.setdefault(scope, [0.0, 0.0, 0.0])
+            found[0] += tf.reduce_sum(tf.abs(units) * mask, [0, 1]).numpy()
+            found[1] += tf.reduce_sum(units * mask, [0, 1]).numpy()
+            found[2] += float(tf.reduce_sum(mask))
+    return {scope: FfnActivity(magnitude / max(count, 1.0), mean / max(count, 1.0))
+            for scope, (magnitude, mean, count) in sums.items()}
+
+
+def ffn_units(activity: FfnActivity, output_kernel, count: int) -> np.ndarray:
+    """The `count` of a block's I FFN units that a narrower student keeps, in order:
+    those whose mean magnitude times the norm of their output weights
+    (`output_kernel` [I, H]), E|a_j| * ||W_out[j, :]||, is the largest, the most each
+    moves the block's output on the teacher's own inputs (ties: the first)."""
+    score = activity.magnitude * np.linalg.norm(np.asarray(output_kernel, np.float64), axis=1)
     return np.sort(np.argsort(-score, kind="stable")[:count])
+
+
+def ffn_output_bias(activity: FfnActivity, output_kernel, output_bias,
+                    kept: np.ndarray) -> np.ndarray:
+    """The output bias of a block that keeps the units `kept`: the teacher's plus the
+    mean of what the units left out gave (sum over them of E[a_j] * W_out[j, :]), so
+    that the block's output keeps its mean on the teacher's inputs."""
+    dropped = np.setdiff1d(np.arange(len(activity.mean)), kept)
+    shift = activity.mean[dropped] @ np.asarray(output_kernel, np.float64)[dropped]
+    return (np.asarray(output_bias, np.float64) + shift).astype(np.float32)
 
 
 class StudentReport(NamedTuple):
     """What `init_student_from_teacher` did: the student's variables copied (by name;
-    `narrowed`, those among them cut to a narrower FFN's units) and those left as
-    initialized (no teacher variable of that name and shape)."""
+    `narrowed`, those among them a narrower FFN's: cut to its units, or its output
+    bias shifted) and those left as initialized (no teacher variable of that name and
+    shape)."""
 
     copied: list[str]
     initialized: list[str]
     narrowed: tuple[str, ...] = ()
 
 
-def init_student_from_teacher(student, teacher,
-                              groups: Sequence[int] | None = None) -> StudentReport:
+def init_student_from_teacher(student, teacher, groups: Sequence[int] | None = None,
+                              inputs=None) -> StudentReport:
     """Assigns each of the student model's variables from the teacher model's variable
     of the same TF1 name, a transformer group's from the teacher's group of `group_map`
-    (`groups`); a student of a narrower FFN (`intermediate_size`) takes each FFN's
-    strongest units (`ffn_units`, chosen in each teacher block). Both models are
-    built; their configs must agree but for the layers, groups and FFN width."""
+    (`groups`). A student of a narrower FFN (`intermediate_size`) keeps, in each block,
+    the units of `ffn_units` and the output bias of `ffn_output_bias`, both measured on
+    `inputs` (batches of model inputs of the training examples, `ffn_activity`;
+    needed then). Both models are built; their configs must agree but for the layers,
+    groups and FFN width."""
     ours, theirs = student.config, teacher.config
     differ = [f.name for f in dataclasses.fields(AlbertConfig)
               if f.compare and f.name not in ("num_hidden_layers", "num_hidden_groups",
@@ -169,21 +214,29 @@ def init_student_from_teacher(student, teacher,
             f"{', '.join(differ)}")
     mapping = group_map(theirs, ours, groups)
     source = {tf1_name(v): v for v in teacher.weights}
-    units: dict[str, np.ndarray] = {}
+    narrower = ours.intermediate_size < theirs.intermediate_size
+    if narrower and inputs is None:
+        raise ValueError("a student of narrower FFNs than its teacher's keeps the units "
+                         "most active on the training examples: give `inputs`")
+    activity = ffn_activity(teacher, inputs) if narrower else {}
+    kept: dict[str, np.ndarray] = {}
 
     def teacher_name(name: str) -> str:
         return _GROUP.sub(lambda m: f"{m[1]}{mapping[int(m[2])]}{m[3]}", name)
 
     def narrowed(name: str, found) -> np.ndarray | None:
         scope, ffn, part = name.partition(_FFN)
-        if not ffn or part not in _FFN_UNIT_AXIS or ours.intermediate_size == (
-                theirs.intermediate_size):
+        if not (narrower and ffn):
             return None
-        if scope not in units:
-            units[scope] = ffn_units(source[f"{scope}{_FFN}dense/kernel"].numpy(),
-                                     source[f"{scope}{_FFN}output/dense/kernel"].numpy(),
-                                     ours.intermediate_size)
-        return np.take(found.numpy(), units[scope], axis=_FFN_UNIT_AXIS[part])
+        output_kernel = source[f"{scope}{_FFN}output/dense/kernel"].numpy()
+        if scope not in kept:
+            kept[scope] = ffn_units(activity[scope], output_kernel, ours.intermediate_size)
+        if part == "output/dense/bias":
+            return ffn_output_bias(activity[scope], output_kernel, found.numpy(),
+                                   kept[scope])
+        if part in _FFN_UNIT_AXIS:
+            return np.take(found.numpy(), kept[scope], axis=_FFN_UNIT_AXIS[part])
+        return None
 
     copied, initialized, cut = [], [], []
     for variable in student.weights:

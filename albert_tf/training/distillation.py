@@ -72,7 +72,7 @@ def student_config(teacher: AlbertConfig, *, num_hidden_layers: int | None = Non
     """The teacher's config with `num_hidden_layers` layer passes (default: the
     teacher's) in `num_hidden_groups` groups (default: the teacher's, or fewer where
     the student has fewer layers), and FFNs of `intermediate_size` units (default: the
-    teacher's; fewer keep the teacher's strongest, `ffn_units`). Raises ConfigError,
+    teacher's; fewer keep the teacher's most active, `ffn_units`). Raises ConfigError,
     naming the field, for a student that the teacher's weights cannot start: more
     groups than the teacher has, more groups than layers, or none; a wider FFN."""
     width = teacher.intermediate_size if intermediate_size is None else intermediate_size

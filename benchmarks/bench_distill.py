@@ -12,7 +12,7 @@ warmup fraction, linear decay and maximum length, and the same steps unless
 - `passes`: the teacher's own weights with `--student_layers` layer passes
   (`--student_num_hidden_layers`; of a teacher of one group per layer, the last of each
   equal block of its groups, or `--student_teacher_groups`), with
-  `--student_intermediate_size` FFNs cut to their teacher's strongest units;
+  `--student_intermediate_size` FFNs cut to their teacher's most active units;
 - `tiny`: albert_tiny's shape (E 128, H 312, 4 layers of one shared group, 12 heads,
   FFN 1248) with the teacher's vocabulary, from scratch (`--tiny_learning_rate`);
 each student `distilled` (`--teacher_checkpoint`, `--distill_alpha`, temperature
@@ -292,7 +292,7 @@ def main() -> None:
                         help="the teacher's groups the passes student starts from (e.g. "
                         "0,1; default: the last of each equal block)")
     parser.add_argument("--student_intermediate_size", type=int, default=0,
-                        help="the passes student's FFN units, the teacher's strongest "
+                        help="the passes student's FFN units, the teacher's most active "
                         "(0: the teacher's width)")
     parser.add_argument("--seeds", default="1,2,3")
     parser.add_argument("--kinds", default="distilled,labels",

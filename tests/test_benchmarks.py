@@ -339,7 +339,7 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
         assert scores["global_step"] == "2"
         assert rows[name][3] == f"{float(scores['f1']):.3f}" and rows[name][5] == ""
     assert float(rows[student][7]) < float(rows["teacher"][7])
-    # 1 pass of FFNs of 10 units, the teacher's strongest of 24
+    # 1 pass of FFNs of 10 units, the teacher's most active of 24
     student_config = json.loads(
         (work / "CLUENER" / f"{student}_seed1" / "albert_config.json").read_text())
     assert (student_config["num_hidden_layers"], student_config["intermediate_size"]) == (1, 10)

@@ -699,6 +699,10 @@ def test_a_teacher_that_cannot_teach_is_one_line_before_any_work(sst2_teacher, t
         ([*common, *teacher, "--student_num_hidden_layers=1",
           "--student_teacher_groups=0,1"],
          "--student_teacher_groups=0,1: the student's groups start from 2 of the teacher's"),
+        ([*common, *teacher, f"--albert_config_file={config}", "--student_teacher_groups=0"],
+         "--student_teacher_groups: the student starts from the teacher's groups only "
+         "where it is made of the teacher's weights (--student_num_hidden_layers, "
+         "--student_num_hidden_groups, --student_intermediate_size)"),
         ([*common, *teacher, "--student_num_hidden_layers=1", "--distill_alpha=2"],
          "--distill_alpha=2.0: the soft targets' weight is in [0, 1]"),
         # the hidden states: a layer outside the teacher's two

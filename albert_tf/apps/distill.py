@@ -20,7 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, names
-from albert_tf.apps.model_files import check_length, load_config, student_shape
+from albert_tf.apps.model_files import STUDENT_SHAPE, check_length, load_config, student_shape
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.config import ConfigError
 from albert_tf.data import augmentation, cache, records
@@ -85,7 +85,8 @@ def check_teacher(task, options, config):
     if groups is not None:
         if not student_shape(options):
             raise UsageError("--student_teacher_groups: the student starts from the "
-                             "teacher's groups only with --student_num_hidden_layers")
+                             "teacher's groups only where it is made of the teacher's "
+                             f"weights ({', '.join('--' + n for n in STUDENT_SHAPE)})")
         student = student_config(options, teacher_config)
         try:
             distillation.group_map(teacher_config, student, groups)

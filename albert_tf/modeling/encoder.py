@@ -131,17 +131,19 @@ class AlbertEncoder(AlbertModel):
             found.append((self._block_scope(position), block.ffn.intermediate(attended)))
         return found
 
-    def _block_run(self, position: int):
-        """The `AlbertBlock` of the `position`-th block run (0-based, over the layer
+    def _block_place(self, position: int) -> tuple[int, int]:
+        """(group, inner block) of the `position`-th block run (0-based, over the layer
         passes' inner blocks in turn)."""
         c = self.config
-        group = getattr(self.encoder, f"group_{c.group_index(position // c.inner_group_num)}")
-        return group.blocks[position % c.inner_group_num]
+        return c.group_index(position // c.inner_group_num), position % c.inner_group_num
+
+    def _block_run(self, position: int):
+        """The `AlbertBlock` of the `position`-th block run."""
+        group, inner = self._block_place(position)
+        return getattr(self.encoder, f"group_{group}").blocks[inner]
 
     def _block_scope(self, position: int) -> str:
-        c = self.config
-        return block_scope(c.group_index(position // c.inner_group_num),
-                           position % c.inner_group_num)
+        return block_scope(*self._block_place(position))
 
     def _block_input(self, encoded, position: int) -> tf.Tensor:
         """What the `position`-th block run read: the block before's output, or for the

@@ -241,8 +241,9 @@ def init_student_from_teacher(student, teacher, groups: Sequence[int] | None = N
     copied, initialized, cut = [], [], []
     for variable in student.weights:
         name = tf1_name(variable)
-        found = source.get(teacher_name(name))
-        value = None if found is None else narrowed(teacher_name(name), found)
+        in_teacher = teacher_name(name)
+        found = source.get(in_teacher)
+        value = None if found is None else narrowed(in_teacher, found)
         if value is not None:
             cut.append(name)
         elif found is not None:

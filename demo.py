@@ -4,7 +4,7 @@ Generates a corpus and a review task, trains a SentencePiece model, pretrains a 
 ALBERT (run_pretraining.py), fine-tunes it (run_classifier.py), exports it and asks the
 SavedModel about raw text in a fresh process; prints what it learned and where the files
 are. A rerun resumes (finished steps are kept); --fresh starts clean. The work is
-`albert_tf.demo`.
+`demo_app.steps` (beside this file: an application of albert_tf, not part of it).
 """
 
 import os
@@ -15,14 +15,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def _import_demo():
-    """Imports albert_tf (and so TensorFlow) with the native start-up messages it writes
-    to stderr set aside, so that they do not drown the demo's progress; they are shown
-    if the import fails. (The scripts the demo runs keep theirs in their logs.)"""
+    """Imports the demo (and so albert_tf and TensorFlow) with the native start-up
+    messages it writes to stderr set aside, so that they do not drown the demo's
+    progress; they are shown if the import fails. (The scripts the demo runs keep theirs
+    in their logs.)"""
     saved = os.dup(2)
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         try:
-            from albert_tf import demo
+            from demo_app import steps as demo
         except BaseException:
             os.dup2(saved, 2)
             captured.seek(0)

@@ -11,10 +11,10 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["albert_tf", "albert_tf.*"]),
-    # The official albert_config.json files (configs/ is a link to albert_tf/configs),
-    # the public-domain text the demo trains its SentencePiece model on, and the stored
-    # character classes of the in-graph tokenizer (albert_tf.text.unicode_classes).
-    package_data={"albert_tf": ["configs/*.json", "demo_text/*.txt"],
+    # The official albert_config.json files (configs/ is a link to albert_tf/configs) and
+    # the stored character classes of the in-graph tokenizer
+    # (albert_tf.text.unicode_classes). The demo (demo_app/) is not installed.
+    package_data={"albert_tf": ["configs/*.json"],
                   "albert_tf.text": ["character_classes.json"]},
     install_requires=[
         "tensorflow>=2.21,<2.22",

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from albert_tf import demo, demo_data
+from demo_app import data as demo_data
+from demo_app import steps as demo
 from tests.helpers.forked import RELAY_VARIABLE, run_python
 from tests.helpers.scripts import ROOT
 

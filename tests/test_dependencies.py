@@ -15,6 +15,9 @@ PACKAGE = pathlib.Path(__file__).parent.parent / "albert_tf"
 # on top; checkpoints know the model's variables by name only, not the optimizer or the
 # loop; data knows nothing of the model.
 FORBIDDEN = {
+    # The demo (demo_app/, beside the package) is an application of the library: no
+    # module of the package imports it.
+    "albert_tf": ("demo_app",),
     # The checkpoint readers and writers of every layout (TF1, brightmart, Hugging Face,
     # release directories) sit above the models: they know variables by name only, not
     # the models, the optimizer, the loop or the data.
@@ -196,3 +199,10 @@ def test_the_import_reader_sees_late_imports(tmp_path):
     module = tmp_path / "late.py"
     module.write_text("def f():\n    from albert_tf.training.optimizers import Lamb\n")
     assert "albert_tf.training.optimizers" in imports(module)
+
+
+def test_the_demo_lies_outside_the_package():
+    # The rule above would pass vacuously were the demo back in the package.
+    assert not list(PACKAGE.glob("demo*"))
+    demo = PACKAGE.parent / "demo_app"
+    assert {path.name for path in demo.glob("*.py")} >= {"steps.py", "data.py", "work.py"}

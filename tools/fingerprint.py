@@ -36,7 +36,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 SPM = FIXTURES / "spm" / "albert_en_30k_reconstructed.model"
 VOCAB_ZH = FIXTURES / "ner" / "vocab_chinese.txt"
-ALICE = ROOT / "albert_tf" / "demo_text" / "alice_excerpt.txt"
+ALICE = ROOT / "demo_app" / "text" / "alice_excerpt.txt"
 # What differs between any two runs of the same code.
 SKIPPED_NAMES = ("saved_model.pb", "fingerprint.pb")
 SKIPPED_PARTS = ("events.out.tfevents", ".lock")

@@ -10,7 +10,7 @@ FIXTURES = TESTS / "fixtures"
 SPM_MODEL = FIXTURES / "spm" / "albert_en_30k_reconstructed.model"
 REAL_TEXT = (FIXTURES / "text" / "real_sample.txt").read_text(encoding="utf-8").splitlines()
 SHARED_DATA = REPO.parent / "shared" / "data"
-ALICE = REPO / "albert_tf" / "demo_text" / "alice_excerpt.txt"  # package data
+ALICE = REPO / "demo_app" / "text" / "alice_excerpt.txt"  # the demo's
 
 # The shared corpora are long: a test that checks every item of one checks every
 # SHARED_STEP-th (from the first) in the default run, and all of them with

@@ -3,7 +3,7 @@
 Offline, on CPU, in a few minutes, with the project's own scripts:
 
 1. data: a generated story corpus (pretraining), held-out stories, and a generated
-   review-sentiment task in the GLUE SST-2 layout (`albert_tf.demo_data`);
+   review-sentiment task in the GLUE SST-2 layout (`demo_app.data`);
 2. a SentencePiece model trained here (ALBERT's conventions: `<pad>` = 0, `<unk>` = 1,
    `[CLS]`, `[SEP]`, `[MASK]` control symbols, lower-cased text);
 3. a small ALBERT pretrained with MLM + SOP by `run_pretraining.py` (dynamic masking from
@@ -34,8 +34,8 @@ import time
 
 from absl import flags
 
-# Sizes, samples, files and state of a run: albert_tf.demo_work; the steps are here.
-from albert_tf.demo_work import (
+# Sizes, samples, files and state of a run: demo_app.work; the steps are here.
+from demo_app.work import (
     FULL,
     LABELS,
     QUICK,
@@ -52,10 +52,9 @@ from albert_tf.demo_work import (
 )
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Public-domain English (Project Gutenberg #11) shipped as package data: added to the
+# Public-domain English (Project Gutenberg #11), beside the demo: added to the
 # SentencePiece training text, see `train_sentencepiece`.
-ALICE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_text",
-                     "alice_excerpt.txt")
+ALICE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "text", "alice_excerpt.txt")
 
 FLAGS = flags.FLAGS
 
@@ -156,7 +155,7 @@ class Demo:
     def data(self) -> None:
         self.header("Data: generated stories (pretraining) and reviews (SST-2 layout)")
         if not self.skip("data"):
-            from albert_tf import demo_data
+            from demo_app import data as demo_data
 
             s = self.settings
             os.makedirs(os.path.dirname(self.ws.corpus), exist_ok=True)

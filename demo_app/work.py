@@ -1,4 +1,4 @@
-"""The demo's sizes, sample requests, files and resumable state (`albert_tf.demo` runs
+"""The demo's sizes, sample requests, files and resumable state (`demo_app.steps` runs
 the steps): `Settings` (`FULL`, `QUICK` for the tests), `Workspace` (where each file of a
 run goes), `State` (`demo_state.json`: the settings and the steps finished) and
 `prepare_work_dir`, which resumes a run or starts it clean."""

@@ -11,7 +11,7 @@ import pathlib
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # GELU, LayerNorm and the optimizer updates as plain TensorFlow ops (the same math,
-# `albert_tf.fused`; read when albert_tf is imported), as the commands run them
+# `albert_tf.modeling.fused`; read when albert_tf is imported), as the commands run them
 # (`tests/helpers/forked.py`): the tests call tiny models at ever new shapes, and each
 # new shape compiled the XLA kernels again (0.2 s a call instead of 0.05 for the tiny
 # classifier). The modules that test the kernels (KERNEL_MODULES) have the product's
@@ -90,7 +90,7 @@ def xla_kernels_where_tested(request):
     if request.path.name not in KERNEL_MODULES:
         yield
         return
-    from albert_tf import fused
+    from albert_tf.modeling import fused
 
     previous, fused._XLA.default = fused._XLA.default, True
     try:

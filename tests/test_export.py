@@ -115,13 +115,13 @@ def call_in_a_fresh_process(calls: dict, work: pathlib.Path,
 
 
 def read_warmup_requests(path):
-    from albert_tf.serving_warmup import read_warmup_requests
+    from albert_tf.export.warmup import read_warmup_requests
 
     return read_warmup_requests(path)
 
 
 def warmup_path(path):
-    from albert_tf.serving_warmup import warmup_path
+    from albert_tf.export.warmup import warmup_path
 
     return warmup_path(path)
 

@@ -1,4 +1,4 @@
-"""The fused kernels (albert_tf.fused, common.SharedDense) against the plain math they
+"""The fused kernels (albert_tf.modeling.fused, common.SharedDense) against the plain math they
 replace: values and gradients, XLA on and off, float32 and float16; exports without XLA."""
 
 import json
@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import fused
-from albert_tf.modeling import common
+from albert_tf.modeling import common, fused
 from tests.helpers import tiny
 from tests.helpers.forked import run_python
 

@@ -115,7 +115,7 @@ def chinese_release(root):
 def run_example(code: str, namespace: dict) -> None:
     """Runs a README Python block here, with plain TensorFlow ops for GELU, LayerNorm and
     the optimizer updates, as the commands run (`tests/helpers/forked.py`)."""
-    from albert_tf import fused
+    from albert_tf.modeling import fused
 
     with fused.xla_disabled():
         exec(compile(code, "README.md", "exec"), namespace)

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 pytest.importorskip("tensorflow_serving.apis.prediction_log_pb2")
 
-from albert_tf.serving_warmup import read_warmup_requests, write_warmup_requests  # noqa: E402
+from albert_tf.export.warmup import read_warmup_requests, write_warmup_requests  # noqa: E402
 from tests.helpers.tiny import random_inputs  # noqa: E402
 
 

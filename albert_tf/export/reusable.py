@@ -39,7 +39,7 @@ import contextlib
 import tensorflow as tf
 from tensorflow.python.saved_model import save_context
 
-from albert_tf import fileio, fused, names, packing
+from albert_tf import fileio, names, packing
 from albert_tf.export.base import (
     ExportError,
     check_export_dir,
@@ -48,7 +48,7 @@ from albert_tf.export.base import (
     write_export_info,
 )
 from albert_tf.export.serving import as_float32
-from albert_tf.modeling import AlbertEncoder, real_tokens
+from albert_tf.modeling import AlbertEncoder, fused, real_tokens
 
 ENCODER_OUTPUTS = "encoder_outputs"
 DEFAULT = "default"  # TF Hub's name for the pooled output

@@ -280,7 +280,7 @@ def _trace_signatures(module: ServingModule) -> dict:
 def _write_warmup(version_dir, module: ServingModule) -> bool:
     """Writes the TF Serving warmup file when the tools for it are installed."""
     try:
-        from albert_tf.serving_warmup import write_warmup_requests
+        from albert_tf.export.warmup import write_warmup_requests
 
         write_warmup_requests(version_dir, "serving_default", warmup_inputs(module))
     except ImportError:
@@ -338,7 +338,7 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     `data.ner.split_words`) cuts its raw text into words as the training data's were.
     `version` defaults to 1 + the largest existing integer version; an existing version
     directory raises `ExportError` before anything is written.
-    With `warmup_requests` (and `albert_tf.serving_warmup` with the
+    With `warmup_requests` (and `albert_tf.export.warmup` with the
     tensorflow-serving-api package available) a `serving_default` warmup request for TF
     Serving goes to `assets.extra/tf_serving_warmup_requests`.
     `serving_precision` "bfloat16" exports a mixed_bfloat16 copy of the model

@@ -40,7 +40,7 @@ import tempfile
 
 import tensorflow as tf
 
-from albert_tf import fileio, fused
+from albert_tf import fileio
 from albert_tf.export import tflite_text
 from albert_tf.export.base import ExportError, file_in_the_way, signature_info
 from albert_tf.export.kinds import ServingKind
@@ -52,7 +52,7 @@ from albert_tf.export.savedmodel import (
 )
 from albert_tf.export.serving import ServingModule
 from albert_tf.export.serving_text import TextSettings
-from albert_tf.modeling import real_tokens
+from albert_tf.modeling import fused, real_tokens
 from albert_tf.tokenization import TokenizerError
 
 TFLITE_PRECISIONS = ("float32", "float16", "int8")

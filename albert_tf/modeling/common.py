@@ -10,8 +10,8 @@ from typing import NamedTuple
 import keras
 import tensorflow as tf
 
-from albert_tf import fused
 from albert_tf.config import AlbertConfig
+from albert_tf.modeling import fused
 
 # The original uses `tf.contrib.layers.layer_norm`, whose epsilon is 1e-12.
 LAYER_NORM_EPSILON = 1e-12

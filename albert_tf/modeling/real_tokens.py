@@ -15,7 +15,7 @@ values that no head or metric reads.
 Training is unchanged (its dropout masks are drawn over [B, S, ·]): the context acts on
 forward passes with `training` false, traced inside it. The SavedModel signatures and the
 scripts' evaluation and prediction are traced inside `inference_graph()`, which adds plain
-TensorFlow ops for GELU and LayerNorm (`albert_tf.fused`).
+TensorFlow ops for GELU and LayerNorm (`albert_tf.modeling.fused`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import contextlib
 
 import tensorflow as tf
 
-from albert_tf import fused
+from albert_tf.modeling import fused
 
 _ENABLED = fused.TracingSwitch(default=False)
 

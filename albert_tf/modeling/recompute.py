@@ -45,8 +45,8 @@ from typing import Callable
 import tensorflow as tf
 from tensorflow.python.eager import record  # what tf.recompute_grad uses
 
-from albert_tf.fused import TracingSwitch
 from albert_tf.modeling import common
+from albert_tf.modeling.fused import TracingSwitch
 
 UNITS = ("layer", "group")
 

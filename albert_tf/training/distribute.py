@@ -290,7 +290,7 @@ def use_xla(enable_xla: bool, strategy: tf.distribute.Strategy) -> bool:
 
     MirroredStrategy over several logical CPU devices cannot run a whole XLA-compiled
     gradient computation; there we turn it off and say so. XLA stays inside the pure
-    functions of `albert_tf.fused` (GELU, LayerNorm, the optimizer update), which run
+    functions of `albert_tf.modeling.fused` (GELU, LayerNorm, the optimizer update), which run
     under any strategy. Under mixed_bfloat16 on CPUs it stays on, with a warning: XLA's
     CPU matmuls ran bfloat16 no faster than float32 on an AVX512_BF16 CPU, where
     TensorFlow's own (oneDNN) ran it twice as fast, and the step 2.1x slower with XLA

@@ -47,7 +47,7 @@ from typing import NamedTuple, Sequence
 import keras
 import tensorflow as tf
 
-from albert_tf import fused
+from albert_tf.modeling import fused
 from albert_tf.training import distribute
 
 # The original's `exclude_from_weight_decay` for both optimizers (and LAMB's default

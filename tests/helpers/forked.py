@@ -92,7 +92,7 @@ def run_installed(name: str, args, **kwargs) -> subprocess.CompletedProcess:
 def _command_environment(env) -> dict:
     env = dict(os.environ if env is None else env)
     # Plain TensorFlow ops for GELU, LayerNorm and the optimizer updates (the same math,
-    # `albert_tf.fused`): a command here runs a few steps on a tiny model, where
+    # `albert_tf.modeling.fused`): a command here runs a few steps on a tiny model, where
     # compiling the XLA kernels for each batch shape is a quarter of its time. The
     # kernels themselves are tested in the pytest process (conftest's KERNEL_MODULES);
     # a command that wants them sets the variable to 1.

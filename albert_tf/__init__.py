@@ -1,5 +1,9 @@
 """albert_tf: ALBERT for TensorFlow 2 / Keras 3: Google's, brightmart's (albert_zh) and
-Hugging Face checkpoints read by name, fine-tuning, pretraining and serving."""
+Hugging Face checkpoints read by name, fine-tuning, pretraining and serving.
+
+The task models (`albert_tf.AlbertClassifier`, `AlbertMultiLabelClassifier`, ...) are
+the models of the registered tasks (`albert_tf.tasks.model_classes`), imported when first
+named."""
 
 import os as _os
 
@@ -41,34 +45,30 @@ from albert_tf.tasks import serving_kinds as _serving_kinds  # noqa: E402
 _set_release_reader(load_model)
 _set_kind_finder(_serving_kinds)
 
-# The task models, from their tasks' modules when first asked for.
-_TASK_MODELS = {
-    "AlbertClassifier": "albert_tf.tasks.classification",
-    "AlbertMultipleChoice": "albert_tf.tasks.multiple_choice",
-    "AlbertSquadV1": "albert_tf.tasks.squad",
-    "AlbertSquadV2": "albert_tf.tasks.squad",
-    "AlbertTokenClassifier": "albert_tf.tasks.token_classification",
-}
-
 
 def __getattr__(name):
-    if name in _TASK_MODELS:
-        import importlib
+    # The task models (`albert_tf.AlbertClassifier`, ...), from the task registry when
+    # first asked for: the models of the registered tasks' serving kinds.
+    if name.startswith("Albert"):
+        from albert_tf.tasks import model_classes
 
-        return getattr(importlib.import_module(_TASK_MODELS[name]), name)
+        found = model_classes().get(name)
+        if found is not None:
+            return found
     raise AttributeError(f"module 'albert_tf' has no attribute {name!r}")
+
+
+def __dir__():
+    from albert_tf.tasks import model_classes
+
+    return sorted({*globals(), *model_classes()})
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AlbertClassifier",
     "AlbertConfig",
     "AlbertEncoder",
-    "AlbertMultipleChoice",
     "AlbertPretrainer",
-    "AlbertSquadV1",
-    "AlbertSquadV2",
-    "AlbertTokenClassifier",
     "CheckpointError",
     "ConfigError",
     "LoadReport",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import pkgutil
 import re
 import sys
 from typing import Sequence
@@ -28,11 +29,6 @@ from albert_tf.errors import UserError
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.options import option
 
-# The modules of the package's tasks, imported (which registers them) when the
-# registry is first read.
-BUILTIN_MODULES = tuple(f"albert_tf.tasks.{name}" for name in (
-    "classification", "multiple_choice", "token_classification", "squad", "multi_label",
-    "pretraining"))
 TASK_MODULE_FLAG = "task_module"
 METRIC_GOALS = ("max", "min")
 
@@ -122,14 +118,56 @@ def register(task: type[Task]) -> type[Task]:
 
 
 def _same(a: type, b: type) -> bool:
-    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+    """Whether two classes are one class's definition: the same name in the same module,
+    or in the same file (a task file imported by its name and again as --task_module)."""
+    if a.__qualname__ != b.__qualname__:
+        return False
+    return a.__module__ == b.__module__ or _realpath(_file_of(a)) == _realpath(_file_of(b))
+
+
+def _realpath(path: str) -> str:
+    return os.path.realpath(path) if os.path.isfile(path) else path
+
+
+_BUILTINS_IMPORTED = False
 
 
 def registered() -> dict[str, type[Task]]:
-    """Every registered task by name (the package's imported first)."""
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
+    """Every registered task by name. The package's own are those its modules register:
+    every module of `albert_tf.tasks` is imported the first time (no list of them is
+    kept beside the registry)."""
+    global _BUILTINS_IMPORTED
+    if not _BUILTINS_IMPORTED:
+        for module in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
+            importlib.import_module(module.name)
+        _BUILTINS_IMPORTED = True
     return dict(_TASKS)
+
+
+def fine_tuning() -> tuple[type[Task], ...]:
+    """The registered tasks that the fine-tuning driver runs (`albert_tf.apps.driver`):
+    those whose options are `FineTuningOptions` (not pretraining, which reads streams,
+    not splits, and has a short flow of its own), the package's first."""
+    from albert_tf.tasks.options import FineTuningOptions
+
+    return tuple(task for task in registered().values()
+                 if issubclass(task.Options, FineTuningOptions))
+
+
+def owning(options) -> type[Task] | None:
+    """The registered task whose `Options` class `options` are an instance of."""
+    for task in registered().values():
+        if type(options) is task.Options:
+            return task
+    return None
+
+
+def model_classes() -> dict[str, type]:
+    """Every task model class by its class name (`albert_tf.AlbertClassifier`, ...): the
+    models of the registered tasks' serving kinds."""
+    return {kind.model_class.__name__: kind.model_class
+            for task in registered().values() for kind in task.serving_kinds
+            if kind.model_class is not None}
 
 
 def find(task_name: str | None) -> type[Task] | None:
@@ -219,6 +257,11 @@ def load_task_module(path) -> type[Task]:
             raise TaskModuleError(f"{where} does not exist")
         if not os.path.isfile(path):
             raise TaskModuleError(f"{where} is not a file")
+        imported = _module_of_file(path)
+        if imported is not None:  # (imported by its name already: the same task)
+            task = _registered_by(imported, where)
+            _loaded[path] = task
+            return task
         stem = re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
         name = f"albert_tf_user_task_{stem}"
         spec = importlib.util.spec_from_file_location(name, path)
@@ -242,6 +285,16 @@ def load_task_module(path) -> type[Task]:
     task = _registered_by(module, where)
     _loaded[path] = task
     return task
+
+
+def _module_of_file(path: str):
+    """The module already imported from the file `path`, or None."""
+    wanted = os.path.realpath(path)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and os.path.realpath(file) == wanted:
+            return module
+    return None
 
 
 def _registered_by(module, where: str) -> type[Task]:
@@ -288,6 +341,6 @@ def task_module_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-__all__ = ["BUILTIN_MODULES", "DataError", "Task", "TaskModuleError", "find", "option",
-           "load_task_module", "load_task_module_in", "models",
+__all__ = ["DataError", "Task", "TaskModuleError", "find", "fine_tuning", "option",
+           "load_task_module", "load_task_module_in", "model_classes", "models", "owning",
            "register", "registered", "serving_kinds", "task_module_in"]

@@ -35,6 +35,7 @@ APP_FLAGS = {
         "do_predict", "data_dir", "task_name", "cached_dir", "max_seq_length",
         "max_qa_length", "high_only", "middle_only", "train_batch_size", "eval_batch_size",
         "predict_batch_size", "train_step", "warmup_step", "dropout_prob",
+        "num_train_epochs", "warmup_proportion",
         # Multiple choice and classification from your own files.
         "train_file", "dev_file", "test_file", "text_a_field", "text_b_field",
         "label_field", "labels", "header",
@@ -245,3 +246,69 @@ def test_options_are_typed_and_name_what_is_wrong_before_any_work():
         "train_step", "learning_rate", "do_train", "labels", "task_name")} == {
         "train_step": (int, True), "learning_rate": (float, False),
         "do_train": (bool, False), "labels": (tuple, True), "task_name": (str, True)}
+
+
+# Each script's process: its flags defined, then for each task it runs the options a run
+# with no flag but the task's name (and --output_dir) gets, against the task's Options
+# built from Python with the same two; and each flag's shown default against the field's.
+DEFAULTS_CHECK = """
+import json, re, sys
+from absl import flags
+from albert_tf import tasks
+from albert_tf.apps import {app} as app
+sys.argv = ["x", *{argv!r}]
+app.define_flags()
+results = []
+for task in ({tasks}):
+    flags.FLAGS.unparse_flags()
+    flags.FLAGS(["x", "--output_dir=out", *([f"--task_name={{task.name}}"]
+                                           if "task_name" in flags.FLAGS else [])])
+    from_cli = app.options_from_flags()
+    from_python = task.Options.build(output_dir="out", **(
+        {{"task_name": task.name}} if "task_name" in task.Options.names() else {{}}))
+    differ = [name for name in task.Options.names()
+              if getattr(from_cli, name) != getattr(from_python, name)]
+    shown_wrong = []
+    for field in task.Options.flag_fields():
+        if field.name not in flags.FLAGS:
+            continue
+        flag = flags.FLAGS[field.name]
+        default = list(field.default) if isinstance(field.default, tuple) else field.default
+        if flag.default == default:
+            continue
+        shown = ("none" if field.default is None else str(field.default).lower()
+                 if isinstance(field.default, bool) else str(field.default))
+        if flag.default is not None or not re.search(
+                rf"Default by task:.*\\b{{re.escape(shown)}} \\([^)]*\\b{{task.name}}\\b",
+                flag.help):
+            shown_wrong.append(field.name)
+    results.append([task.name, type(from_cli).__qualname__, differ, shown_wrong])
+print(json.dumps(results))
+"""
+
+
+@pytest.mark.parametrize("app, argv, task_list", [
+    ("classifier", [f"--task_module={FIXTURES / 'task_modules' / 'rating.py'}"],
+     "*tasks.fine_tuning(),"),
+    ("ner", [], "tasks.find('ner'),"),
+    ("squad", [], "tasks.find('squad'),"),
+    ("pretraining", [], "tasks.find('pretraining'),"),
+])
+def test_a_script_run_and_a_python_run_get_the_same_defaults(app, argv, task_list):
+    # Each default is defined once, by the task's options: a flag shows it (a flag
+    # whose tasks' defaults differ shows none and names each task's in its help), and a
+    # script run given no value takes it, as a Python run does (run_classifier.py once
+    # gave every task GLUE's 1,000 steps, where a task file's options said 3 epochs).
+    import json
+
+    results = json.loads(python(DEFAULTS_CHECK.format(app=app, argv=argv,
+                                                      tasks=task_list)).splitlines()[-1])
+    names = [name for name, *_ in results]
+    assert len(names) >= {"classifier": 6}.get(app, 1), names
+    if app == "classifier":
+        assert {"classification", "multiple_choice", "multi_label", "ner", "squad",
+                "rating"} <= set(names)
+    for name, options_class, differ, shown_wrong in results:
+        assert options_class.endswith("Options"), name
+        assert differ == [], (app, name)
+        assert shown_wrong == [], (app, name)

@@ -70,6 +70,43 @@ def test_its_flags_are_in_help(tmp_path):
     assert re.search(r"--score_key: rating: the JSON key of the 1-5 rating", result.stdout)
 
 
+PYTHON_RUN = """
+import json, sys
+import rating  # the task file imported by its name, as a user's own code does
+from albert_tf import tasks
+from albert_tf.apps import classifier, driver
+
+flags = json.loads(sys.argv[1])
+# The one Python entry point finds the task of a file of one's own three ways: its
+# options' class, --task_module (the same file: the same task, not a second one), its name.
+same = classifier.task_class({"task_module": "rating.py"}) is rating.RatingTask
+by_name = driver.resolve_task("rating", {}) is rating.RatingTask
+listed = rating.RatingTask in tasks.fine_tuning()
+best = classifier.run(rating.RatingTask.Options(**flags))
+print(json.dumps([same, by_name, listed, best]))
+"""
+
+
+def test_a_python_run_trains_what_the_script_trained(trained, tmp_path):
+    # The same settings from Python (the task's options, no flag) as the script was
+    # given: the same dev errors at every checkpoint, the same best (the defaults the
+    # script did not give are the task's own in both).
+    folder = trained["folder"]
+    options = dict(score_key="stars", train_file="train.jsonl", dev_file="dev.jsonl",
+                   do_train=True, do_eval=True, albert_config_file=str(trained["config"]),
+                   spm_model_file=str(SPM), output_dir=str(tmp_path / "out"),
+                   max_seq_length=16, train_batch_size=16, train_step=12, warmup_step=2,
+                   save_checkpoints_steps=4, iterations_per_loop=4, learning_rate=1e-3)
+    result = run_python(["-c", PYTHON_RUN, json.dumps(options)], cwd=folder, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    same, by_name, listed, best = json.loads(result.stdout.splitlines()[-1])
+    assert same and by_name and listed
+    assert results(tmp_path / "out" / "best_trial.txt") == \
+        results(trained["out"] / "best_trial.txt")
+    assert best["mean_absolute_error"] == pytest.approx(
+        results(trained["out"] / "best_trial.txt")["mean_absolute_error"], rel=1e-6)
+
+
 def test_the_run_keeps_the_checkpoint_of_the_lowest_error(trained):
     errors = {int(step): float(value) for step, value in re.findall(
         r"dev mean_absolute_error at step (\d+): ([0-9.e-]+)", trained["log"])}

@@ -43,39 +43,60 @@ from albert_tf.training import distillation, distribute
 from albert_tf.training.loop import predict
 
 
-def define_task_module_flag(what: str) -> None:
-    """Defines `--task_module` in a run script (`what`: the tasks it runs otherwise) and
-    loads the module named among the command-line arguments, whose task's options
-    become flags before absl parses them (`tasks.load_task_module_in`). A module that
-    cannot be loaded, or whose options clash with the script's flags, stops the program
-    with one line, `error: <why>`."""
+def define_task_flags(task_classes, what: str, helps=None, omit=()) -> None:
+    """Defines a run script's flags: `--task_module`, and the options of `task_classes`
+    (the tasks it runs; `what`: what it calls them) and of the --task_module's task
+    named among the command-line arguments (loaded now, before absl parses them), each
+    default its task's: a flag whose default differs between them names each task's in
+    its help (`omit`: the built-in tasks' options that are no flags of the script). A
+    module that cannot be loaded, or whose options clash with the script's flags, stops
+    the program with one line, `error: <why>`."""
     define_flags(FineTuningOptions, only=[tasks.TASK_MODULE_FLAG], helps={
         tasks.TASK_MODULE_FLAG: FineTuningOptions.help_of(tasks.TASK_MODULE_FLAG) +
         f" Trained, evaluated, predicted and exported as {what}."})
-    task = tasks.load_task_module_in(sys.argv[1:])
-    if task is not None:
-        try:
-            define_flags(task.Options)
-        except OptionsError as e:
-            raise SystemExit(f"error: --{tasks.TASK_MODULE_FLAG}: {e}") from None
+    own = tasks.load_task_module_in(sys.argv[1:])
+    classes = tuple(task_classes) + ((own,) if own and own not in task_classes else ())
+    try:
+        define_flags(*(task.Options for task in classes), omit=omit, helps=helps,
+                     labels={task.Options: task.name for task in classes})
+        if own is not None:
+            define_flags(own.Options)
+    except OptionsError as e:
+        if own is None:
+            raise
+        raise SystemExit(f"error: --{tasks.TASK_MODULE_FLAG}: {e}") from None
 
 
-def task_of(options, named=(), default=None):
-    """The task of a run (`options`: a mapping, or a task's options): `--task_module`'s;
-    else `default` (the script's one task); else the registered task that `--task_name`
-    names (`tasks.find`) among `named`, the tasks whose flags the script has. With
-    `named`, a --task_name given with a --task_module must be that task's."""
+def task_name_help() -> str:
+    """`--task_name`'s help, from the registry: every fine-tuning task and the names it
+    answers."""
+    listed = []
+    for task in tasks.fine_tuning():
+        others = [n for n in task.task_names() if n.lower() != task.name.lower()]
+        listed.append(task.name + (f" ({', '.join(others)})" if others else ""))
+    return ("The task: one of the registered tasks, or a data set one of them runs: "
+            f"{'; '.join(listed)}; or the name of a --task_module's task.")
+
+
+def task_of(options, default=None):
+    """The task of a run (`options`: a mapping, or a task's options): the task whose
+    `Options` they are; else `--task_module`'s; else `default` (the script's one task);
+    else the registered fine-tuning task that `--task_name` names (`tasks.find`). A
+    --task_name given beside must be one the task answers."""
     def value(name):
         return options.get(name) if isinstance(options, Mapping) else \
             getattr(options, name, None)
 
     name = value("task_name")
     module = value(tasks.TASK_MODULE_FLAG)
-    if module:
+    task = None if isinstance(options, Mapping) else tasks.owning(options)
+    if task is None and module:
         task = tasks.load_task_module(module)
-        if named and name and not task.answers(name):
-            raise UsageError(f"--task_name={name}, but --task_module={module} is "
-                             f"the task {task.name!r}")
+    if task is not None:
+        if name and not task.answers(name):
+            where = f"--task_module={module}" if module else "the options"
+            raise UsageError(f"--task_name={name}, but {where} are the task "
+                             f"{task.name!r}'s")
         return task
     if default is not None:
         if name and not default.answers(name):
@@ -83,23 +104,23 @@ def task_of(options, named=(), default=None):
                              f"{', '.join(default.task_names())}, or give --task_module")
         return default
     if not name:
-        raise UsageError("--task_name is required")
+        raise UsageError("--task_name is required (or --task_module)")
     task = tasks.find(name)
-    if task is None or task not in named:
+    if task is None or task not in tasks.fine_tuning():
         raise UsageError(
-            f"--task_name={name}: no such task here; expected one of "
-            f"{', '.join(n for task in named for n in task.task_names())}, or give "
-            "--task_module")
+            f"--task_name={name}: no such task; expected one of "
+            f"{', '.join(n for task in tasks.fine_tuning() for n in task.task_names())}, "
+            "or give --task_module")
     return task
 
 
-def options_from_flags(named=(), default=None):
-    """The run's options from the parsed flags: those of its task (`task_of`), filled
+def options_from_flags(default=None):
+    """The run's options from the flags given: those of its task (`task_of`), filled
     by `albert_tf.apps.options.from_flags` (a flag given that the task has no option
     for is an error)."""
     given = {name: flags.FLAGS[name].value for name in ("task_name", tasks.TASK_MODULE_FLAG)
              if name in flags.FLAGS}
-    task = task_of(given, named, default)
+    task = task_of(given, default)
     return from_flags(task.Options, f"the task {task.name!r}")
 
 
@@ -164,6 +185,19 @@ def check_metric(task, dev, model, strategy, options) -> None:
             f"; checked on the first {count} dev examples before training)")
 
 
+def resolve_task(task, options):
+    """The task class of `run(task, options)` and `keras_data(task, options)`."""
+    if task is None:
+        return task_of(options)
+    if isinstance(task, str):
+        found = tasks.find(task)
+        if found is None:
+            raise UsageError(f"no registered task answers {task!r}; expected one of "
+                             f"{', '.join(tasks.registered())}")
+        return found
+    return task
+
+
 def read_task(task_class, options):
     """(task, options, config, files, report, data): the task and its options checked,
     the config read, the tokenizer made, the labels known and every split read and
@@ -181,11 +215,14 @@ def read_task(task_class, options):
     return task, options, config, files, report, data
 
 
-def run(task_class, options) -> dict:
+def run(task, options) -> dict:
     """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
-    test split and exports; returns the best dev results. `options`: the task's
-    `Options`, or a mapping that makes them."""
-    task, options, config, files, report, data = read_task(task_class, options)
+    test split and exports; returns the best dev results. `task`: a registered task (its
+    class, or a name it answers: `"mrpc"`, a task file's task's name), or None for the
+    one `options` name (their class's task, --task_module's or --task_name's:
+    `task_of`). `options`: the task's `Options`, or a mapping that makes them."""
+    task, options, config, files, report, data = read_task(resolve_task(task, options),
+                                                           options)
     teacher_config = (distill.check_teacher(task, options, config)
                       if distill.distilling(options) else None)
     transfer = distill.read_transfer(task, options)
@@ -298,7 +335,7 @@ class KerasData:
             precision=self.options.precision)
 
 
-def keras_data(task_class, options, splits=("train", "dev")) -> KerasData:
+def keras_data(task, options, splits=("train", "dev")) -> KerasData:
     """The task's `splits` (those of them it has files for) read, checked and converted
     to records (cached in --cached_dir, else --output_dir) as `run` does, as batches for
     Keras: (model inputs, the batch's record features, labels among them). Each batch
@@ -307,7 +344,7 @@ def keras_data(task_class, options, splits=("train", "dev")) -> KerasData:
     batches `run` trains on; the others are batched by --eval_batch_size
     (--predict_batch_size for test), in order, once. Pair them with
     `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
-    task, options, config, files, _, data = read_task(task_class, options)
+    task, options, config, files, _, data = read_task(resolve_task(task, options), options)
     cache_dir = options.cached_dir or options.output_dir
     converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
                  for split in splits if split in files}

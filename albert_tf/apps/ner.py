@@ -9,13 +9,11 @@ flags here; the run is the one fine-tuning driver's (`albert_tf.apps.driver`).
 from __future__ import annotations
 
 from albert_tf.apps import driver
-from albert_tf.apps.options import define_flags as define_option_flags
 from albert_tf.tasks.token_classification import TokenClassificationTask
 
 
 def define_flags():
-    define_option_flags(TokenClassificationTask.Options)
-    driver.define_task_module_flag("NER")
+    driver.define_task_flags([TokenClassificationTask], "NER")
 
 
 def options_from_flags():

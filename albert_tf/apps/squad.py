@@ -9,15 +9,13 @@ run is the one fine-tuning driver's (`albert_tf.apps.driver`).
 from __future__ import annotations
 
 from albert_tf.apps import driver
-from albert_tf.apps.options import define_flags as define_option_flags
 from albert_tf.tasks.squad import SquadTask
 
 
 def define_flags():
     # As the original: no dev split (no --eval_batch_size), epochs not steps.
-    define_option_flags(SquadTask.Options,
-                        omit=("eval_batch_size", "train_step", "warmup_step"))
-    driver.define_task_module_flag("SQuAD")
+    driver.define_task_flags([SquadTask], "SQuAD",
+                             omit=("eval_batch_size", "train_step", "warmup_step"))
 
 
 def options_from_flags():

@@ -139,8 +139,8 @@ class ClassificationTask(Task):
         warmup), and the fields of your files."""
 
         max_seq_length: int = option(512)
-        train_step: int | None = option(1000, "Training steps.")
-        warmup_step: int | None = option(0, "Warmup steps.")
+        train_step: int | None = option(1000)
+        warmup_step: int | None = option(0)
         dropout_prob: float = option(0.1, "Dropout of the classifier head.")
         text_a_field: str | None = option(
             None, "classification / regression: the text's column name (CSV/TSV header, "

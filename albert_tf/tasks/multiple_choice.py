@@ -162,6 +162,9 @@ class MultipleChoiceTask(Task):
             "after [CLS] and 2 x [SEP]).")
         high_only: bool = option(False, "RACE: only the high-school part.")
         middle_only: bool = option(False, "RACE: only the middle-school part.")
+        # run_classifier.py's, as GLUE's (`ClassificationTask.Options`)
+        train_step: int | None = option(1000)
+        warmup_step: int | None = option(0)
         exclusive = (("high_only", "middle_only"),)
 
     def __init__(self, options):

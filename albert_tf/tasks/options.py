@@ -309,11 +309,11 @@ class FineTuningOptions(RunOptions, SkipOptions):
     do_predict: bool = option(False, "Predict the test set.")
     predict_batch_size: int = option(8, "Global prediction batch size.")
     train_step: int | None = option(
-        None, "Training steps (default: --num_train_epochs over the examples).")
+        None, "Training steps (none: --num_train_epochs over the examples).")
     num_train_epochs: float = option(
         3.0, "Training epochs (over the examples), when --train_step is not given.")
     warmup_step: int | None = option(
-        None, "Warmup steps (default: --warmup_proportion of the steps).")
+        None, "Warmup steps (none: --warmup_proportion of the steps).")
     warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.")
     lora_rank: int | None = option(
         None, "LoRA: train adapters of this rank on each attention's query and value "

@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: test install clean demo
+.PHONY: test lint install clean demo
 
 # uv (from PyPI, into the environment) installs the packages: it fetches and unpacks
 # TensorFlow's wheel and the rest in parallel: 31-40 s against pip's 58 s on a fresh 2-core
@@ -26,6 +26,10 @@ install: $(VENV)/.installed
 TEST_WORKERS ?= 2
 test: $(VENV)/.installed
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist=loadscope --no-loadscope-reorder tests
+
+# ruff with the rules of pyproject.toml (CI runs it before the tests).
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
 
 # The whole product end to end on generated data, offline, on CPU (about 5 minutes):
 # SentencePiece, pretraining, fine-tuning, SavedModel export and raw-text requests.

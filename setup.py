@@ -36,10 +36,13 @@ setup(
     # using an encoder export (tests/test_reusable_export.py, the README); hypothesis:
     # the readers fuzzed with mutations of real files (tests/test_messy_files.py);
     # keras-hub (pure Python): its AlbertBackbone / AlbertTextClassifier load the presets
-    # albert_tf writes and write those it reads (tests/test_keras_hub_preset.py).
+    # albert_tf writes and write those it reads (tests/test_keras_hub_preset.py); ruff:
+    # `make lint`, which CI runs before the tests (its rules in pyproject.toml; one minor
+    # version, so that a new rule does not fail a run by itself).
     extras_require={"test": ["pytest>=8", "pytest-xdist>=3.8", "ai-edge-litert>=2.0",
                              "tensorflow-hub>=0.16", "tf-keras>=2.21,<2.22",
-                             "hypothesis>=6.100", "keras-hub>=0.32,<0.33"]},
+                             "hypothesis>=6.100", "keras-hub>=0.32,<0.33",
+                             "ruff>=0.17,<0.18"]},
     entry_points={
         # Each the same absl program as the script of the same name in the repository.
         "console_scripts": [

@@ -3,12 +3,15 @@ TF1 variable name -> its shape, its `transformers` state-dict key and how the mo
 initializes it; and the `transformers` classes, by the heads they hold.
 
 One definition read by everything that names these variables: the models create the
-fine-tuning heads from them (`albert_tf.modeling.task_model`), the TF1 variable oracle is
+heads' layers from them (`albert_tf.modeling.heads`), the TF1 variable oracle is
 built from them (`albert_tf.modeling.tf1_variables`), `albert_tf.checkpoints.huggingface`
 maps them to state-dict keys and `albert_tf.convert` recognizes a model from them. A
 model holds its heads in its class attribute `heads`; a task module with a head of its
 own puts its `Head` there too, and nowhere else (its keys then reach Hugging Face where
-its model names a `transformers` class whose keys they are).
+its model names a `transformers` class whose keys they are). The tables are data and sit
+below the models (they import `albert_tf.names` alone), so that the checkpoint readers,
+which know variables by name only, read them without the models; the heads' Keras layers
+are `albert_tf.modeling.heads`.
 
 Shapes take the config and the head's number of outputs (`num_labels`; 1 for the
 multiple-choice scorer, 2 for SQuAD v1.1's start and end; the pretraining and SQuAD
@@ -38,7 +41,7 @@ class HeadVariable(NamedTuple):
 
 
 # The parts of a head, each under its TF1 name; the models build their layers from them
-# (`albert_tf.modeling.task_model.HeadLayers`), and the variables follow from them.
+# (`albert_tf.modeling.heads.HeadLayers`), and the variables follow from them.
 class Variable(NamedTuple):
     """One variable of its own (`output_weights`, `output_bias`)."""
 

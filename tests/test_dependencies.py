@@ -28,8 +28,9 @@ FORBIDDEN = {
     "albert_tf.fileio": ("albert_tf.",),
     # The one base of the user errors (`UserError`), which every room derives from.
     "albert_tf.errors": ("albert_tf.",),
-    # The heads' tables are data (over the names of `albert_tf.names`): the models,
-    # tf1_variables and the readers read them.
+    # The heads' tables are data (over the names of `albert_tf.names`): the models (their
+    # Keras layers: albert_tf.modeling.heads), tf1_variables, convert and the checkpoint
+    # readers read them, so they stay below the models and the readers.
     "albert_tf.task_heads": tuple(f"albert_tf.{room}" for room in (
         "apps", "checkpoints", "config", "convert", "data", "export", "modeling",
         "tasks", "training")),

@@ -18,7 +18,7 @@ from albert_tf.config import AlbertConfig
 from albert_tf.modeling import common
 from albert_tf.modeling.base import AlbertModel
 from albert_tf.modeling.encoder import AlbertEncoder
-from albert_tf.modeling.head_layers import HeadLayers
+from albert_tf.modeling.heads import HeadLayers
 
 # The original's head dropout: `keep_prob=0.9` (classifier, hard-coded) and the
 # `--dropout_prob` default of run_race.py and run_squad_v2.py.

@@ -11,17 +11,20 @@ default), a Google release directory (`--to=google`: `albert_config.json`,
 Google's checkpoints read, or a keras-hub preset (`--to=keras_hub`: the backbone, and a
 classifier's `AlbertTextClassifier`; `albert_tf.checkpoints.keras_hub_preset`). The model
 (pretraining heads, encoder alone, or a fine-tuned head) is recognized from the weights;
-`--model` says it where they cannot (a one-output head is a regression classifier or a
-multiple-choice scorer; a TF1 classifier head may be multi-label: `--model=multi_label`,
-which a Hugging Face directory says with its `problem_type`). Nothing is written unless
-every weight was read (but for the pooler of a model that does not read it:
-transformers' question-answering and token-classification models have none).
+`--kind` names it, by its serving kind as `export_savedmodel.py --kind` does, where they
+cannot (a one-output head is a regression classifier or a multiple-choice scorer; a TF1
+classifier head may be multi-label: `--kind=multi_label`, which a Hugging Face directory
+says with its `problem_type`). `--model`, its former name, still works and logs that it
+is deprecated. Nothing is written unless every weight was read (but for the pooler of a
+model that does not read it: transformers' question-answering and token-classification
+models have none).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import tensorflow as tf
 from absl import app, flags, logging
@@ -39,7 +42,7 @@ TARGETS = ("huggingface", "google", "keras_hub")
 
 
 def models() -> dict[str, type]:
-    """`--model`'s choices: the model of every serving kind (`albert_tf.tasks.models`:
+    """`--kind`'s choices: the model of every serving kind (`albert_tf.tasks.models`:
     the encoder's, the package's tasks' and a loaded --task_module's)."""
     return tasks.models()
 
@@ -68,7 +71,7 @@ def detect_model(files: release.ReleaseFiles) -> str:
         if name is None:
             raise CheckpointError(
                 f"{files.config_file} names the architectures {architectures}; give "
-                f"--model ({', '.join(known)})")
+                f"--kind ({', '.join(known)})")
         return name
     shapes = release.weight_shapes(files)
     # The models whose every head is in the checkpoint; a head within another model's
@@ -81,25 +84,51 @@ def detect_model(files: release.ReleaseFiles) -> str:
         return "encoder"
     if len(found) > 1:
         raise CheckpointError(f"{files.checkpoint} holds the heads of {', '.join(found)}: "
-                              "give --model")
+                              "give --kind")
     name, cls = next(iter(found.items()))
     pooled = task_heads.weights_name(task_heads.CLASSIFIER)  # also the RACE scorer's
     if cls.heads == (task_heads.CLASSIFIER,) and shapes[pooled][0] == 1:
         raise CheckpointError(
-            f"{files.checkpoint} has a one-output head: give --model=classifier "
-            "(regression) or --model=multiple_choice")
+            f"{files.checkpoint} has a one-output head: give --kind=classifier "
+            "(regression) or --kind=multiple_choice")
     return name
 
 
-def load(path, *, model: str = "auto", albert_config_file=None):
-    """The model held by `path` (any layout), loaded strictly, and its files."""
+def kind_given(kind: str, model: str | None, deprecated) -> str:
+    """The kind `kind` names, or `model`, its deprecated former name (`--kind` and the
+    `kind` keyword were `--model` and `model`: then `deprecated(model)` says so); the
+    two naming two kinds are refused."""
+    if model is None:
+        return kind
+    if kind not in ("auto", model):
+        raise ValueError(f"--kind={kind} and --model={model} name two kinds: give --kind "
+                         "alone")
+    deprecated(model)
+    return model
+
+
+def _deprecated_flag(model: str) -> None:
+    logging.warning("--model is deprecated: use --kind=%s (the same names)", model)
+
+
+def _deprecated_keyword(model: str) -> None:
+    # (stacklevel: the caller of `load` or `convert`)
+    warnings.warn(f"model={model!r} is deprecated: use kind={model!r} (the same names)",
+                  DeprecationWarning, stacklevel=4)
+
+
+def load(path, *, kind: str = "auto", albert_config_file=None, model: str | None = None):
+    """The model held by `path` (any layout), loaded strictly, and its files. `kind`:
+    the serving kind whose model it is (`models()`; "auto": told from the weights);
+    `model`: its deprecated former name."""
+    kind = kind_given(kind, model, _deprecated_keyword)
     files = release.describe_checkpoint(path)
     if albert_config_file:
         files.config_file = os.fspath(albert_config_file)
     known = models()
-    name = detect_model(files) if model == "auto" else model
+    name = detect_model(files) if kind == "auto" else kind
     if name not in known:
-        raise ValueError(f"--model={name}: expected auto or one of {', '.join(known)}")
+        raise ValueError(f"--kind={name}: expected auto or one of {', '.join(known)}")
     cls, config, kwargs = known[name], files.load_config(), {}
     if cls.outputs_argument is not None:
         count = release.head_outputs(files, cls, config)
@@ -132,14 +161,17 @@ def save_google(model, directory, *, spm_model_file=None, vocab_file=None) -> st
     return directory
 
 
-def convert(input_path, output_dir, *, to: str = "huggingface", model: str = "auto",
-            albert_config_file=None, do_lower_case: bool | None = None) -> str:
-    """Reads `input_path` (any layout) and writes `output_dir` in the layout `to`."""
+def convert(input_path, output_dir, *, to: str = "huggingface", kind: str = "auto",
+            albert_config_file=None, do_lower_case: bool | None = None,
+            model: str | None = None) -> str:
+    """Reads `input_path` (any layout) and writes `output_dir` in the layout `to`;
+    `kind` as `load`'s (`model`: its deprecated former name)."""
+    kind = kind_given(kind, model, _deprecated_keyword)
     if to not in TARGETS:
         raise ValueError(f"--to={to}: expected one of {', '.join(TARGETS)}")
     if fileio.exists(output_dir):
         raise FileExistsError(f"{output_dir} exists; not overwritten")
-    result, files = load(input_path, model=model, albert_config_file=albert_config_file)
+    result, files = load(input_path, kind=kind, albert_config_file=albert_config_file)
     logging.info("%s", result.load_report)
     spm, vocab = files.spm_model_file, None if files.spm_model_file else files.vocab_file
     if to == "google":
@@ -160,9 +192,12 @@ def define_flags() -> None:
     flags.DEFINE_string("input", None, "A release directory or checkpoint of any layout.")
     flags.DEFINE_string("output", None, "The directory to write (must not exist).")
     flags.DEFINE_enum("to", "huggingface", list(TARGETS), "The layout to write.")
-    flags.DEFINE_enum("model", "auto", ["auto", *models()], "The model the weights hold.")
+    kinds = ["auto", *models()]
+    flags.DEFINE_enum("kind", "auto", kinds, "The serving kind whose model the weights "
+                      "hold (as export_savedmodel.py's --kind); auto: told from them.")
+    flags.DEFINE_enum("model", None, kinds, "Deprecated: --kind (the same names).")
     flags.DEFINE_string(tasks.TASK_MODULE_FLAG, None,
-                        "A task module whose models --model may name (by their serving "
+                        "A task module whose models --kind may name (by their serving "
                         "kinds' names).")
     flags.DEFINE_string("albert_config_file", None,
                         "The config, where none lies beside --input.")
@@ -174,7 +209,8 @@ def main(argv) -> None:
     if len(argv) > 1:  # (one line: absl's app.UsageError adds the usage and every flag)
         raise SystemExit(f"error: unexpected arguments: {' '.join(argv[1:])}")
     try:
-        path = convert(FLAGS.input, FLAGS.output, to=FLAGS.to, model=FLAGS.model,
+        path = convert(FLAGS.input, FLAGS.output, to=FLAGS.to,
+                       kind=kind_given(FLAGS.kind, FLAGS.model, _deprecated_flag),
                        albert_config_file=FLAGS.albert_config_file,
                        do_lower_case=FLAGS.do_lower_case)
     except (ValueError, OSError) as e:  # CheckpointError, ConfigError, FileExistsError
@@ -183,7 +219,7 @@ def main(argv) -> None:
 
 
 if __name__ == "__main__":
-    # The --task_module first, so that its model is one of --model's choices (one that
+    # The --task_module first, so that its model is one of --kind's choices (one that
     # cannot be loaded stops the program with one line, `error: ...`).
     tasks.load_task_module_in(sys.argv[1:])
     define_flags()

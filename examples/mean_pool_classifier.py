@@ -64,7 +64,7 @@ class MeanPoolClassifier(AlbertTaskModel):
 
 
 # What --export_dir and --export_tflite write: the classifier's signatures, text in (in
-# the LiteRT file too, --tflite_text). (its name is the model's for `convert --model`)
+# the LiteRT file too, --tflite_text). (its name is the model's for `convert --kind`)
 SERVING_KIND = ServingKind(
     "mean_pool_classifier", MeanPoolClassifier,
     (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS),

@@ -22,7 +22,9 @@ from albert_tf.checkpoints.huggingface import save_hf_checkpoint
 from albert_tf.checkpoints.release import describe_checkpoint, find_release_files
 from albert_tf.convert import convert, detect_model, load
 from albert_tf.tasks.classification import CLASSIFIER
+from tests.helpers.forked import run_python
 from tests.helpers.layouts import BRIGHTMART, brightmart_release, load_npz, model_inputs
+from tests.helpers.scripts import one_line_error
 from tests.helpers.tiny import tiny_config
 
 
@@ -46,20 +48,55 @@ def test_brightmart_to_hugging_face_to_google_keeps_the_numbers(tmp_path):
         convert(release, tmp_path / "hf")
 
 
-def test_a_one_output_head_needs_the_model_named(tmp_path):
+def _regression_release(directory):
     config = tiny_config(vocab_size=50)
-    (tmp_path / "in").mkdir()
-    config.to_json_file(tmp_path / "in" / "albert_config.json")
+    directory.mkdir()
+    config.to_json_file(directory / "albert_config.json")
     regression = AlbertClassifier(config, 1, seed=0)
-    save_tf1_checkpoint(regression, str(tmp_path / "in" / "model.ckpt"))
-    with pytest.raises(CheckpointError, match="--model=classifier .* --model=multiple_choice"):
+    save_tf1_checkpoint(regression, str(directory / "model.ckpt"))
+    return regression
+
+
+def test_a_one_output_head_needs_the_kind_named(tmp_path):
+    regression = _regression_release(tmp_path / "in")
+    with pytest.raises(CheckpointError, match="--kind=classifier .* --kind=multiple_choice"):
         load(tmp_path / "in")
-    model, _ = load(tmp_path / "in", model="classifier")
+    model, _ = load(tmp_path / "in", kind="classifier")
     assert model.num_labels == 1 and model.load_report.missing == []
-    convert(tmp_path / "in", tmp_path / "hf", model="classifier")
+    convert(tmp_path / "in", tmp_path / "hf", kind="classifier")
     again = AlbertClassifier.from_release(tmp_path / "hf", num_labels=1)
     np.testing.assert_array_equal(again.output_weights.numpy(),
                                   regression.output_weights.numpy())
+
+
+def test_model_the_former_name_of_kind_still_works_and_warns(tmp_path):
+    _regression_release(tmp_path / "in")
+    with pytest.warns(DeprecationWarning, match=r"model='classifier' is deprecated: use "
+                                                r"kind='classifier'"):
+        model, _ = load(tmp_path / "in", model="classifier")
+    assert model.num_labels == 1
+    with pytest.raises(ValueError, match="--kind=classifier and --model=multiple_choice "
+                                         "name two kinds"):
+        convert(tmp_path / "in", tmp_path / "x", kind="classifier", model="multiple_choice")
+
+    def command(*flags):
+        return run_python(["-m", "albert_tf.convert", f"--input={tmp_path / 'in'}",
+                           "--to=google", *flags], cwd=tmp_path)
+
+    # The command: --kind, and --model, which logs one line saying it is deprecated.
+    for flag, output in (("--kind", "by_kind"), ("--model", "by_model")):
+        result = command(f"{flag}=classifier", f"--output={tmp_path / output}")
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert AlbertClassifier.from_release(tmp_path / output, num_labels=1).num_labels == 1
+        warned = [line for line in result.stderr.splitlines() if "--model" in line]
+        assert len(warned) == (flag == "--model"), result.stderr[-3000:]
+    assert warned[0].endswith("--model is deprecated: use --kind=classifier (the same names)")
+    refused = command("--kind=classifier", "--model=multiple_choice",
+                      f"--output={tmp_path / 'both'}")
+    assert one_line_error(refused) == ("error: --kind=classifier and "
+                                       "--model=multiple_choice name two kinds: give "
+                                       "--kind alone")
+    assert not (tmp_path / "both").exists()
 
 
 def _release_of(model, directory):
@@ -122,7 +159,7 @@ def test_a_head_of_your_own_reaches_hugging_face_under_its_keys(tmp_path):
     tensors = load_file(tmp_path / "hf" / "model.safetensors")
     np.testing.assert_array_equal(tensors["classifier.weight"], model.output_weights.numpy())
     # Read back as this model (its names) and as the package's classifier (the same keys).
-    again, _ = load(directory, model="test_own_pooled")
+    again, _ = load(directory, kind="test_own_pooled")
     np.testing.assert_array_equal(again.output_weights.numpy(), model.output_weights.numpy())
     assert again.load_report.missing == [] and again.load_report.unused == []
     assert detect_model(describe_checkpoint(directory)) == "classifier"  # the package's first

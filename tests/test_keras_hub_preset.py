@@ -53,7 +53,7 @@ def test_google_release_as_a_keras_hub_preset_computes_the_originals_numbers(
         tmp_path, fixture_inputs, fixture_outputs):
     # The original's checkpoint (6 layers, 2 groups of 2 inner blocks, E 16 != H 32),
     # its pretraining heads left out: keras-hub's backbone gives the original's outputs.
-    convert(FIXTURE_DIR, tmp_path / "preset", to="keras_hub", model="encoder")
+    convert(FIXTURE_DIR, tmp_path / "preset", to="keras_hub", kind="encoder")
     backbone = keras_hub.models.AlbertBackbone.from_preset(str(tmp_path / "preset"))
     inputs = model_inputs(fixture_inputs)
     assert_same_encoding(fixture_outputs, backbone(theirs(inputs)), inputs[names.INPUT_MASK])
@@ -118,7 +118,7 @@ def classifier_preset(tmp_path_factory):
     model.config.to_json_file(convert_input / "albert_config.json")
     save_tf1_checkpoint(model, str(convert_input / "model.ckpt"), update_state_file=True)
     shutil.copy(SPM_MODEL, convert_input / "30k-clean.model")
-    convert(convert_input, directory, to="keras_hub", model="classifier")
+    convert(convert_input, directory, to="keras_hub", kind="classifier")
     return model, directory
 
 
@@ -228,7 +228,7 @@ def test_what_a_preset_cannot_hold_or_does_not_hold_is_refused_by_name(tmp_path)
                                                         num_hidden_groups=2)),
                               tmp_path / "uneven")
     with pytest.raises(CheckpointError, match=r"keras-hub has no ALBERT task for "
-                                              r"\(squad_v2\).*--model=encoder"):
+                                              r"\(squad_v2\).*--kind=encoder"):
         save_keras_hub_preset(AlbertSquadV2(tiny_config()), tmp_path / "squad")
     assert not (tmp_path / "exact").exists() and not (tmp_path / "squad").exists()
 

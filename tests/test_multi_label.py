@@ -152,7 +152,7 @@ def test_hugging_face_directory_says_multi_label_and_converts_back(easy, tmp_pat
     assert sorted(config["id2label"].values()) == sorted(TOPICS)
     model, files = convert.load(easy / "hf")  # the model is told by problem_type
     assert isinstance(model, AlbertMultiLabelClassifier) and model.num_labels == 3
-    tf1, _ = convert.load(easy / "out" / "model.ckpt-best", model="multi_label",
+    tf1, _ = convert.load(easy / "out" / "model.ckpt-best", kind="multi_label",
                           albert_config_file=easy / "albert_config.json")
     inputs = {names.INPUT_WORD_IDS: np.array([[2, 40, 50, 3]]),
               names.INPUT_MASK: np.ones([1, 4], np.int32),
@@ -160,7 +160,7 @@ def test_hugging_face_directory_says_multi_label_and_converts_back(easy, tmp_pat
     np.testing.assert_allclose(model(inputs)["logits"], tf1(inputs)["logits"], atol=1e-6)
     # and back to Google's layout: a TF1 checkpoint whose head is the classifier's
     written = convert.convert(easy / "hf", tmp_path / "google", to="google")
-    again, _ = convert.load(written, model="multi_label")
+    again, _ = convert.load(written, kind="multi_label")
     np.testing.assert_allclose(again(inputs)["logits"], tf1(inputs)["logits"], atol=1e-6)
 
 

@@ -427,7 +427,7 @@ def _writable_heads(model) -> None:
     raise CheckpointError(
         f"{model.name} ({type(model).__name__}) has heads keras-hub has no ALBERT task "
         f"for ({', '.join(h.name for h in model.heads)}); keras-hub's ALBERT tasks: "
-        f"{', '.join(TASKS)}. Write its encoder alone (albert_tf.convert --model=encoder)")
+        f"{', '.join(TASKS)}. Write its encoder alone (albert_tf.convert --kind=encoder)")
 
 
 def _write_h5(groups: dict[str, dict[int, np.ndarray]], names: dict[str, str],

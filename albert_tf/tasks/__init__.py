@@ -6,7 +6,7 @@ A task is a `Task` subclass registered once, with `@register`: it names its serv
 kinds (`Task.serving_kinds`), each of which names its model, and the model holds its
 heads (`albert_tf.task_heads.Head`). Everything that needs a task, a model, a head or a
 serving kind by name reads it from here: the scripts' `--task_name` (`find`), `convert`'s
-`--model` (`models`), `export_savedmodel.py`'s `--kind` (`serving_kinds`). The modules
+`--kind` (`models`), `export_savedmodel.py`'s `--kind` (`serving_kinds`). The modules
 here register theirs exactly as a file of yours does: `classification` (GLUE, your
 files), `multiple_choice` (RACE, C3, SWAG, JSON lines), `token_classification` (NER),
 `squad`, `multi_label` and `pretraining` (MLM + SOP, which `run_pretraining.py` runs
@@ -200,7 +200,7 @@ def serving_kinds() -> dict:
 
 
 def models() -> dict[str, type]:
-    """Every model by the name of its serving kind (`convert --model`): the encoder and
+    """Every model by the name of its serving kind (`convert --kind`): the encoder and
     the models of the registered tasks."""
     return {name: kind.model_class for name, kind in serving_kinds().items()}
 

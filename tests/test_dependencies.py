@@ -6,6 +6,7 @@ import cannot hide an upward dependency.
 
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -207,3 +208,18 @@ def test_the_demo_lies_outside_the_package():
     assert not list(PACKAGE.glob("demo*"))
     demo = PACKAGE.parent / "demo_app"
     assert {path.name for path in demo.glob("*.py")} >= {"steps.py", "data.py", "work.py"}
+
+
+def test_where_things_are_lists_every_room_lowest_first():
+    # docs/where-things-are.md: every path it lists exists, every room of the package is
+    # listed, and a room imports only rooms listed above it.
+    page = (PACKAGE.parent / "docs" / "where-things-are.md").read_text()
+    listed = re.findall(r"^(\S+/|\S+\.py) {2,}", page.split("```")[1], flags=re.M)
+    assert [p for p in listed if not (PACKAGE.parent / p).exists()] == []
+    rooms = [f"albert_tf.{p[len('albert_tf/'):].rstrip('/').removesuffix('.py')}"
+             for p in listed if p.startswith("albert_tf/")]
+    graph = import_graph("albert_tf")
+    assert sorted(rooms) == sorted(set(graph) - {"albert_tf"})
+    upward = [f"{room} imports {other}" for i, room in enumerate(rooms)
+              for other in sorted(graph[room]) if other in rooms[i + 1:]]
+    assert upward == []

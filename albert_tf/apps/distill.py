@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, names
+from albert_tf.apps.extension import Extension
 from albert_tf.apps.model_files import STUDENT_SHAPE, check_length, load_config, student_shape
 from albert_tf.checkpoints import CheckpointError, release
 from albert_tf.config import ConfigError
@@ -329,37 +330,8 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     (`augmenter`) become records too, labelled by the teacher (`pseudo_label`), all
     spread evenly among the training records. Returns (path, parsing spec)."""
     path = os.path.join(cache_dir, task.records_name("train") + ".teacher.tf_record")
-    weights = teacher_weight_files(options.teacher_files)
-    settings = {"records": cache.read_cache_info(train.path),
-                "teacher": {os.path.basename(f): cache.file_sha256(f) for f in sorted(weights)}}
-    if transfer:
-        settings["transfer"] = {"path": cache.abspath_or_url(options.transfer_file),
-                                "sha256": cache.file_sha256(options.transfer_file)}
-    if augment is not None:
-        settings["augment"] = {"copies": augment.copies, "probability": augment.probability,
-                               "neighbours": augment.neighbours, "seed": augment.seed}
-    per_position = teacher.soft_loss in distillation.PER_POSITION
-
-    def taught(path: str, label: bool):
-        """(position in [0, 1), record) of each record at `path`, in order, the record
-        with the teacher's outputs (and, with `label`, the teacher's labels)."""
-        dataset = task.dataset(path, options.predict_batch_size, False)
-        found = predict(strategy, teacher.model, dataset, [teacher.output],
-                        [names.INPUT_MASK] if per_position else [])
-        outputs = found[teacher.output]
-        if per_position:  # [S, labels] of each example, padded per batch: its real part
-            rows = [np.asarray(o, np.float32)[:int(np.sum(m))].reshape(-1)
-                    for o, m in zip(outputs, found[names.INPUT_MASK])]
-        else:
-            rows = np.asarray(outputs, np.float32).reshape(len(outputs), -1)
-        for i, (record, row) in enumerate(zip(
-                tf.data.TFRecordDataset(path).as_numpy_iterator(), rows)):
-            example = tf.train.Example.FromString(record)
-            if label:
-                task.pseudo_label(example, np.asarray(outputs[i]))
-            example.features.feature[distillation.TEACHER_LOGITS].float_list.value \
-                .extend(row.tolist())
-            yield (i + 0.5) / len(rows), example.SerializeToString()
+    settings = _teacher_settings(options, train, transfer, augment)
+    taught = _Taught(task, teacher, strategy, options.predict_batch_size)
 
     def write(target: str):
         unlabeled = f"{target}.transfer-{os.getpid()}"
@@ -390,16 +362,66 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     written = cache.cached_conversion(path, settings, write)
     logging.info("the teacher's outputs on %d training examples: %s",
                  written.num_examples, written.path)
+    return written.path, _teacher_spec(written.path, teacher.soft_loss)
+
+
+def _teacher_settings(options, train, transfer, augment) -> dict:
+    """What the teacher's cached outputs are made from: a difference computes them
+    again."""
+    weights = teacher_weight_files(options.teacher_files)
+    settings = {"records": cache.read_cache_info(train.path),
+                "teacher": {os.path.basename(f): cache.file_sha256(f) for f in sorted(weights)}}
+    if transfer:
+        settings["transfer"] = {"path": cache.abspath_or_url(options.transfer_file),
+                                "sha256": cache.file_sha256(options.transfer_file)}
+    if augment is not None:
+        settings["augment"] = {"copies": augment.copies, "probability": augment.probability,
+                               "neighbours": augment.neighbours, "seed": augment.seed}
+    return settings
+
+
+class _Taught:
+    """Records with the teacher's outputs: called with a path, (position in [0, 1),
+    record) of each record there, in order, the record with the teacher's outputs (and,
+    with `label`, the teacher's labels: `Task.pseudo_label`)."""
+
+    def __init__(self, task, teacher: Teacher, strategy, batch_size: int):
+        self.task, self.teacher, self.strategy = task, teacher, strategy
+        self.batch_size = batch_size
+        self.per_position = teacher.soft_loss in distillation.PER_POSITION
+
+    def __call__(self, path: str, label: bool):
+        dataset = self.task.dataset(path, self.batch_size, False)
+        found = predict(self.strategy, self.teacher.model, dataset, [self.teacher.output],
+                        [names.INPUT_MASK] if self.per_position else [])
+        outputs = found[self.teacher.output]
+        if self.per_position:  # [S, labels] of each example, padded per batch: its real part
+            rows = [np.asarray(o, np.float32)[:int(np.sum(m))].reshape(-1)
+                    for o, m in zip(outputs, found[names.INPUT_MASK])]
+        else:
+            rows = np.asarray(outputs, np.float32).reshape(len(outputs), -1)
+        for i, (record, row) in enumerate(zip(
+                tf.data.TFRecordDataset(path).as_numpy_iterator(), rows)):
+            example = tf.train.Example.FromString(record)
+            if label:
+                self.task.pseudo_label(example, np.asarray(outputs[i]))
+            example.features.feature[distillation.TEACHER_LOGITS].float_list.value \
+                .extend(row.tolist())
+            yield (i + 0.5) / len(rows), example.SerializeToString()
+
+
+def _teacher_spec(path: str, soft_loss: str) -> dict:
+    """How to parse the teacher's outputs in the records at `path`: their width read off
+    the first record."""
     first = tf.train.Example.FromString(
-        next(tf.data.TFRecordDataset(written.path).as_numpy_iterator())).features.feature
+        next(tf.data.TFRecordDataset(path).as_numpy_iterator())).features.feature
     width = len(first[distillation.TEACHER_LOGITS].float_list.value)
-    if per_position:  # [real length, labels], padded per batch as the labels are
+    if soft_loss in distillation.PER_POSITION:  # [real length, labels], padded per batch
         width //= sum(first[names.INPUT_MASK].int64_list.value)
-        return written.path, {distillation.TEACHER_LOGITS: tf.io.FixedLenSequenceFeature(
+        return {distillation.TEACHER_LOGITS: tf.io.FixedLenSequenceFeature(
             [width], tf.float32, allow_missing=True)}
-    shape = [] if teacher.soft_loss == "regression" else [width]
-    return written.path, {distillation.TEACHER_LOGITS: tf.io.FixedLenFeature(
-        shape, tf.float32)}
+    shape = [] if soft_loss == "regression" else [width]
+    return {distillation.TEACHER_LOGITS: tf.io.FixedLenFeature(shape, tf.float32)}
 
 
 def teacher_weight_files(files) -> list[str]:
@@ -411,11 +433,12 @@ def teacher_weight_files(files) -> list[str]:
             if not f.endswith(".meta.json")]
 
 
-def objective(task, options, teacher: Teacher, student, teacher_config, strategy):
-    """The student's objective. With --distill_hidden_weight or
-    --distill_attention_weight the teacher is kept for the student's steps (its layers'
-    outputs) and both models give theirs; a student of another hidden size learns a
-    projection to the teacher's (TinyBERT's W_h, made under `strategy`)."""
+def student_objective(base, options, teacher: Teacher, student, teacher_config, strategy):
+    """The student's objective: the soft targets mixed with `base`, the task's. With
+    --distill_hidden_weight or --distill_attention_weight the teacher is kept for the
+    student's steps (its layers' outputs) and both models give theirs; a student of
+    another hidden size learns a projection to the teacher's (TinyBERT's W_h, made under
+    `strategy`)."""
     layers = None
     mapped = layer_map(options, teacher_config, student.config)
     if mapped is not None:
@@ -435,6 +458,50 @@ def objective(task, options, teacher: Teacher, student, teacher_config, strategy
             options.distill_attention_weight, projection)
         distillation.prepare_layer_outputs(student, layers)
     return distillation.DistillationObjective(
-        task.objective(), soft_loss=teacher.soft_loss,
+        base, soft_loss=teacher.soft_loss,
         temperature=options.distill_temperature, alpha=options.distill_alpha,
         output=teacher.output, layers=layers)
+
+
+class Distillation(Extension):
+    """--teacher_checkpoint as an extension of the run's stages: its options and inputs
+    checked before any work; the teacher loaded once the student is built, and the
+    student started from its weights; the training records with its outputs; the
+    objective that mixes them with the labels; the student's layer outputs dropped
+    after training."""
+
+    def __init__(self, teacher_config, transfer: list):
+        self.teacher_config, self.transfer = teacher_config, transfer
+        self.teacher: Teacher | None = None
+
+    @classmethod
+    def for_run(cls, run) -> Distillation | None:
+        """The run's distillation (None without --teacher_checkpoint); its flags given
+        without one are refused."""
+        task, options = run.task, run.options
+        teacher_config = (check_teacher(task, options, run.config)
+                          if distilling(options) else None)
+        transfer = read_transfer(task, options)
+        check_augment(task, options)
+        return cls(teacher_config, transfer) if teacher_config is not None else None
+
+    def started(self, run, model) -> None:
+        self.teacher = load_teacher(run.task, run.options, self.teacher_config,
+                                    run.strategy)
+        start_student(model, self.teacher, run.options, run.output_dir, run.task,
+                      run.data.get("train"))
+
+    def train_records(self, run, records):
+        return teacher_records(run.task, run.options, self.teacher, run.strategy, records,
+                               run.cache_dir, self.transfer,
+                               augmenter(run.task, run.options, self.teacher))
+
+    def objective(self, run, objective):
+        objective = student_objective(objective, run.options, self.teacher, run.model,
+                                      self.teacher_config, run.strategy)
+        if objective.layers is None:
+            self.teacher.model = None  # its outputs are cached: the student's steps run none
+        return objective
+
+    def trained(self, run, model) -> None:
+        distillation.stop_layer_outputs(model)  # evaluated and exported as any model

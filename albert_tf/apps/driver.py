@@ -1,20 +1,26 @@
 """The fine-tuning driver: train, evaluate, predict and export any `albert_tf.tasks.Task`.
 
-    best = driver.run(MultiLabelTask, options)
+    best = driver.run(MultiLabelTask, options)     # or driver.run("mrpc", options)
 
-The steps, each the same for every task: the model files the `--init_checkpoint`
-brings; the task's checks, every split's files and the config, before any work; the
-tokenizer, the labels (`--labels`, a model's labels.txt, or the training split's) and
-every split read, each row whole or skipped, then checked against `--max_skipped_rows`
-and summed up once (`albert_tf.data.report`), before anything is written; the strategy,
-seeds and output directory (`session.setup`); the model, and the task's metric checked
-on the first dev batch; then, the run's data known good, labels.txt and
-data_report.json written, each split's records converted once and cached beside what
-made them; the optimizer; training with checkpoints and exact resume; every kept
-checkpoint evaluated on dev, the best by the task's metric (and `metric_goal`) kept as
-`model.ckpt-best`; the test split predicted with the best; the exports asked for
-(`--export_dir`, `--export_tflite`, `--export_hf_dir`). A run stopped before training
-removes the output directory it created and leaves one it did not create as it was.
+`run` is a pipeline of stages, each the same for every task, each a function here:
+`read` (the model files the --init_checkpoint brings; the task's checks, every split's
+files and the config; the tokenizer, the labels (--labels, a model's labels.txt, or the
+training split's) and every split read, each row whole or skipped, checked against
+--max_skipped_rows and summed up once (`albert_tf.data.report`); the run's extensions
+and their options: all before anything is written), then the strategy, seeds and
+output directory (`session.setup`); `build` (the model, started from its weights and by
+the extensions, and the task's metric checked on the first dev batch); `convert`
+(labels.txt, data_report.json, each split's records converted once and cached beside
+what made them); `train` (the optimizer, the objective and the training records as the
+extensions make them, checkpoints and exact resume); `evaluate` (every kept checkpoint
+on dev, the best by the task's metric and `metric_goal` kept as `model.ckpt-best`);
+`predict_test` (the test split, with the best); `export` (--export_dir,
+--export_tflite, --export_hf_dir). A run stopped before training removes the output
+directory it created and leaves one it did not create as it was.
+
+Distillation and LoRA are extensions (`albert_tf.apps.extension`), not branches of the
+stages: each is made for a run that asks for it and wraps the model, the training
+records and the objective at the stages' hooks.
 
 `keras_data` takes the same steps up to the records, for Keras' own `fit`.
 """
@@ -32,14 +38,16 @@ from absl import flags, logging
 
 from albert_tf import names, tasks
 from albert_tf.apps import distill, session
+from albert_tf.apps.extension import LoRA
 from albert_tf.apps.labels import check_labels_known, resolve_labels, save_labels
 from albert_tf.apps.model_files import save_model_files
 from albert_tf.apps.options import OptionsError, define_flags, from_flags
 from albert_tf.checkpoints import release
 from albert_tf.data.report import DataReport, SkipLimit
 from albert_tf.errors import UsageError
+from albert_tf.tasks.base import Task
 from albert_tf.tasks.options import FineTuningOptions
-from albert_tf.training import distillation, distribute
+from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
 
@@ -215,92 +223,171 @@ def read_task(task_class, options):
     return task, options, config, files, report, data
 
 
+# The extensions of every run, in the order their hooks are called: LoRA's adapters go
+# on the loaded base (a distilled student's, once started from its teacher).
+EXTENSIONS = (distill.Distillation, LoRA)
+
+
+@dataclasses.dataclass
+class Run:
+    """One fine-tuning run as its stages make it (`run`)."""
+
+    task: Task
+    options: FineTuningOptions
+    config: object        # the model's AlbertConfig
+    files: dict           # split -> its files
+    report: DataReport    # what was read and skipped
+    data: dict            # split -> what the task read
+    extensions: list = dataclasses.field(default_factory=list)
+    context: session.RunContext | None = None   # strategy and output directory
+    model: object = None
+    records: dict = dataclasses.field(default_factory=dict)  # split -> CachedRecords
+    trainer: object = None
+
+    @property
+    def strategy(self):
+        return self.context.strategy
+
+    @property
+    def output_dir(self) -> str:
+        return self.context.output_dir
+
+    @property
+    def cache_dir(self) -> str:
+        return self.options.cached_dir or self.output_dir
+
+
 def run(task, options) -> dict:
     """Trains, evaluates every kept checkpoint on dev (keeping the best), predicts the
     test split and exports; returns the best dev results. `task`: a registered task (its
     class, or a name it answers: `"mrpc"`, a task file's task's name), or None for the
     one `options` name (their class's task, --task_module's or --task_name's:
     `task_of`). `options`: the task's `Options`, or a mapping that makes them."""
-    task, options, config, files, report, data = read_task(resolve_task(task, options),
-                                                           options)
-    teacher_config = (distill.check_teacher(task, options, config)
-                      if distill.distilling(options) else None)
-    transfer = distill.read_transfer(task, options)
-    distill.check_augment(task, options)
-    context = session.setup(options)
-    strategy, output_dir = context.strategy, context.output_dir
-    with session.removed_if_stopped(context):
-        session.check_batch_sizes(options, strategy)
-        with strategy.scope():
-            model = task.build_model(context.config)
-        session.initialize_from(model, context)
-        teacher = None
-        if teacher_config is not None:
-            teacher = distill.load_teacher(task, options, teacher_config, strategy)
-            distill.start_student(model, teacher, options, output_dir, task,
-                                  data.get("train"))
-        if options.lora_rank:  # on the loaded base: its fingerprint is the adapter's
-            with strategy.scope():
-                model.enable_lora(options.lora_rank, ffn=options.lora_ffn)
-        if "dev" in data:
-            check_metric(task, data["dev"], model, strategy, options)
-    # The data and the task are known good: from here on the run writes.
+    state = read(task, options)           # every split read and checked; nothing written
+    state.context = session.setup(state.options)
+    with session.removed_if_stopped(state.context):
+        build(state)                      # the model started; the metric checked
+    convert(state)                        # from here on the run writes
+    train(state)
+    best = evaluate(state)
+    predict_test(state)
+    export(state)
+    return best or state.task.results
+
+
+def read(task, options) -> Run:
+    """The read stage: the task, its options, every split read and checked
+    (`read_task`), and the run's extensions with their options checked, before any
+    work."""
+    state = Run(*read_task(resolve_task(task, options), options))
+    state.extensions = [e for e in (ext.for_run(state) for ext in EXTENSIONS) if e]
+    return state
+
+
+def build(state: Run) -> None:
+    """The build stage: the task's model under the run's strategy, started from
+    --init_checkpoint (or a checkpoint of the run to resume), then by each extension;
+    the task's metric checked on the first dev batch."""
+    session.check_batch_sizes(state.options, state.strategy)
+    with state.strategy.scope():
+        state.model = state.task.build_model(state.context.config)
+    session.initialize_from(state.model, state.context)
+    for extension in state.extensions:
+        extension.started(state, state.model)
+    if "dev" in state.data:
+        check_metric(state.task, state.data["dev"], state.model, state.strategy,
+                     state.options)
+
+
+def convert(state: Run) -> None:
+    """The data and the task known good: labels.txt, the model files and
+    data_report.json written, and each split's records converted once (cached)."""
+    task, options, output_dir = state.task, state.options, state.output_dir
     if task.has_labels:
         save_labels(options, output_dir, task.labels)
-    if distribute.is_chief(strategy):
-        save_model_files(options, output_dir, context.config)
-        logging.info("what was read: %s", report.write(output_dir))
-    cache_dir = options.cached_dir or output_dir
-    converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
-                 for split in files}
-    paths = {split: c.path for split, c in converted.items()}
-    steps, warmup = task.train_steps(converted["train"].num_examples
-                                     if "train" in converted else None)
-    with strategy.scope():
+    if distribute.is_chief(state.strategy):
+        save_model_files(options, output_dir, state.context.config)
+        logging.info("what was read: %s", state.report.write(output_dir))
+    state.records = {split: task.cached_records(split, state.data[split], paths,
+                                                state.cache_dir)
+                     for split, paths in state.files.items()}
+
+
+def train(state: Run) -> None:
+    """The train stage: the optimizer over the run's steps, the objective and the
+    training records as the extensions make them, training with checkpoints and exact
+    resume (no training split: the trainer alone, to evaluate and predict)."""
+    task, options = state.task, state.options
+    training = state.records.get("train")
+    steps, warmup = task.train_steps(training.num_examples if training else None)
+    with state.strategy.scope():
         optimizer = session.make_optimizer(
             learning_rate=options.learning_rate, num_train_steps=steps,
             num_warmup_steps=warmup, optimizer=options.optimizer,
             precision=options.precision)
-    objective, extra_spec = task.objective(), None
-    if teacher is not None and "train" in paths:
-        paths["train"], extra_spec = distill.teacher_records(
-            task, options, teacher, strategy, converted["train"], cache_dir, transfer,
-            distill.augmenter(task, options, teacher))
-        objective = distill.objective(task, options, teacher, model, teacher_config,
-                                      strategy)
-        if objective.layers is None:
-            teacher.model = None  # its outputs are cached: the student's steps run none
-    trainer = session.make_trainer(options, strategy, model, optimizer, objective,
-                                   output_dir, steps)
-    if "train" in paths:
-        micro_batch = options.train_batch_size // options.gradient_accumulation_steps
-        # (a task that distils takes the teacher's outputs' spec; the others' `dataset`
-        # need not know the argument)
-        teaching = {"extra_spec": extra_spec} if extra_spec else {}
-        session.train(trainer, lambda skip: task.dataset(
-            paths["train"], micro_batch, True, drop_remainder=True, **teaching).skip(skip))
-        distillation.stop_layer_outputs(model)  # evaluated and exported as any model
-    best = {}
-    if "dev" in paths:
-        best = session.evaluate_checkpoints(task, data["dev"], trainer, options,
-                                            paths["dev"], output_dir)
-        if distribute.is_chief(strategy):
-            task.evaluated(best, output_dir)
-    if "test" in paths or session.exporting(options):
-        session.load_best_or_latest(trainer, output_dir)
-        task.prepare_model(trainer.model, output_dir)
-    if "test" in paths:
-        dataset = task.dataset(paths["test"], options.predict_batch_size, False)
-        outputs = predict(strategy, trainer.model, dataset,
-                          list(task.predict_outputs or task.eval_outputs),
-                          list(task.label_features))
-        if distribute.is_chief(strategy):
-            written = task.write_predictions(data["test"], outputs, output_dir, trainer.step)
-            if written:
-                logging.info("predictions: %s", written)
-    session.export_if_asked(options, strategy, trainer.model, task.serving_kind,
-                            labels=task.labels, **task.export_options())
-    return best or task.results
+    objective, path, extra_spec = task.objective(), None, None
+    if training is not None:
+        path = training.path
+        for extension in state.extensions:
+            changed = extension.train_records(state, training)
+            if changed is not None:
+                path, more = changed
+                extra_spec = {**(extra_spec or {}), **(more or {})} or None
+        for extension in state.extensions:
+            objective = extension.objective(state, objective)
+    state.trainer = session.make_trainer(options, state.strategy, state.model, optimizer,
+                                         objective, state.output_dir, steps)
+    if training is None:
+        return
+    micro_batch = options.train_batch_size // options.gradient_accumulation_steps
+    # (a task that distils takes the teacher's outputs' spec; the others' `dataset` need
+    # not know the argument)
+    teaching = {"extra_spec": extra_spec} if extra_spec else {}
+    session.train(state.trainer, lambda skip: task.dataset(
+        path, micro_batch, True, drop_remainder=True, **teaching).skip(skip))
+    for extension in state.extensions:
+        extension.trained(state, state.model)
+
+
+def evaluate(state: Run) -> dict:
+    """Every kept checkpoint evaluated on dev, the best kept as `model.ckpt-best`;
+    returns its results ({} without a dev split)."""
+    if "dev" not in state.records:
+        return {}
+    best = session.evaluate_checkpoints(state.task, state.data["dev"], state.trainer,
+                                        state.options, state.records["dev"].path,
+                                        state.output_dir)
+    if distribute.is_chief(state.strategy):
+        state.task.evaluated(best, state.output_dir)
+    return best
+
+
+def predict_test(state: Run) -> None:
+    """The best model (else the latest) made ready (`Task.prepare_model`) for the test
+    split and the exports; the test split's predictions written."""
+    task, trainer = state.task, state.trainer
+    if "test" in state.records or session.exporting(state.options):
+        session.load_best_or_latest(trainer, state.output_dir)
+        task.prepare_model(trainer.model, state.output_dir)
+    if "test" not in state.records:
+        return
+    dataset = task.dataset(state.records["test"].path, state.options.predict_batch_size,
+                           False)
+    outputs = predict(state.strategy, trainer.model, dataset,
+                      list(task.predict_outputs or task.eval_outputs),
+                      list(task.label_features))
+    if distribute.is_chief(state.strategy):
+        written = task.write_predictions(state.data["test"], outputs, state.output_dir,
+                                         trainer.step)
+        if written:
+            logging.info("predictions: %s", written)
+
+
+def export(state: Run) -> None:
+    """The exports asked for (--export_dir, --export_tflite, --export_hf_dir)."""
+    task = state.task
+    session.export_if_asked(state.options, state.strategy, state.trainer.model,
+                            task.serving_kind, labels=task.labels, **task.export_options())
 
 
 @dataclasses.dataclass

@@ -65,7 +65,9 @@ APP_FLAGS = {
         "input_file", "input_text", "max_seq_length", "max_predictions_per_seq",
         "train_batch_size", "eval_batch_size", "num_train_steps", "num_warmup_steps",
         "start_warmup_step", "poly_power", "max_eval_steps", "masked_lm_prob", "ngram",
-        "short_seq_prob", "max_skipped_rows"},
+        "short_seq_prob", "max_skipped_rows",
+        # Every run has the LoRA and distillation groups; pretraining refuses them.
+        "lora_rank", "lora_ffn", *DISTILL_FLAGS},
 }
 
 
@@ -312,3 +314,26 @@ def test_a_script_run_and_a_python_run_get_the_same_defaults(app, argv, task_lis
         assert options_class.endswith("Options"), name
         assert differ == [], (app, name)
         assert shown_wrong == [], (app, name)
+
+
+@pytest.mark.parametrize("given, words", [
+    ({"teacher_checkpoint": "teacher"}, "--teacher_checkpoint: the task 'pretraining' is "
+                                        "not distilled here"),
+    ({"distill_alpha": 0.9, "transfer_file": "more.txt"},
+     "--distill_alpha, --transfer_file: the task 'pretraining' is not distilled here"),
+    ({"lora_rank": 4}, "--lora_rank, --lora_ffn: run_pretraining.py trains every weight"),
+])
+def test_pretraining_refuses_the_groups_it_does_not_use(tmp_path, given, words):
+    # Every run's options have the same groups (LoRA and distillation among them): a run
+    # that does not use one refuses its options, before any work.
+    from albert_tf.apps import session
+    from albert_tf.errors import UsageError
+    from albert_tf.tasks.pretraining import PretrainingTask
+
+    options = {"output_dir": str(tmp_path / "out"), "do_train": True,
+               "input_text": str(FIXTURES / "pretraining_text.txt"),
+               "spm_model_file": str(SPM), **given}
+    with pytest.raises(UsageError) as refused:
+        session.checked_task(PretrainingTask, options)
+    assert words in str(refused.value)
+    assert not (tmp_path / "out").exists()

@@ -40,7 +40,7 @@ class Teacher:
 
 
 def distilling(options) -> bool:
-    return bool(getattr(options, "teacher_checkpoint", None))
+    return bool(options.teacher_checkpoint)
 
 
 def student_config(options, config):
@@ -57,11 +57,9 @@ def _tokenizer_file(files_or_options) -> str | None:
 
 
 def check_teacher(task, options, config):
-    """Before any work: a task that distils, a teacher config whose vocabulary and
-    tokenizer are the student's; returns the teacher's config."""
-    if task.distillation is None:
-        raise UsageError(f"--teacher_checkpoint: the task {task.name!r} is not distilled "
-                         "here (its kind has no soft targets defined)")
+    """Before any work (a task that is not distilled has refused the options already:
+    `session.check_distilled`): a teacher config whose vocabulary and tokenizer are the
+    student's; returns the teacher's config."""
     if not options.distill_temperature > 0:
         raise UsageError(f"--distill_temperature={options.distill_temperature}: it must be "
                          "positive")
@@ -97,15 +95,13 @@ def check_teacher(task, options, config):
     return teacher_config
 
 
-LAYER_WEIGHTS = ("distill_hidden_weight", "distill_attention_weight")
-
-
 def layer_map(options, teacher_config, student) -> list[int] | None:
     """The layer map of --distill_hidden_weight and --distill_attention_weight
     (`distillation.hidden_layer_map`), checked against the teacher and the student
     (`student`: its config); None where both are off."""
-    weights = {name: getattr(options, name, 0.0) or 0.0 for name in LAYER_WEIGHTS}
-    given = getattr(options, "distill_hidden_layers", None)
+    weights = {"distill_hidden_weight": options.distill_hidden_weight,
+               "distill_attention_weight": options.distill_attention_weight}
+    given = options.distill_hidden_layers
     for name, weight in weights.items():
         if weight < 0:
             raise UsageError(f"--{name}={weight}: a weight is at least 0")
@@ -135,7 +131,7 @@ def layer_map(options, teacher_config, student) -> list[int] | None:
 
 def teacher_groups(options) -> list[int] | None:
     """--student_teacher_groups as integers (None where not given)."""
-    given = getattr(options, "student_teacher_groups", None)
+    given = options.student_teacher_groups
     if not given:
         return None
     try:
@@ -150,7 +146,7 @@ def read_transfer(task, options) -> list:
     text, not empty, each line one text (or, for a pair task, two separated by a tab),
     (text_a, text_b or None) per non-blank line; or, for a task that reads it in its own
     format (multiple choice: unlabeled questions), its examples (`Task.read_transfer`)."""
-    path = getattr(options, "transfer_file", None)
+    path = options.transfer_file
     if not path:
         return []
     if not distilling(options):
@@ -190,7 +186,7 @@ def read_transfer(task, options) -> list:
 
 def check_augment(task, options) -> bool:
     """--distill_augment and its settings checked before any work; whether it is on."""
-    copies = getattr(options, "distill_augment", 0) or 0
+    copies = options.distill_augment
     if not copies:
         return False
     if copies < 0:
@@ -219,7 +215,7 @@ def augmenter(task, options, teacher: Teacher):
     """--distill_augment's `augmentation.Augmenter` (its settings checked before any
     work, `check_augment`), its candidates from the teacher's word embeddings, its
     draws seeded by --seed (None where it is off)."""
-    if not getattr(options, "distill_augment", 0):
+    if not options.distill_augment:
         return None
     return augmentation.Augmenter(
         task.tokenizer, teacher.model.encoder.word_embeddings.numpy(),

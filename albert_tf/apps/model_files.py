@@ -88,8 +88,10 @@ STUDENT_SHAPE = ("student_num_hidden_layers", "student_num_hidden_groups",
 def student_shape(options) -> dict[str, int]:
     """The STUDENT_SHAPE flags given, by name without `student_` (the keywords of
     `distillation.student_config`); empty where the student is not the teacher's."""
-    return {name.removeprefix("student_"): getattr(options, name)
-            for name in STUDENT_SHAPE if getattr(options, name, None)}
+    given = {"num_hidden_layers": options.student_num_hidden_layers,
+             "num_hidden_groups": options.student_num_hidden_groups,
+             "intermediate_size": options.student_intermediate_size}
+    return {name: value for name, value in given.items() if value}
 
 
 def _student_flags(shape: dict[str, int]) -> str:
@@ -102,7 +104,7 @@ def _teacher_files(options: RunOptions) -> RunOptions:
     (`teacher_config_file`, from beside it where not given). A student made of the
     teacher's weights (STUDENT_SHAPE) takes the teacher's files as its
     --init_checkpoint brings them (config and tokenizer), which it may not give itself."""
-    teacher = getattr(options, "teacher_checkpoint", None)
+    teacher = options.teacher_checkpoint
     student = student_shape(options)
     if not teacher:
         if student:
@@ -143,12 +145,12 @@ def save_model_files(options, output_dir: str, config: AlbertConfig) -> None:
     is then a release directory that `--init_checkpoint` and `--teacher_checkpoint`
     read without more flags. (`do_lower_case` is not kept: such a directory reads as
     lowercased unless the flag says otherwise, as Google's do.)"""
-    if not getattr(options, "do_train", False):
+    if not options.do_train:
         return
     path = os.path.join(output_dir, RUN_CONFIG)
     if not tf.io.gfile.exists(path):
         fileio.write_text_atomically(path, config.to_json_string())
-    spm, vocab = getattr(options, "spm_model_file", None), getattr(options, "vocab_file", None)
+    spm, vocab = options.spm_model_file, options.vocab_file
     if spm or vocab:
         name = os.path.basename(spm) if spm else RUN_VOCAB
         if spm and not name.endswith(".model"):

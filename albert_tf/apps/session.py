@@ -33,7 +33,7 @@ from albert_tf.export.base import ExportError
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.export.tflite import check_tflite_path
 from albert_tf.tasks.checks import BEST_CHECKPOINT, LORA_ADAPTER
-from albert_tf.tasks.options import FineTuningOptions, RunOptions
+from albert_tf.tasks.options import DistillationOptions, FineTuningOptions, RunOptions
 from albert_tf.training import distribute
 from albert_tf.training.loop import Trainer, predict
 from albert_tf.training.optimizers import create_optimizer
@@ -65,7 +65,9 @@ def checked_task(task_class, options):
     """(the task, the run's options) of `options` (a mapping, or `task_class.Options`),
     completed with what --init_checkpoint brings and checked before any work: the
     task's own checks (`validate`), --recompute and the exports asked for."""
-    options = complete_model_files(task_class.Options.build(options))
+    options = task_class.Options.build(options)
+    check_distilled(task_class, options)
+    options = complete_model_files(options)
     task = task_class(options)
     check_recompute(options)
     check_lora(options, task)
@@ -74,12 +76,27 @@ def checked_task(task_class, options):
     return task, options
 
 
+def check_distilled(task_class, options) -> None:
+    """Distillation's options (`DistillationOptions`, which every run has) given to a
+    task that is not distilled (no soft targets: `Task.distillation`), before any
+    work."""
+    if task_class.distillation is not None:
+        return
+    given = [field.name for field in dataclasses.fields(DistillationOptions)
+             if field.metadata.get("flag", True) and
+             getattr(options, field.name) != field.default]
+    if given:
+        raise UsageError(f"{', '.join('--' + name for name in given)}: the task "
+                         f"{task_class.name!r} is not distilled here (its kind has no "
+                         "soft targets defined)")
+
+
 def check_lora(options, task) -> None:
     """--lora_rank an integer >= 1 on a task whose model takes adapters; --lora_ffn
     only with it."""
-    rank = getattr(options, "lora_rank", None)
+    rank = options.lora_rank
     if rank is None:
-        if getattr(options, "lora_ffn", False):
+        if options.lora_ffn:
             raise UsageError("--lora_ffn needs --lora_rank")
         return
     if rank < 1:

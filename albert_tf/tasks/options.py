@@ -232,9 +232,92 @@ class SkipOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class RunOptions(ModelFileOptions, LiteRTOptions):
+class LoRAOptions(Options):
+    """LoRA: adapters trained in place of the encoder's weights (every run has the group;
+    a run that cannot train adapters refuses it)."""
+
+    lora_rank: int | None = option(
+        None, "LoRA: train adapters of this rank on each attention's query and value "
+        "(and the head), the rest of the encoder frozen; the best adapter is kept as "
+        "lora_adapter.npz, the TF1 checkpoints and exports hold the merged weights.")
+    lora_ffn: bool = option(False, "With --lora_rank: adapters on the FFN's denses too.")
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillationOptions(Options):
+    """Distillation: a teacher's outputs learned beside the labels, and a student made of
+    the teacher's weights (every run has the group; a task that is not distilled
+    refuses it)."""
+
+    teacher_checkpoint: str | None = option(
+        None, "Distil: a model of this task fine-tuned on the same labels (any layout "
+        "--init_checkpoint reads, or a SavedModel export of the task), whose outputs on "
+        "the training examples (computed once and cached) the model learns beside the "
+        "labels.")
+    teacher_config_file: str | None = option(
+        None, "The teacher's albert_config.json, where none lies beside "
+        "--teacher_checkpoint.")
+    distill_temperature: float = option(
+        2.0, "With --teacher_checkpoint: the softmax temperature of the soft targets.")
+    distill_alpha: float = option(
+        0.5, "With --teacher_checkpoint: the soft targets' weight; the labels' loss has "
+        "1 - alpha.")
+    student_num_hidden_layers: int | None = option(
+        None, "With --teacher_checkpoint: the student is the teacher with this many layer "
+        "passes, started from the teacher's weights (its groups: the last of each equal "
+        "block of the teacher's); without it, --init_checkpoint / --albert_config_file "
+        "give the student.")
+    student_num_hidden_groups: int | None = option(
+        None, "With --student_num_hidden_layers: the student's groups (default: the "
+        "teacher's, or fewer where the student has fewer layers).")
+    student_intermediate_size: int | None = option(
+        None, "With --teacher_checkpoint: the student is the teacher (with "
+        "--student_num_hidden_layers' passes, where given) with FFNs of this many units, "
+        "each block keeping its teacher block's most active on the first training "
+        "examples (mean |activation| times the norm of its output weights), the mean "
+        "of the others' output added to its bias.")
+    student_teacher_groups: tuple[str, ...] | None = option(
+        None, "With --student_num_hidden_layers: the teacher's groups (0-based) that the "
+        "student's groups start from, in order, one per student group (e.g. 0,1 for a "
+        "teacher's bottom layers; default: the last of each equal block).")
+    distill_hidden_weight: float = option(
+        0.0, "With --teacher_checkpoint: the weight of TinyBERT's hidden-state loss, the "
+        "mean squared difference of each student layer's output and its teacher layer's "
+        "over the real tokens (a student of another hidden size through a projection "
+        "learned with it); the teacher then runs in every student step. 0: off.")
+    distill_attention_weight: float = option(
+        0.0, "With --teacher_checkpoint: the weight of TinyBERT's attention loss, the "
+        "mean squared difference of each student layer's attention scores (before the "
+        "softmax) and its teacher layer's, over the heads and the pairs of real tokens "
+        "(the same number of heads); the teacher then runs in every student step. 0: off.")
+    distill_hidden_layers: tuple[str, ...] | None = option(
+        None, "With --distill_hidden_weight or --distill_attention_weight: the teacher's "
+        "layer (0-based) that each student layer learns, in order, one per student layer "
+        "(default: the last of each equal block, e.g. 2,5 for 2 of 6).")
+    transfer_file: str | None = option(
+        None, "With --teacher_checkpoint: unlabeled UTF-8 text that the teacher labels, "
+        "trained on beside the training split (its soft targets, and its classes as "
+        "labels): one example per line, a text, or for a pair task two texts separated "
+        "by a tab; blank lines are skipped.")
+    distill_augment: int = option(
+        0, "With --teacher_checkpoint: this many copies of each training example, each "
+        "word replaced (with --distill_augment_probability) by one of its nearest words in "
+        "the teacher's word embeddings, trained on beside it, labelled by the teacher as "
+        "--transfer_file's texts are (TinyBERT's augmentation, the teacher's embeddings "
+        "giving the candidates). 0: off.")
+    distill_augment_probability: float = option(
+        0.4, "With --distill_augment: the chance that each word of a copy is replaced.")
+    distill_augment_neighbours: int = option(
+        15, "With --distill_augment: how many of a word's nearest words (by cosine in the "
+        "teacher's word embeddings) it may be replaced by, each as likely.")
+    # Derived before any work (`complete_model_files`): --teacher_checkpoint described.
+    teacher_files: Any = option(None, flag=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions(ModelFileOptions, LiteRTOptions, LoRAOptions, DistillationOptions):
     """What every training run has, with the original names where the original has
-    them: the model's files, the run's flags and the exports."""
+    them: the model's files, the run's flags and the exports, LoRA and distillation."""
 
     init_checkpoint: str | None = option(
         None, "Weights to start from, unless output_dir already has a checkpoint: a TF1 "
@@ -315,74 +398,6 @@ class FineTuningOptions(RunOptions, SkipOptions):
     warmup_step: int | None = option(
         None, "Warmup steps (none: --warmup_proportion of the steps).")
     warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.")
-    lora_rank: int | None = option(
-        None, "LoRA: train adapters of this rank on each attention's query and value "
-        "(and the head), the rest of the encoder frozen; the best adapter is kept as "
-        "lora_adapter.npz, the TF1 checkpoints and exports hold the merged weights.")
-    lora_ffn: bool = option(False, "With --lora_rank: adapters on the FFN's denses too.")
-    teacher_checkpoint: str | None = option(
-        None, "Distil: a model of this task fine-tuned on the same labels (any layout "
-        "--init_checkpoint reads, or a SavedModel export of the task), whose outputs on "
-        "the training examples (computed once and cached) the model learns beside the "
-        "labels.")
-    teacher_config_file: str | None = option(
-        None, "The teacher's albert_config.json, where none lies beside "
-        "--teacher_checkpoint.")
-    distill_temperature: float = option(
-        2.0, "With --teacher_checkpoint: the softmax temperature of the soft targets.")
-    distill_alpha: float = option(
-        0.5, "With --teacher_checkpoint: the soft targets' weight; the labels' loss has "
-        "1 - alpha.")
-    student_num_hidden_layers: int | None = option(
-        None, "With --teacher_checkpoint: the student is the teacher with this many layer "
-        "passes, started from the teacher's weights (its groups: the last of each equal "
-        "block of the teacher's); without it, --init_checkpoint / --albert_config_file "
-        "give the student.")
-    student_num_hidden_groups: int | None = option(
-        None, "With --student_num_hidden_layers: the student's groups (default: the "
-        "teacher's, or fewer where the student has fewer layers).")
-    student_intermediate_size: int | None = option(
-        None, "With --teacher_checkpoint: the student is the teacher (with "
-        "--student_num_hidden_layers' passes, where given) with FFNs of this many units, "
-        "each block keeping its teacher block's most active on the first training "
-        "examples (mean |activation| times the norm of its output weights), the mean "
-        "of the others' output added to its bias.")
-    student_teacher_groups: tuple[str, ...] | None = option(
-        None, "With --student_num_hidden_layers: the teacher's groups (0-based) that the "
-        "student's groups start from, in order, one per student group (e.g. 0,1 for a "
-        "teacher's bottom layers; default: the last of each equal block).")
-    distill_hidden_weight: float = option(
-        0.0, "With --teacher_checkpoint: the weight of TinyBERT's hidden-state loss, the "
-        "mean squared difference of each student layer's output and its teacher layer's "
-        "over the real tokens (a student of another hidden size through a projection "
-        "learned with it); the teacher then runs in every student step. 0: off.")
-    distill_attention_weight: float = option(
-        0.0, "With --teacher_checkpoint: the weight of TinyBERT's attention loss, the "
-        "mean squared difference of each student layer's attention scores (before the "
-        "softmax) and its teacher layer's, over the heads and the pairs of real tokens "
-        "(the same number of heads); the teacher then runs in every student step. 0: off.")
-    distill_hidden_layers: tuple[str, ...] | None = option(
-        None, "With --distill_hidden_weight or --distill_attention_weight: the teacher's "
-        "layer (0-based) that each student layer learns, in order, one per student layer "
-        "(default: the last of each equal block, e.g. 2,5 for 2 of 6).")
-    transfer_file: str | None = option(
-        None, "With --teacher_checkpoint: unlabeled UTF-8 text that the teacher labels, "
-        "trained on beside the training split (its soft targets, and its classes as "
-        "labels): one example per line, a text, or for a pair task two texts separated "
-        "by a tab; blank lines are skipped.")
-    distill_augment: int = option(
-        0, "With --teacher_checkpoint: this many copies of each training example, each "
-        "word replaced (with --distill_augment_probability) by one of its nearest words in "
-        "the teacher's word embeddings, trained on beside it, labelled by the teacher as "
-        "--transfer_file's texts are (TinyBERT's augmentation, the teacher's embeddings "
-        "giving the candidates). 0: off.")
-    distill_augment_probability: float = option(
-        0.4, "With --distill_augment: the chance that each word of a copy is replaced.")
-    distill_augment_neighbours: int = option(
-        15, "With --distill_augment: how many of a word's nearest words (by cosine in the "
-        "teacher's word embeddings) it may be replaced by, each as likely.")
-    # Derived before any work (`complete_model_files`): --teacher_checkpoint described.
-    teacher_files: Any = option(None, flag=False)
 
 
 @dataclasses.dataclass(frozen=True)

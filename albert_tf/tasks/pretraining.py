@@ -86,6 +86,9 @@ class PretrainingTask(Task):
             pretraining.expand_input_patterns(o.input_file)  # raises when none match
         if o.input_text and not (o.spm_model_file or o.vocab_file):
             raise UsageError("--input_text needs --spm_model_file (or --vocab_file)")
+        if o.lora_rank is not None or o.lora_ffn:
+            raise UsageError("--lora_rank, --lora_ffn: run_pretraining.py trains every "
+                             "weight; LoRA adapters are for fine-tuning")
 
     def stream(self, batch_size: int, training: bool):
         """A function skip -> the stream of global batches of `batch_size` from the

@@ -7,7 +7,13 @@ import json
 import pytest
 
 from albert_tf.data.errors import DataError
-from albert_tf.data.report import DataReport, SkipLimit, SkipLog, TooManySkipped
+from albert_tf.data.report import (
+    DataReport,
+    SkipLimit,
+    SkipLog,
+    TooManySkipped,
+    case_variants,
+)
 
 
 def test_the_limit_is_a_fraction_or_a_count():
@@ -66,3 +72,34 @@ def test_the_labels_kept_are_the_models():
     with pytest.raises(DataError, match="the train split kept rows labelled joy, which "
                                         r"are not the model's labels \(anger, fear\)"):
         report.check_labels("train", ["anger", "fear"])
+
+
+def test_skips_are_warnings_and_the_summary_counts_them(caplog):
+    """The summary (printed at INFO) counts each split's skips by reason; `check` warns
+    of them with their places (a skip is a warning), and of labels that differ only in
+    case or spaces, naming them."""
+    report = DataReport("10")
+    with report.reading("train"):
+        log = SkipLog("train row", "a.csv")
+        log.skip("a.csv:4", "repeated header", "the header row again (files joined?)")
+        for label in ("pos", "Pos", "neg"):
+            log.keep(label)
+    assert report.summary() == ("the data read:\n  train: 4 row(s) read, 3 kept, 1 skipped "
+                                "(1 repeated header); labels Pos: 1, neg: 1, pos: 1")
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        report.check()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("WARNING", "the train split: skipped 1 of 4 train row(s): 1 repeated header "
+                    "(a.csv:4: the header row again (files joined?))"),
+        ("WARNING", "the train split's rows have labels that differ only in case or spaces, "
+                    "which a model learns as different classes: 'Pos' (1 row) / 'pos' "
+                    "(1 row). They are kept apart as the files have them; where they are "
+                    "one class, write them alike in the files")]
+
+
+def test_labels_that_differ_only_in_case_or_spaces():
+    assert case_variants(["Positive", "positive", "neg", "NEG ", "neutral", "a  b", "A b",
+                          "B-PER", "b-per", "I-PER"]) == [
+        ["A b", "a  b"], ["B-PER", "b-per"], ["NEG ", "neg"], ["Positive", "positive"]]
+    assert case_variants(["joy", "anger", "B-LOC", "I-LOC"]) == []

@@ -7,10 +7,15 @@ short reason ("wrong number of fields", "invalid UTF-8", ...), under which skips
 grouped: the first few places of each reason are kept, the rest counted.
 
 A fine-tuning run reads its splits inside `DataReport.reading(split)`: every `SkipLog`
-made there reports to the run's `DataReport`, which checks each split against
-`--max_skipped_rows` (`SkipLimit`) before any training, prints one summary, and is
-written as `data_report.json` in the output directory. Used on their own (from
-Python), the readers log their grouped warnings themselves.
+made there reports to the run's `DataReport`, which prints one summary (rows read, kept
+and skipped, labels), checks each split against `--max_skipped_rows` (`SkipLimit`)
+before any training, warning of each split's skips (grouped, with their first places)
+or refusing the split, and is written as `data_report.json` in the output directory.
+Used on their own (from Python), the readers log their grouped warnings themselves.
+
+Labels that differ only in case or spaces (`Positive`, `positive`, `positive `) are
+different classes to a model: they are kept apart, as the files have them, and a
+warning names them (`case_variants`), for the files to be fixed where they are one.
 """
 
 from __future__ import annotations
@@ -98,11 +103,16 @@ class SkipLog:
         return describe_skips(self.what, None, self.read, self.reasons)
 
     def summary(self) -> None:
-        """Logs the grouped skips, unless a `DataReport` collects this log (then the
-        run prints one summary of every split)."""
-        if self.count and not self.collected:
+        """Logs the grouped skips and the labels that differ only in case or spaces,
+        unless a `DataReport` collects this log (then the run prints one summary of
+        every split, and warns of them)."""
+        if self.collected:
+            return
+        if self.count:
             logging.warning("%s", describe_skips(self.what, self.source, self.read,
                                                  self.reasons))
+        warn_case_variants(self.labels, f"the {self.what}s of {self.source}"
+                           if self.source else f"the {self.what}s")
 
     def to_json(self) -> dict:
         return {"path": self.source, "unit": self.unit, "rows_read": self.read,
@@ -123,6 +133,35 @@ def describe_skips(what: str, source: str | None, read: int,
         groups.append(f"{entry.count} {reason} ({places})")
     where = f" of {source}" if source else ""
     return f"skipped {count} of {read} {what}(s){where}: " + ", ".join(groups)
+
+
+def _label_key(label: str) -> str:
+    return " ".join(label.split()).casefold()
+
+
+def case_variants(labels) -> list[list[str]]:
+    """The groups of labels (of `labels`: names, or a Counter of them) that differ
+    only in case or in spaces around or inside them, each sorted; none for distinct
+    labels."""
+    groups: dict[str, list[str]] = collections.defaultdict(list)
+    for label in labels:
+        groups[_label_key(str(label))].append(str(label))
+    return sorted(sorted(group) for group in groups.values() if len(group) > 1)
+
+
+def warn_case_variants(labels: collections.Counter, whose: str) -> list[list[str]]:
+    """Warns of `case_variants` of `labels` (a Counter of the rows kept), naming them
+    with their rows; returns them."""
+    variants = case_variants(labels)
+    if variants:
+        named = "; ".join(" / ".join(
+            f"{label!r} ({labels[label]} row{'s' * (labels[label] != 1)})" for label in group)
+            for group in variants)
+        logging.warning(
+            "%s have labels that differ only in case or spaces, which a model learns as "
+            "different classes: %s. They are kept apart as the files have them; where "
+            "they are one class, write them alike in the files", whose, named)
+    return variants
 
 
 def _reasons_json(reasons: dict[str, Reason]) -> dict:
@@ -219,11 +258,19 @@ class DataReport:
 
     def check(self) -> None:
         """Raises `TooManySkipped` for the first split (in reading order) whose skipped
-        rows pass the limit, naming the reasons and their first places."""
+        rows pass the limit, naming the reasons and their first places; warns of the
+        skips of each split before it (`logging.warning`: the reasons and their first
+        places), and of its labels that differ only in case or spaces
+        (`case_variants`)."""
         for split in self.splits:
             t = self.totals(split)
+            what = f"{split} {'/'.join(t['units']) or 'row'}"
+            if t["skipped"] and self.limit.allows(t["skipped"], t["read"]):
+                logging.warning("%s: %s", self.names.get(split, f"the {split} split"),
+                                describe_skips(what, None, t["read"], t["reasons"]))
+            warn_case_variants(t["labels"], self.names.get(split, f"the {split} split")
+                               + "'s rows")
             if t["skipped"] and not self.limit.allows(t["skipped"], t["read"]):
-                what = f"{split} {'/'.join(t['units']) or 'row'}"
                 raise TooManySkipped(
                     f"{self.names.get(split, f'the {split} split')} has too many bad rows: "
                     f"{describe_skips(what, None, t['read'], t['reasons'])}. "
@@ -262,15 +309,17 @@ class DataReport:
         return path
 
     def summary(self) -> str:
-        """One paragraph a split: rows read, kept, skipped by reason, labels."""
+        """One line a split: rows read, kept and skipped (by reason; `check` warns of
+        them with their places), labels."""
         lines = ["the data read:"]
         for split in self.splits:
             t = self.totals(split)
             unit = "/".join(t["units"]) or "row"
             line = f"  {split}: {t['read']} {unit}(s) read, {t['kept']} kept"
             if t["skipped"]:
-                line += "; " + describe_skips(f"{split} {unit}", None, t["read"],
-                                              t["reasons"])
+                reasons = sorted(t["reasons"].items(), key=lambda item: -item[1].count)
+                line += f", {t['skipped']} skipped (" + ", ".join(
+                    f"{entry.count} {reason}" for reason, entry in reasons) + ")"
             if t["labels"]:
                 shown = sorted(t["labels"].items(), key=lambda kv: (-kv[1], kv[0]))
                 more = len(shown) - 20

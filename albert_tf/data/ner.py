@@ -2,7 +2,9 @@
 
 Two formats, told apart by their content:
 - CoNLL columns: one token per line, its tag in the last column (tab or space
-  separated), a blank line (or a line of whitespace only) between sentences,
+  separated: in a file whose token lines are mostly tab-separated, a line with a tab
+  is cut at tabs only, so a token may hold a space, as in `New York<TAB>B-LOC`), a
+  blank line (or a line of whitespace only) between sentences,
   `-DOCSTART-` lines skipped. Tags are kept as the file has them (BIO, IOB1 or BIOES);
   a file whose token lines have one column only has no tags (a test file).
 - CLUENER2020's JSON lines: `{"text": ..., "label": {type: {entity: [[start, end]]}}}`
@@ -78,13 +80,26 @@ class NerFile:
         return bool(self.sentences) and self.sentences[0].tags is not None
 
 
-def _fields(line: str) -> list[str]:
+def _fields(line: str, tabs: bool = False) -> list[str]:
     """A CoNLL line's columns, cut at spaces and tabs only (a token may be another
-    kind of space: U+3000 in Chinese text)."""
-    return _COLUMNS.split(line.strip(" \t")) if line.strip(" \t") else []
+    kind of space: U+3000 in Chinese text); with `tabs` (a tab-separated file), a line
+    with a tab is cut at tabs only, spaces around each column dropped."""
+    line = line.strip(" \t")
+    if not line:
+        return []
+    if tabs and "\t" in line:
+        return [column.strip(" ") for column in line.split("\t")]
+    return _COLUMNS.split(line)
 
 
 _COLUMNS = re.compile(r"[ \t]+")
+
+
+def _tab_separated(lines) -> bool:
+    """Whether most token lines of a CoNLL file (of more than one column) hold a tab."""
+    with_tab = [("\t" in text.strip(" \t")) for text in (
+        line.text for line in lines if line.problem is None) if len(_fields(text)) > 1]
+    return 2 * sum(with_tab) > len(with_tab)
 
 
 def _unknown(tags, labels) -> list[str]:
@@ -100,9 +115,10 @@ def read_conll(path: str, labels: list[str] | None = None) -> NerFile:
     lines = rows.read_lines(path, NerDataError)
     result = NerFile(path=path, format="conll", sentences=[])
     skips = SkipLog("CoNLL sentence", path)
+    tabs = _tab_separated(lines)
     # tagged or not as most token lines are (one bad line does not decide for the file)
     counts = collections.Counter(min(len(f), 2) for f in (
-        _fields(line.text) for line in lines if line.problem is None)
+        _fields(line.text, tabs) for line in lines if line.problem is None)
         if f and f[0] != DOCSTART)
     columns = counts.most_common(1)[0][0] if counts else None
     words, tags, start, first_row, bad = [], [], 0, 0, None
@@ -125,7 +141,7 @@ def read_conll(path: str, labels: list[str] | None = None) -> NerFile:
     for line in lines:
         number = line.number
         result.lines.append(line.text)
-        fields = [] if line.problem else _fields(line.text)
+        fields = [] if line.problem else _fields(line.text, tabs)
         if line.problem is None and (not fields or fields[0] == DOCSTART):
             close()
             result.rows.append(None)
@@ -232,11 +248,12 @@ def read_cluener(path: str, labels: list[str] | None = None) -> NerFile:
 
 
 def read_ner_file(path: str, labels: list[str] | None = None) -> NerFile:
-    """CLUENER JSON lines if the first non-empty line is a JSON object, else CoNLL.
+    """CLUENER JSON lines if the file starts with a JSON object (or is a JSON array of
+    them), else CoNLL.
     With `labels`, a sentence with another tag is skipped (a dev or test file)."""
-    with fileio.open_binary(path) as f:
-        head = f.read(4096).decode("utf-8", errors="replace").lstrip("\ufeff \t\r\n")
-    return read_cluener(path, labels) if head.startswith("{") else read_conll(path, labels)
+    head = rows.text_head(path).lstrip("\ufeff \t\r\n")
+    cluener = head.startswith("{") or re.match(r"\[\s*[{\]]", head)  # or an array of them
+    return read_cluener(path, labels) if cluener else read_conll(path, labels)
 
 
 def labels_of(files: list[NerFile]) -> list[str]:

@@ -148,7 +148,7 @@ def read_swag(path: str, process_text=str, labelled: bool | None = None
     (`albert_tf.data.rows`: a row whole or not at all)."""
     skips = SkipLog("SWAG row", path)
     header, found = rows.delimited_rows(path, skips, delimiter=",", quoting=True,
-                                        header=True, error=ChoiceDataError)
+                                        header=True, error=ChoiceDataError, named=True)
     missing = [c for c in ("sent1", "sent2", *SWAG_ENDINGS) if c not in header]
     if missing:
         raise ChoiceDataError(f"{path}: no column(s) {', '.join(missing)} in the header "

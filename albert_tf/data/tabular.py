@@ -2,11 +2,15 @@
 
 The format comes from the file name: `.csv` (comma-separated, RFC 4180 quotes: a field
 with a comma, quote or line break is quoted, its quotes doubled), `.tsv` / `.txt`
-(tab-separated, quotes are text as in GLUE's files),
-`.jsonl` / `.json` (one JSON object per line). Fields are named (`text_a_field`,
+(tab-separated: quotes are text as in GLUE's files, unless the file was written with
+CSV's quoting, as pandas and Excel write it: told from the file,
+`albert_tf.data.rows.detect_quoting`), `.jsonl` / `.json` (one JSON object per line,
+or one JSON array of objects). A file saved as UTF-16 ("Unicode text") or with CR-only
+line ends is read as its writer meant. Fields are named (`text_a_field`,
 `text_b_field`, `label_field`): a column name of the header row (or a JSON key), or a
 0-based column index. CSV/TSV files have a header row unless `header=False` (then
-fields are indices).
+fields are indices); a header that names a column twice is refused, and the header
+row again further down (two files joined) is a skipped row.
 
 Rows become `albert_tf.data.sentence_records.InputExample`s, so GLUE's records, metrics
 and training serve them unchanged; `file_task` describes the task as a `SentenceTask`. Labels
@@ -14,18 +18,29 @@ are read as strings without surrounding spaces (a JSON number 1 is "1"); regress
 labels as finite floats. A row is read whole or not at all (`albert_tf.data.rows`):
 bad rows (more or fewer fields than the header, a broken quote, invalid UTF-8, a NUL
 byte, a line that is not a JSON object, a missing field or label, an unknown label, a
-regression label that is not a number) are skipped, named by file and line and counted
-by reason (`albert_tf.data.report`); a file with no usable row is an error.
+regression label that is not a number, a label cell that starts or ends like a JSON
+list and is not one) are skipped, named by file and line and counted by reason
+(`albert_tf.data.report`); a file with no usable row is an error. Labels that differ
+only in case or spaces stay apart, with a warning naming them (`report.case_variants`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 
 from albert_tf.data.report import SkipLog
-from albert_tf.data.rows import CUT_SHORT, UNKNOWN_LABEL, delimited_rows, json_lines, where
+from albert_tf.data.rows import (
+    CUT_SHORT,
+    DETECT,
+    NOT_LABEL_LIST,
+    UNKNOWN_LABEL,
+    delimited_rows,
+    json_lines,
+    where,
+)
 from albert_tf.data.sentence_records import InputExample, SentenceDataError, SentenceTask
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".txt": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -97,7 +112,8 @@ def rows(path: str, skips: SkipLog, *, header: bool = True, used=()):
             yield where(path, number), item, unended
         return
     names, found = delimited_rows(path, skips, delimiter="," if kind == "csv" else "\t",
-                                  quoting=kind == "csv", header=header, error=TableDataError)
+                                  quoting=True if kind == "csv" else DETECT, header=header,
+                                  error=TableDataError, named=True)
     if names is not None:
         _check_used(path, names, used)
     for row in found:
@@ -107,11 +123,32 @@ def rows(path: str, skips: SkipLog, *, header: bool = True, used=()):
         yield where(path, row.line), item, row.unended
 
 
+def label_list(cell):
+    """A label cell that starts or ends like a JSON list (`["joy", "anger"]`) as the
+    list, a cell that does not as it is. Raises ValueError for one that does and does
+    not parse as a list (`["joy"`, `joy"]`, `[joy]`): its labels cannot be told."""
+    if not isinstance(cell, str):
+        return cell
+    text = cell.strip()
+    if not (text.startswith("[") or text.endswith("]")):
+        return cell
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{cell!r} {'starts' if text.startswith('[') else 'ends'} like a "
+                         f"JSON list but is not one ({getattr(e, 'msg', e)})") from None
+    if not isinstance(value, list):
+        raise ValueError(f"{cell!r} ends like a JSON list but is not one")
+    return value
+
+
 def complete_rows(path: str, fields: Fields, header: bool, with_label: bool,
                   skips: SkipLog):
     """(`file:line`, row, unended) of the rows that hold every field used, each a text
     (a JSON string, number or, for the label, a list); a row that lacks one, or holds
-    something else (a JSON object, null), is skipped, naming what."""
+    something else (a JSON object, null), is skipped, naming what. A label cell that
+    starts or ends like a JSON list is read as one (`label_list`), and its row skipped
+    where it is not one."""
     used = fields.used(with_label)
     for here, row, unended in rows(path, skips, header=header, used=used):
         missing = [f"{field!r} (--{flag})" for flag, field in used if row.get(field) is None]
@@ -126,6 +163,12 @@ def complete_rows(path: str, fields: Fields, header: bool, with_label: bool,
         if wrong:
             skips.skip(here, "not text", ", ".join(wrong))
             continue
+        if with_label and fields.label is not None:
+            try:
+                row[fields.label] = label_list(row[fields.label])
+            except ValueError as e:
+                skips.skip(here, NOT_LABEL_LIST, str(e))
+                continue
         yield here, row, unended
 
 
@@ -171,7 +214,11 @@ def read_examples(path: str, fields: Fields, *, split: str, labels: list[str] | 
                     continue
             else:
                 label = raw.strip() if isinstance(raw, str) else str(raw)
-                if isinstance(raw, list) or not label:
+                if isinstance(raw, list):
+                    skips.skip(here, "no label", f"label {raw!r} is a list (more labels "
+                                                 "than one a row: --task_name=multi_label)")
+                    continue
+                if not label:
                     skips.skip(here, "no label", f"label {raw!r}")
                     continue
                 if labels is not None and label not in labels:

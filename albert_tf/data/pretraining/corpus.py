@@ -8,6 +8,7 @@ from typing import Iterator, Sequence
 
 from albert_tf import fileio
 from albert_tf.data import rows
+from albert_tf.data.errors import DataError
 from albert_tf.data.report import SkipLog
 
 
@@ -35,9 +36,22 @@ def read_lines(path: str, max_line_bytes: int, skips: SkipLog
     Lines that are not UTF-8, hold a NUL byte or are longer than `max_line_bytes` are
     skipped into `skips`, named by file and line; an over-long line is never held in
     memory whole. Only "\\n" ends a line; the text is without it (and without the "\\r"
-    of a CRLF, or a byte-order mark at its start).
+    of a CRLF, or a byte-order mark at its start). A file saved as UTF-16 or UTF-32, or
+    whose line ends are CR only, is refused (`DataError`), saying how to convert it.
     """
     with fileio.open_binary(path) as f:
+        head = f.read(1 << 16)
+        encoding = rows.utf8_bytes(head[:4])[1]
+        if encoding is not None:
+            raise DataError(f"{path}:1: the file is {encoding} (it starts with a {encoding} "
+                            "byte-order mark, as Excel's \"Unicode text\" is saved); the "
+                            "corpus is read as UTF-8: save it as UTF-8 (iconv -f "
+                            f"{encoding} -t UTF-8)")
+        if rows.cr_line_ends(head):
+            raise DataError(f"{path}:1: the file's line ends are CR only (as old Mac "
+                            "programs write) and the corpus is read at LF line ends: "
+                            "convert them (tr '\\r' '\\n')")
+        f.seek(0)
         number = 0
         while True:
             raw = f.readline(max_line_bytes + 1)

@@ -921,6 +921,8 @@ def _kinds():
          quoted + [("a cell over\ntwo lines", "joy")], None),
         ("Excel's Unicode text (UTF-16)", "train.txt",
          codecs.BOM_UTF16_LE + utf16.encode("utf-16-le"), plain, None),
+        ("UTF-16 without a byte-order mark", "train.tsv", utf16.encode("utf-16-be"), plain,
+         None),
         ("CR-only line ends", "train.csv",
          ("id,text,label\r" + "\r".join(csv_rows) + "\r").encode(), plain, None),
         ("a pretty-printed JSON array", "train.json",

@@ -84,19 +84,26 @@ INVALID_WIDE = "invalid {}"  # a line of a UTF-16 / UTF-32 file that does not de
 def utf8_bytes(raw: bytes) -> tuple[bytes, str | None]:
     """(UTF-8 bytes, the encoding read from, or None for UTF-8) of a file's bytes: a
     leading UTF-8 byte-order mark dropped; a file that starts with a UTF-16 or UTF-32
-    one (Excel saves "Unicode text" as UTF-16) decoded from it. A character that does
-    not decode (an unpaired surrogate, a code unit cut off at the end) becomes bytes
-    that are not UTF-8, so that its line alone is bad (`read_lines`)."""
+    one (Excel saves "Unicode text" as UTF-16) decoded from it, as is one without a
+    mark whose first 1,024 bytes are 90% ASCII characters of UTF-16 (a NUL byte in
+    every pair), which is never UTF-8 text. A character that does not decode (an
+    unpaired surrogate, a code unit cut off at the end) becomes bytes that are not
+    UTF-8, so that its line alone is bad (`read_lines`)."""
     if raw.startswith(codecs.BOM_UTF8):
         return raw[len(codecs.BOM_UTF8):], None
-    for bom, codec, name in _WIDE_BOMS:
-        if raw.startswith(bom):
-            body = raw[len(bom):]
-            unit = 4 if name == "UTF-32" else 2
-            cut = len(body) % unit
-            text = body[:len(body) - cut].decode(codec, "surrogatepass")
-            return text.encode("utf-8", "surrogatepass") + b"\xff" * bool(cut), name
-    return raw, None
+    found = next(((raw[len(bom):], codec, name) for bom, codec, name in _WIDE_BOMS
+                  if raw.startswith(bom)), None)
+    pairs = [raw[i:i + 2] for i in range(0, min(len(raw), 1024) - 1, 2)]
+    for codec, zero in (("utf-16-le", 1), ("utf-16-be", 0)):
+        if found is None and len(pairs) >= 8 and sum(
+                p[zero] == 0 and p[1 - zero] != 0 for p in pairs) >= 0.9 * len(pairs):
+            found = (raw, codec, "UTF-16")
+    if found is None:
+        return raw, None
+    body, codec, name = found
+    cut = len(body) % (4 if name == "UTF-32" else 2)
+    text = body[:len(body) - cut].decode(codec, "surrogatepass")
+    return text.encode("utf-8", "surrogatepass") + b"\xff" * bool(cut), name
 
 
 def _read_bytes(path: str, error: type[Exception]) -> bytes:
@@ -111,7 +118,7 @@ def _read_utf8(path: str, error: type[Exception]) -> tuple[bytes, str | None]:
     """The file's bytes as UTF-8 and the encoding read from (`utf8_bytes`)."""
     raw, encoding = utf8_bytes(_read_bytes(path, error))
     if encoding is not None:
-        logging.info("%s: read as %s (its byte-order mark)", path, encoding)
+        logging.info("%s: read as %s, as its first bytes are", path, encoding)
     return raw, encoding
 
 

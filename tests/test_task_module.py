@@ -149,7 +149,7 @@ def test_task_name_and_task_module_must_agree():
     assert classifier.task_class({"task_name": "squad"}).name == "squad"
     # Pretraining reads streams, not splits: run_pretraining.py runs it.
     with pytest.raises(UsageError, match="--task_name=pretraining: no such task here; "
-                                         "expected one of .*cola.*squad, or give "
+                                         "expected one of .*cola.*squad.*, or give "
                                          "--task_module"):
         classifier.task_class({"task_name": "pretraining"})
 

@@ -102,9 +102,9 @@ def task_of(options, default=None):
         task = tasks.load_task_module(module)
     if task is not None:
         if name and not task.answers(name):
-            where = f"--task_module={module}" if module else "the options"
-            raise UsageError(f"--task_name={name}, but {where} are the task "
-                             f"{task.name!r}'s")
+            where = (f"--task_module={module} is" if module else
+                     f"the options ({type(options).__qualname__}) are those of")
+            raise UsageError(f"--task_name={name}, but {where} the task {task.name!r}")
         return task
     if default is not None:
         if name and not default.answers(name):
@@ -115,10 +115,9 @@ def task_of(options, default=None):
         raise UsageError("--task_name is required (or --task_module)")
     task = tasks.find(name)
     if task is None or task not in tasks.fine_tuning():
-        raise UsageError(
-            f"--task_name={name}: no such task; expected one of "
-            f"{', '.join(n for task in tasks.fine_tuning() for n in task.task_names())}, "
-            "or give --task_module")
+        known = dict.fromkeys(n for task in tasks.fine_tuning() for n in task.task_names())
+        raise UsageError(f"--task_name={name}: no such task here; expected one of "
+                         f"{', '.join(known)}, or give --task_module")
     return task
 
 

@@ -78,7 +78,6 @@ class MeanPoolTask(tasks.Task):
     name = "mean_pool"
     metric = "eval_accuracy"
     serving_kinds = (SERVING_KIND,)
-    has_labels = True
 
     @dataclasses.dataclass(frozen=True)
     class Options(tasks.Task.Options):  # its options: flags of the scripts too
@@ -103,16 +102,14 @@ class MeanPoolTask(tasks.Task):
                     skips.keep(*([label] if label is not None else []))
         return rows
 
-    def discover_labels(self, examples):
-        return sorted({label for _, _, label in examples if label is not None})
+    class Data(tasks.Task.Data):  # its labels: those of the training split (labels.txt)
+        def discover_labels(self, examples):
+            return sorted({label for _, _, label in examples if label is not None})
 
     def features(self, example):
         _, text, label = example
-        return {**self.pack(text),
+        return {**self.data.pack(text),
                 names.LABEL_IDS: [self.labels.index(label) if label is not None else 0]}
-
-    def record_spec(self):
-        return {names.LABEL_IDS: tf.io.FixedLenFeature([1], tf.int64)}
 
     def build_model(self, config):
         return MeanPoolClassifier(config, len(self.labels), seed=self.options.seed)

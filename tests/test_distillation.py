@@ -640,8 +640,8 @@ def test_transfer_files_that_are_not_text_are_refused_naming_the_line(tmp_path):
     from albert_tf.errors import UsageError
 
     def task(pair, own=None):
-        return SimpleNamespace(name="mrpc", transfer_is_pair=lambda: pair,
-                               read_transfer=lambda path: own)
+        return SimpleNamespace(name="mrpc", teaching=SimpleNamespace(
+            transfer_is_pair=lambda: pair, read_transfer=lambda path: own))
 
     def options(name, teacher="teacher"):
         return SimpleNamespace(transfer_file=str(tmp_path / name), teacher_checkpoint=teacher)
@@ -748,12 +748,13 @@ def test_augmentation_that_cannot_work_is_refused_before_any_work():
     class Labels:
         name = "sst-2"
 
-        def pseudo_label(self, example, output):
-            pass
+        class Teaching(Task.Teaching):
+            def pseudo_label(self, example, output):
+                pass
 
     class NoLabels:
         name = "squad"
-        pseudo_label = Task.pseudo_label
+        Teaching = Task.Teaching
 
     def options(**given):
         return SimpleNamespace(**{

@@ -43,7 +43,8 @@ def test_bad_input_is_one_line_once(tmp_path):
     one line where absl would print the usage and every flag's help before it."""
     out = f"--output_dir={tmp_path / 'out'}"
     refusals = {
-        ("run_classifier.py", out, "--do_train"): "error: --task_name is required",
+        ("run_classifier.py", out, "--do_train"):
+            "error: --task_name is required (or --task_module)",
         ("run_classifier.py", out, "--task_name=MRPC", "extra"):
             "error: unexpected arguments: extra",
         # A flag of another task of the script is refused, not ignored.

@@ -169,18 +169,29 @@ def test_the_readme_task_api_is_the_real_one():
     import inspect
 
     from albert_tf.export import ServingKind
+    from albert_tf.tasks.data import TaskData
+    from albert_tf.tasks.teaching import TaskTeaching
     from tests.test_readme import README as readme  # every page of the documentation
 
     section = readme[readme.index("#### The task API"):readme.index("A model is a subclass")]
-    task_part, kind_part = section.split("A `ServingKind`")
-    real = {}
-    for name, value in vars(tasks.Task).items():
-        if name.startswith("_"):
-            continue
-        function = value.__func__ if isinstance(value, classmethod) else value
-        real[name] = [p for p in inspect.signature(function).parameters
-                      if p not in ("self", "cls")] if callable(function) and not \
-            isinstance(function, type) else None
-    assert _documented(task_part) == real
+    task_part, rest = section.split("Its `Data`")
+    data_part, rest = rest.split("Its `Teaching`")
+    teaching_part, kind_part = rest.split("A `ServingKind`")
+
+    def real(klass) -> dict:
+        found = {}
+        for name, value in vars(klass).items():
+            if name.startswith("_"):
+                continue
+            function = value.__func__ if isinstance(value, classmethod) else value
+            found[name] = [p for p in inspect.signature(function).parameters
+                           if p not in ("self", "cls")] if callable(function) and not \
+                isinstance(function, type) else None
+        return found
+
+    assert _documented(task_part) == real(tasks.Task)
+    assert len(real(tasks.Task)) <= 15  # a task is its own knowledge; the rest is Data's
+    assert _documented(data_part) == real(TaskData)
+    assert _documented(teaching_part) == real(TaskTeaching)
     assert sorted(_documented(kind_part)) == sorted(
         f.name for f in dataclasses.fields(ServingKind))

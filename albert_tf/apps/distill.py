@@ -145,7 +145,7 @@ def read_transfer(task, options) -> list:
     """--transfer_file's examples, read and checked before any work: a file of UTF-8
     text, not empty, each line one text (or, for a pair task, two separated by a tab),
     (text_a, text_b or None) per non-blank line; or, for a task that reads it in its own
-    format (multiple choice: unlabeled questions), its examples (`Task.read_transfer`)."""
+    format (multiple choice: unlabeled questions), its examples (`Task.Teaching.read_transfer`)."""
     path = options.transfer_file
     if not path:
         return []
@@ -154,13 +154,13 @@ def read_transfer(task, options) -> list:
                          "--teacher_checkpoint")
     if not tf.io.gfile.exists(path):
         raise UsageError(f"--transfer_file={path}: no such file")
-    own = task.read_transfer(path)
+    own = task.teaching.read_transfer(path)
     if own is not None:
         if not own:
             raise UsageError(f"--transfer_file={path} has no example")
         logging.info("%d transfer examples in %s", len(own), path)
         return own
-    pair = task.transfer_is_pair()
+    pair = task.teaching.transfer_is_pair()
     if pair is None:
         raise UsageError(f"--transfer_file: the task {task.name!r} takes no transfer text")
     text = fileio.read_text(path, UsageError)
@@ -201,7 +201,7 @@ def check_augment(task, options) -> bool:
     if options.distill_augment_neighbours < 1:
         raise UsageError(f"--distill_augment_neighbours={options.distill_augment_neighbours}"
                          ": at least 1")
-    if getattr(type(task), "pseudo_label", Task.pseudo_label) is Task.pseudo_label:
+    if not task.Teaching.labels_texts():
         raise UsageError(f"--distill_augment: the task {task.name!r} takes no examples "
                          "labelled by the teacher (it defines no `pseudo_label`)")
     if options.teacher_files.layout == release.SAVEDMODEL:
@@ -265,8 +265,8 @@ def load_teacher(task, options, teacher_config, strategy) -> Teacher:
     --teacher_checkpoint (a checkpoint of another kind or label set is refused), or a
     SavedModel export of the task's kind and labels."""
     if options.teacher_files.layout == release.SAVEDMODEL:
-        return Teacher(_load_savedmodel_teacher(task, options, task.distillation[0]),
-                       *task.distillation)
+        return Teacher(_load_savedmodel_teacher(task, options, task.teaching.output),
+                       task.teaching.output, task.teaching.soft_loss)
     with strategy.scope():
         model = task.build_model(teacher_config)
     try:
@@ -280,7 +280,7 @@ def load_teacher(task, options, teacher_config, strategy) -> Teacher:
             f"--teacher_checkpoint={options.teacher_checkpoint} is not a fine-tuned model "
             f"of this task: it has no {', '.join(report.missing[:4])}"
             f"{' ...' if len(report.missing) > 4 else ''}")
-    return Teacher(model, *task.distillation)
+    return Teacher(model, task.teaching.output, task.teaching.soft_loss)
 
 
 # The training examples on which a narrower student's FFN units are chosen
@@ -305,9 +305,10 @@ def start_student(model, teacher: Teacher, options, output_dir: str, task: Task,
                                  "most active on the training examples; there are none "
                                  "without --do_train")
             path = os.path.join(tmp, "activity.tf_record")
-            task.write_records("train", task.head("train", train, ACTIVITY_EXAMPLES), path)
+            task.data.write_records("train", task.data.head("train", train,
+                                                            ACTIVITY_EXAMPLES), path)
             inputs = (names.to_model_inputs(features) for features in
-                      task.dataset(path, options.predict_batch_size, False))
+                      task.data.dataset(path, options.predict_batch_size, False))
         report = distillation.init_student_from_teacher(model, teacher.model,
                                                         teacher_groups(options), inputs)
     logging.info("student started from the teacher: %d variables copied (%d of them the "
@@ -325,7 +326,7 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
     `transfer` texts (`read_transfer`) and `augment`'s copies of the training records
     (`augmenter`) become records too, labelled by the teacher (`pseudo_label`), all
     spread evenly among the training records. Returns (path, parsing spec)."""
-    path = os.path.join(cache_dir, task.records_name("train") + ".teacher.tf_record")
+    path = os.path.join(cache_dir, task.data.records_name("train") + ".teacher.tf_record")
     settings = _teacher_settings(options, train, transfer, augment)
     taught = _Taught(task, teacher, strategy, options.predict_batch_size)
 
@@ -335,7 +336,7 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
         try:
             parts, made, copies = [taught(train.path, label=False)], 0, 0
             if transfer:  # a record each (a token task's long text: one per window)
-                made = task.write_transfer_records(transfer, unlabeled)
+                made = task.teaching.write_transfer_records(transfer, unlabeled)
                 parts.append(taught(unlabeled, label=True))
             if augment is not None:  # each copy a pass over the training records
                 copies = records.write_records(augmented, (
@@ -379,7 +380,7 @@ def _teacher_settings(options, train, transfer, augment) -> dict:
 class _Taught:
     """Records with the teacher's outputs: called with a path, (position in [0, 1),
     record) of each record there, in order, the record with the teacher's outputs (and,
-    with `label`, the teacher's labels: `Task.pseudo_label`)."""
+    with `label`, the teacher's labels: `Task.Teaching.pseudo_label`)."""
 
     def __init__(self, task, teacher: Teacher, strategy, batch_size: int):
         self.task, self.teacher, self.strategy = task, teacher, strategy
@@ -387,7 +388,7 @@ class _Taught:
         self.per_position = teacher.soft_loss in distillation.PER_POSITION
 
     def __call__(self, path: str, label: bool):
-        dataset = self.task.dataset(path, self.batch_size, False)
+        dataset = self.task.data.dataset(path, self.batch_size, False)
         found = predict(self.strategy, self.teacher.model, dataset, [self.teacher.output],
                         [names.INPUT_MASK] if self.per_position else [])
         outputs = found[self.teacher.output]
@@ -400,7 +401,7 @@ class _Taught:
                 tf.data.TFRecordDataset(path).as_numpy_iterator(), rows)):
             example = tf.train.Example.FromString(record)
             if label:
-                self.task.pseudo_label(example, np.asarray(outputs[i]))
+                self.task.teaching.pseudo_label(example, np.asarray(outputs[i]))
             example.features.feature[distillation.TEACHER_LOGITS].float_list.value \
                 .extend(row.tolist())
             yield (i + 0.5) / len(rows), example.SerializeToString()

@@ -80,7 +80,7 @@ def task_name_help() -> str:
     answers."""
     listed = []
     for task in tasks.fine_tuning():
-        others = [n for n in task.task_names() if n.lower() != task.name.lower()]
+        others = [n for n in tasks.task_names(task) if n.lower() != task.name.lower()]
         listed.append(task.name + (f" ({', '.join(others)})" if others else ""))
     return ("The task: one of the registered tasks, or a data set one of them runs: "
             f"{'; '.join(listed)}; or the name of a --task_module's task.")
@@ -101,21 +101,22 @@ def task_of(options, default=None):
     if task is None and module:
         task = tasks.load_task_module(module)
     if task is not None:
-        if name and not task.answers(name):
+        if name and not tasks.answers(task, name):
             where = (f"--task_module={module} is" if module else
                      f"the options ({type(options).__qualname__}) are those of")
             raise UsageError(f"--task_name={name}, but {where} the task {task.name!r}")
         return task
     if default is not None:
-        if name and not default.answers(name):
+        if name and not tasks.answers(default, name):
             raise UsageError(f"--task_name={name}: this script runs "
-                             f"{', '.join(default.task_names())}, or give --task_module")
+                             f"{', '.join(tasks.task_names(default))}, or give "
+                             "--task_module")
         return default
     if not name:
         raise UsageError("--task_name is required (or --task_module)")
     task = tasks.find(name)
     if task is None or task not in tasks.fine_tuning():
-        known = dict.fromkeys(n for task in tasks.fine_tuning() for n in task.task_names())
+        known = dict.fromkeys(n for task in tasks.fine_tuning() for n in tasks.task_names(task))
         raise UsageError(f"--task_name={name}: no such task here; expected one of "
                          f"{', '.join(known)}, or give --task_module")
     return task
@@ -153,9 +154,9 @@ def read_splits(task, options, files, report: DataReport) -> dict:
                 report.examples[split] = len(data[split])
         return data[split]
 
-    if task.has_labels:
+    if task.data.has_labels:
         task.labels = resolve_labels(
-            options, options.output_dir, lambda: task.discover_labels(read("train")))
+            options, options.output_dir, lambda: task.data.discover_labels(read("train")))
     for split in files:
         read(split)
     return data
@@ -166,24 +167,25 @@ def check_data(task, report: DataReport) -> None:
     the labels of the rows kept, the model's (labels.txt)."""
     logging.info("%s", report.summary())
     report.check()
-    if task.has_labels:
+    if task.data.has_labels:
         for split in report.splits:
             report.check_labels(split, task.labels)
 
 
 def check_metric(task, dev, model, strategy, options) -> None:
     """The task's `metric` among what its `metrics` returns, on the first dev batch
-    (`task.head`), before training: a task whose promise does not hold stops here,
+    (`task.data.head`), before training: a task whose promise does not hold stops here,
     not after training and evaluating."""
     from albert_tf.tasks import TaskModuleError
 
     count = options.eval_batch_size
-    head = task.head("dev", dev, count)
+    head = task.data.head("dev", dev, count)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "dev_head.tf_record")
-        task.write_records("dev", head, path)
-        outputs = predict(strategy, model, task.dataset(path, count, False),
-                          list(task.eval_outputs), list(task.label_features))
+        task.data.write_records("dev", head, path)
+        dataset = task.data.dataset(path, count, False)
+        outputs = predict(strategy, model, dataset, list(task.data.eval_outputs),
+                          task.data.fetched_features(dataset))
     results = task.metrics(head, outputs)
     if task.metric not in results:
         raise TaskModuleError(
@@ -210,13 +212,15 @@ def read_task(task_class, options):
     the config read, the tokenizer made, the labels known and every split read and
     checked against --max_skipped_rows, before anything is written (what `run` and
     `keras_data` start with)."""
-    task, options = session.checked_task(task_class, options)
-    files = task.data_files()
-    if task.has_labels:
+    checked, options = session.checked_task(task_class, options)
+    files = checked.data.data_files()
+    if checked.data.has_labels:
         check_labels_known(options)
     config = session.check_setup(options)
     report = DataReport(skip_limit(options))
-    task.tokenizer = session.tokenizer(options)
+    # The run's task: its options checked, its tokenizer made (its labels, where it has
+    # them, once the training split or labels.txt gives them).
+    task = task_class(options, session.tokenizer(options))
     data = read_splits(task, options, files, report)
     check_data(task, report)
     return task, options, config, files, report, data
@@ -269,9 +273,9 @@ def run(task, options) -> dict:
     convert(state)                        # from here on the run writes
     train(state)
     best = evaluate(state)
-    predict_test(state)
+    scored = predict_test(state, best)
     export(state)
-    return best or state.task.results
+    return best or scored
 
 
 def read(task, options) -> Run:
@@ -302,13 +306,13 @@ def convert(state: Run) -> None:
     """The data and the task known good: labels.txt, the model files and
     data_report.json written, and each split's records converted once (cached)."""
     task, options, output_dir = state.task, state.options, state.output_dir
-    if task.has_labels:
+    if task.data.has_labels:
         save_labels(options, output_dir, task.labels)
     if distribute.is_chief(state.strategy):
         save_model_files(options, output_dir, state.context.config)
         logging.info("what was read: %s", state.report.write(output_dir))
-    state.records = {split: task.cached_records(split, state.data[split], paths,
-                                                state.cache_dir)
+    state.records = {split: task.data.cached_records(split, state.data[split], paths,
+                                                     state.cache_dir)
                      for split, paths in state.files.items()}
 
 
@@ -318,7 +322,7 @@ def train(state: Run) -> None:
     resume (no training split: the trainer alone, to evaluate and predict)."""
     task, options = state.task, state.options
     training = state.records.get("train")
-    steps, warmup = task.train_steps(training.num_examples if training else None)
+    steps, warmup = task.data.train_steps(training.num_examples if training else None)
     with state.strategy.scope():
         optimizer = session.make_optimizer(
             learning_rate=options.learning_rate, num_train_steps=steps,
@@ -342,7 +346,7 @@ def train(state: Run) -> None:
     # (a task that distils takes the teacher's outputs' spec; the others' `dataset` need
     # not know the argument)
     teaching = {"extra_spec": extra_spec} if extra_spec else {}
-    session.train(state.trainer, lambda skip: task.dataset(
+    session.train(state.trainer, lambda skip: task.data.dataset(
         path, micro_batch, True, drop_remainder=True, **teaching).skip(skip))
     for extension in state.extensions:
         extension.trained(state, state.model)
@@ -356,30 +360,34 @@ def evaluate(state: Run) -> dict:
     best = session.evaluate_checkpoints(state.task, state.data["dev"], state.trainer,
                                         state.options, state.records["dev"].path,
                                         state.output_dir)
-    if distribute.is_chief(state.strategy):
-        state.task.evaluated(best, state.output_dir)
     return best
 
 
-def predict_test(state: Run) -> None:
-    """The best model (else the latest) made ready (`Task.prepare_model`) for the test
-    split and the exports; the test split's predictions written."""
+def predict_test(state: Run, best: dict) -> dict:
+    """The best model (else the latest) made ready (`Task.prepare_model`, with the dev
+    results that picked it) for the test split and the exports; the test split's
+    predictions written. Returns what the task scored on the test split ({} where it
+    scored nothing)."""
     task, trainer = state.task, state.trainer
-    if "test" in state.records or session.exporting(state.options):
+    if state.records.keys() & {"dev", "test"} or session.exporting(state.options):
         session.load_best_or_latest(trainer, state.output_dir)
-        task.prepare_model(trainer.model, state.output_dir)
+        task.prepare_model(trainer.model, state.output_dir, best)
     if "test" not in state.records:
-        return
-    dataset = task.dataset(state.records["test"].path, state.options.predict_batch_size,
-                           False)
+        return {}
+    dataset = task.data.dataset(state.records["test"].path,
+                                state.options.predict_batch_size, False)
     outputs = predict(state.strategy, trainer.model, dataset,
-                      list(task.predict_outputs or task.eval_outputs),
-                      list(task.label_features))
-    if distribute.is_chief(state.strategy):
-        written = task.write_predictions(state.data["test"], outputs, state.output_dir,
-                                         trainer.step)
-        if written:
-            logging.info("predictions: %s", written)
+                      list(task.data.predict_outputs or task.data.eval_outputs),
+                      task.data.fetched_features(dataset))
+    if not distribute.is_chief(state.strategy):
+        return {}
+    written = task.write_predictions(state.data["test"], outputs, state.output_dir,
+                                     trainer.step)
+    if isinstance(written, Mapping):
+        return dict(written)
+    if written:
+        logging.info("predictions: %s", written)
+    return {}
 
 
 def export(state: Run) -> None:
@@ -432,9 +440,10 @@ def keras_data(task, options, splits=("train", "dev")) -> KerasData:
     `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
     task, options, config, files, _, data = read_task(resolve_task(task, options), options)
     cache_dir = options.cached_dir or options.output_dir
-    converted = {split: task.cached_records(split, data[split], files[split], cache_dir)
+    converted = {split: task.data.cached_records(split, data[split], files[split],
+                                                 cache_dir)
                  for split in splits if split in files}
-    steps, warmup = task.train_steps(converted["train"].num_examples
+    steps, warmup = task.data.train_steps(converted["train"].num_examples
                                      if "train" in converted else None)
     inputs = task.serving_kind.input_names
 
@@ -444,7 +453,7 @@ def keras_data(task, options, splits=("train", "dev")) -> KerasData:
 
     sizes = {"train": options.train_batch_size, "dev": options.eval_batch_size,
              "test": options.predict_batch_size}
-    datasets = {split: task.dataset(c.path, sizes[split], split == "train",
+    datasets = {split: task.data.dataset(c.path, sizes[split], split == "train",
                                     drop_remainder=split == "train").map(
                     for_keras, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
                 for split, c in converted.items()}

@@ -71,16 +71,16 @@ def checked_task(task_class, options):
     task = task_class(options)
     check_recompute(options)
     check_lora(options, task)
-    task.validate()
+    options.validate()
     check_exports(options, task.serving_kind)
     return task, options
 
 
 def check_distilled(task_class, options) -> None:
     """Distillation's options (`DistillationOptions`, which every run has) given to a
-    task that is not distilled (no soft targets: `Task.distillation`), before any
+    task that is not distilled (no soft targets: `Task.Teaching.soft_loss`), before any
     work."""
-    if task_class.distillation is not None:
+    if task_class.Teaching.soft_loss is not None:
         return
     given = [field.name for field in dataclasses.fields(DistillationOptions)
              if field.metadata.get("flag", True) and
@@ -381,12 +381,12 @@ def evaluate_checkpoints(task, dev, trainer, options, path, output_dir) -> dict:
     """Evaluates every kept checkpoint on the dev set (eval_results.txt ends with the
     latest; TensorBoard gets each) and keeps the best by the task's metric as
     `model.ckpt-best` (TF1 format, readable by the original code) with
-    `best_trial.txt`. `task` is an `albert_tf.tasks.Task`: `task.dataset` reads the dev
-    records at `path` in order, `task.metrics(dev, outputs)` scores them (the model
-    outputs `task.eval_outputs` and the features `task.label_features`) and
+    `best_trial.txt`. `task` is an `albert_tf.tasks.Task`: `task.data.dataset` reads the
+    dev records at `path` in order, `task.metrics(dev, outputs)` scores them (the model
+    outputs `task.data.eval_outputs` and the features `task.data.fetched_features`) and
     `task.metric` names the result to keep the best of, the highest or, where
     `task.metric_goal` is "min" (an error, a loss), the lowest; the first of ties."""
-    dataset = task.dataset(path, options.eval_batch_size, False)
+    dataset = task.data.dataset(path, options.eval_batch_size, False)
     # every worker evaluates the chief's checkpoints, once they are written
     distribute.barrier(trainer.strategy)
     checkpoints_to_try = trainer.checkpoints_oldest_first() or [None]
@@ -395,8 +395,8 @@ def evaluate_checkpoints(task, dev, trainer, options, path, output_dir) -> dict:
         if checkpoint is not None and not trainer.load(checkpoint, partial=True):
             continue  # unreadable: reported, not evaluated
         results = task.metrics(dev, predict(trainer.strategy, trainer.model, dataset,
-                                            list(task.eval_outputs),
-                                            list(task.label_features)))
+                                            list(task.data.eval_outputs),
+                                            task.data.fetched_features(dataset)))
         results["global_step"] = trainer.step
         if distribute.is_chief(trainer.strategy):
             write_results(os.path.join(output_dir, "eval_results.txt"), results,

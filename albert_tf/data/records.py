@@ -106,6 +106,27 @@ def fixed_length_spec(max_seq_length: int, extra: Mapping[str, tf.io.FixedLenFea
     return spec
 
 
+_DTYPES = {"int64_list": tf.int64, "float_list": tf.float32, "bytes_list": tf.string}
+
+
+def spec_of_first_record(path, known=()) -> dict:
+    """The parsing spec of the features of the first record at `path` beside `known`
+    (the three sequences, ...): each as written (int64, float32 or bytes), a feature of
+    one value as a scalar, else a list of its length. {} for a file of no record."""
+    first = next(iter(tf.data.TFRecordDataset(os.fspath(path)).take(1)
+                      .as_numpy_iterator()), None)
+    if first is None:
+        return {}
+    spec = {}
+    for name, feature in tf.train.Example.FromString(first).features.feature.items():
+        kind = feature.WhichOneof("kind")
+        if name in known or kind is None:
+            continue
+        count = len(getattr(feature, kind).value)
+        spec[name] = tf.io.FixedLenFeature([] if count == 1 else [count], _DTYPES[kind])
+    return spec
+
+
 def _to_int32(features: dict) -> dict:
     return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v
             for k, v in features.items()}

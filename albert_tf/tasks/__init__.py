@@ -58,6 +58,7 @@ def _checked(task) -> type[Task]:
                               f"{' or '.join(map(repr, METRIC_GOALS))} (which way "
                               f"{task.metric!r} is better), got {task.metric_goal!r}")
     _check_options(task, where)
+    _check_moved(task, where)
     from albert_tf.export.kinds import ServingKind
 
     kinds = task.serving_kinds
@@ -87,6 +88,49 @@ def _check_options(task, where: str) -> None:
         declared = f" (it declares {', '.join(missing)})" if missing else ""
         raise TaskModuleError(f"{where}: decorate {task.__name__}.Options with "
                               f"@dataclasses.dataclass(frozen=True){declared}")
+
+
+# What a task once said itself and now says through its collaborators: a task file
+# that still defines one of these is refused, naming where it goes (else the driver
+# would never call it).
+_MOVED = {
+    **dict.fromkeys((
+        "data_files", "head", "discover_labels", "split_records", "record_spec",
+        "cache_settings", "cached_records", "write_records", "dataset", "records_name",
+        "cache_info", "pack", "train_steps", "has_labels", "eval_outputs",
+        "predict_outputs", "label_features", "sequence_features", "padding_values",
+        "cache_format"), "a member of its Data class: class Data(Task.Data)"),
+    **dict.fromkeys((
+        "distillation", "transfer_is_pair", "read_transfer", "write_transfer_records",
+        "pseudo_label"), "a member of its Teaching class: class Teaching(Task.Teaching) "
+        "(distillation's output and soft loss: `output`, `soft_loss`)"),
+    "task_names": "its Data class's `data_sets` (the names besides `name`)",
+    "answers": "its Data class's `data_sets` (the names besides `name`)",
+    "validate": "a method of its Options class (`validate(self)`, calling its base's)",
+    "evaluated": "`prepare_model(model, output_dir, best)`, which gets the best results",
+    "results": "what `write_predictions` returns (a dict of results)",
+}
+
+
+def _check_moved(task, where: str) -> None:
+    """`task` defines none of `_MOVED`'s names, and its collaborators are the base's
+    kinds."""
+    from albert_tf.tasks.data import TaskData
+    from albert_tf.tasks.teaching import TaskTeaching
+
+    for klass in task.__mro__:
+        if klass is Task:
+            break
+        for name in vars(klass):
+            if name in _MOVED:
+                raise TaskModuleError(f"{where}: {klass.__name__}.{name} is now "
+                                      f"{_MOVED[name]}")
+    for attribute, base in (("Data", TaskData), ("Teaching", TaskTeaching)):
+        value = getattr(task, attribute)
+        if not (isinstance(value, type) and issubclass(value, base)):
+            raise TaskModuleError(f"{where}: {task.__name__}.{attribute} must derive from "
+                                  f"albert_tf.tasks.Task.{attribute}, got "
+                                  f"{_short(repr(value))}")
 
 
 def _file_of(task) -> str:
@@ -170,13 +214,24 @@ def model_classes() -> dict[str, type]:
             if kind.model_class is not None}
 
 
+def task_names(task: type[Task]) -> tuple[str, ...]:
+    """The `--task_name`s that pick `task`: its `name` and its `Data.data_sets`."""
+    return tuple(dict.fromkeys((task.name, *task.Data.data_sets)))
+
+
+def answers(task: type[Task], task_name: str) -> bool:
+    """Whether `--task_name=task_name` picks `task`: one of its `task_names`, in any
+    case."""
+    return task_name.strip().lower() in {name.lower() for name in task_names(task)}
+
+
 def find(task_name: str | None) -> type[Task] | None:
-    """The registered task that answers `task_name` (`Task.answers`: its name, or one
-    of the names it runs, such as a GLUE task's), or None."""
+    """The registered task that answers `task_name` (`answers`: its name, or one of the
+    names of the data sets it runs, such as a GLUE task's), or None."""
     if not task_name:
         return None
     for task in registered().values():
-        if task.answers(task_name):
+        if answers(task, task_name):
             return task
     return None
 
@@ -341,6 +396,6 @@ def task_module_in(argv: Sequence[str]) -> str | None:
     return None
 
 
-__all__ = ["DataError", "Task", "TaskModuleError", "find", "fine_tuning", "option",
+__all__ = ["DataError", "Task", "TaskModuleError", "answers", "find", "fine_tuning", "option",
            "load_task_module", "load_task_module_in", "model_classes", "models", "owning",
-           "register", "registered", "serving_kinds", "task_module_in"]
+           "register", "registered", "serving_kinds", "task_module_in", "task_names"]

@@ -122,16 +122,6 @@ CLASSIFIER = ServingKind(
 class ClassificationTask(Task):
     name = "classification"
     serving_kinds = (CLASSIFIER,)
-    label_features = (names.LABEL_IDS,)
-
-    @classmethod
-    def task_names(cls) -> tuple[str, ...]:
-        return (*glue.GLUE_TASKS, *FILE_TASKS)
-
-    @classmethod
-    def answers(cls, task_name: str) -> bool:
-        key = task_name.strip().lower()
-        return key in FILE_TASKS or glue.TASK_ALIASES.get(key, key) in glue.GLUE_TASKS
 
     @dataclasses.dataclass(frozen=True)
     class Options(Task.Options):
@@ -150,8 +140,17 @@ class ClassificationTask(Task):
         header: bool = option(
             True, "CSV / TSV files start with a header row (else fields are indices).")
 
-    def __init__(self, options):
-        super().__init__(options)
+        def validate(self) -> None:
+            name = (self.task_name or "").lower()
+            if name not in FILE_TASKS and (not self.data_dir or
+                                           not os.path.isdir(self.data_dir)):
+                raise UsageError(f"--data_dir={self.data_dir} is not a directory")
+            super().validate()
+            if name in FILE_TASKS and not self.text_a_field:
+                raise UsageError(f"--task_name={name} needs --text_a_field")
+
+    def __init__(self, options, tokenizer=None):
+        super().__init__(options, tokenizer)
         self.name = self.options.task_name.lower()
         self.is_file = self.name in FILE_TASKS
         self.is_regression = self.name == "regression"
@@ -160,11 +159,6 @@ class ClassificationTask(Task):
             self.name = self._sentence_task.name
             self.is_regression = self._sentence_task.is_regression
             self.labels = list(self._sentence_task.labels) or None
-        self.has_labels = self.is_file and not self.is_regression
-        self.distillation = ((names.PREDICTIONS, "regression") if self.is_regression
-                             else (names.LOGITS, "softmax"))
-        self.predict_outputs = (names.PREDICTIONS,) if self.is_regression else (
-            names.PROBABILITIES, names.PREDICTIONS)
 
     @property
     def fields(self) -> tabular.Fields:
@@ -183,24 +177,6 @@ class ClassificationTask(Task):
     def metric(self) -> str:
         return self.sentence_task.metric
 
-    # ------------------------------------------------------------------ checks
-    def validate(self) -> None:
-        o = self.options
-        if not self.is_file and (not o.data_dir or not os.path.isdir(o.data_dir)):
-            raise UsageError(f"--data_dir={o.data_dir} is not a directory")
-        super().validate()
-        if self.is_file and not o.text_a_field:
-            raise UsageError(f"--task_name={self.name} needs --text_a_field")
-
-    def data_files(self) -> dict[str, list[str]]:
-        if not self.is_file:  # GLUE: found (or named missing) as the records are made
-            return {split: [] for split in wanted_splits(self.options)}
-        files = super().data_files()
-        for split, paths in files.items():
-            if len(paths) != 1:
-                raise UsageError(f"--{split}_file: one file for {self.name}")
-        return files
-
     # -------------------------------------------------------------------- data
     def read(self, split, paths):
         """The split's examples: GLUE's TSV files under --data_dir, or your file."""
@@ -212,50 +188,89 @@ class ClassificationTask(Task):
                                      header=self.options.header,
                                      process_text=self.tokenizer.preprocess)
 
-    def discover_labels(self, examples) -> list[str]:
-        return tabular.labels_of(examples)
+    class Data(Task.Data):
+        """GLUE's records are the original's (their own cache); your files' are one per
+        example, as GLUE's are packed."""
 
-    def cached_records(self, split, examples, paths, cache_dir):
-        if self.is_file:
-            return super().cached_records(split, examples, paths, cache_dir)
-        return glue.cached_glue_records(self.sentence_task, split, self.options.data_dir,
-                                        cache_dir, self.tokenizer,
-                                        self.options.max_seq_length, examples)
+        data_sets = (*glue.GLUE_TASKS, *FILE_TASKS, *glue.TASK_ALIASES)
+        label_features = (names.LABEL_IDS,)
 
-    def cache_settings(self) -> dict:
-        o = self.options
-        return {"labels": list(self.sentence_task.labels),  # [] for regression
-                "fields": [o.text_a_field, o.text_b_field, o.label_field],
-                "header": o.header}
+        @property
+        def has_labels(self) -> bool:
+            return self.task.is_file and not self.task.is_regression
 
-    def write_records(self, split, examples, path) -> int:
-        return sentence_records.write_examples(examples, self.sentence_task,
-                                               self.options.max_seq_length,
-                                               self.tokenizer, path)
+        @property
+        def predict_outputs(self) -> tuple[str, ...]:
+            return (names.PREDICTIONS,) if self.task.is_regression else (
+                names.PROBABILITIES, names.PREDICTIONS)
 
-    def transfer_is_pair(self) -> bool:
-        return self.sentence_task.is_pair
+        def data_files(self) -> dict[str, list[str]]:
+            if not self.task.is_file:  # GLUE: found (or named missing) as records are made
+                return {split: [] for split in wanted_splits(self.options)}
+            files = super().data_files()
+            for split, paths in files.items():
+                if len(paths) != 1:
+                    raise UsageError(f"--{split}_file: one file for {self.task.name}")
+            return files
 
-    def write_transfer_records(self, texts, path) -> int:
-        process = self.tokenizer.preprocess
-        return self.write_records("train", [
-            sentence_records.InputExample(f"transfer-{i}", process(a),
-                                          None if b is None else process(b))
-            for i, (a, b) in enumerate(texts)], path)
+        def discover_labels(self, examples) -> list[str]:
+            return tabular.labels_of(examples)
 
-    def pseudo_label(self, example, teacher_output) -> None:
-        """The teacher's class (its score, for a regression)."""
-        label = example.features.feature[names.LABEL_IDS]
-        if self.is_regression:
-            label.float_list.value[:] = [float(np.reshape(teacher_output, -1)[0])]
-        else:
-            label.int64_list.value[:] = [int(np.argmax(teacher_output))]
+        def cached_records(self, split, examples, paths, cache_dir):
+            task = self.task
+            if task.is_file:
+                return super().cached_records(split, examples, paths, cache_dir)
+            return glue.cached_glue_records(task.sentence_task, split, self.options.data_dir,
+                                            cache_dir, task.tokenizer,
+                                            self.options.max_seq_length, examples)
 
-    def dataset(self, path, batch_size, training, drop_remainder=False, extra_spec=None):
-        return sentence_records.sentence_dataset(
-            path, self.sentence_task, self.options.max_seq_length, batch_size,
-            training=training, seed=self.options.seed, drop_remainder=drop_remainder,
-            extra_spec=extra_spec)
+        def cache_settings(self) -> dict:
+            o = self.options
+            return {"labels": list(self.task.sentence_task.labels),  # [] for regression
+                    "fields": [o.text_a_field, o.text_b_field, o.label_field],
+                    "header": o.header}
+
+        def write_records(self, split, examples, path) -> int:
+            return sentence_records.write_examples(examples, self.task.sentence_task,
+                                                   self.options.max_seq_length,
+                                                   self.task.tokenizer, path)
+
+        def dataset(self, path, batch_size, training, drop_remainder=False,
+                    extra_spec=None):
+            return sentence_records.sentence_dataset(
+                path, self.task.sentence_task, self.options.max_seq_length, batch_size,
+                training=training, seed=self.options.seed, drop_remainder=drop_remainder,
+                extra_spec=extra_spec)
+
+    class Teaching(Task.Teaching):
+        """The teacher's logits (softmax), or its score (a regression); its class or
+        score labels a transfer text."""
+
+        @property
+        def output(self) -> str:
+            return names.PREDICTIONS if self.task.is_regression else names.LOGITS
+
+        @property
+        def soft_loss(self) -> str:
+            return "regression" if self.task.is_regression else "softmax"
+
+        def transfer_is_pair(self) -> bool:
+            return self.task.sentence_task.is_pair
+
+        def write_transfer_records(self, texts, path) -> int:
+            process = self.task.tokenizer.preprocess
+            return self.task.data.write_records("train", [
+                sentence_records.InputExample(f"transfer-{i}", process(a),
+                                              None if b is None else process(b))
+                for i, (a, b) in enumerate(texts)], path)
+
+        def pseudo_label(self, example, teacher_output) -> None:
+            """The teacher's class (its score, for a regression)."""
+            label = example.features.feature[names.LABEL_IDS]
+            if self.task.is_regression:
+                label.float_list.value[:] = [float(np.reshape(teacher_output, -1)[0])]
+            else:
+                label.int64_list.value[:] = [int(np.argmax(teacher_output))]
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):

@@ -41,7 +41,7 @@ from albert_tf.export import kinds, serving_text, tflite_text
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
-from albert_tf.tasks.options import option
+from albert_tf.tasks.options import FineTuningOptions, option
 from albert_tf.training.objectives import MeanObjective
 
 HF_PROBLEM_TYPE = "multi_label_classification"
@@ -160,9 +160,6 @@ class MultiLabelTask(Task):
     name = "multi_label"
     metric = "micro_f1"
     serving_kinds = (SERVING_KIND,)
-    has_labels = True
-    eval_outputs = (names.PROBABILITIES,)
-    distillation = (names.LOGITS, "sigmoid")
 
     @dataclasses.dataclass(frozen=True)
     class Options(ClassificationTask.Options):
@@ -180,25 +177,25 @@ class MultiLabelTask(Task):
             "micro F1 for each checkpoint, and keep the best checkpoint's as "
             "threshold.txt in --output_dir.")
 
-    # ------------------------------------------------------------------- checks
+        def validate(self) -> None:
+            FineTuningOptions.validate(self)  # (not classification's: no GLUE here)
+            name = MultiLabelTask.name
+            if not self.text_a_field:
+                raise UsageError(f"--task_name={name} needs --text_a_field")
+            if self.do_train and not self.label_field:
+                raise UsageError(f"--task_name={name} needs --label_field to train")
+            if not self.label_separator:
+                raise UsageError("--label_separator must not be empty")
+            if self.threshold is not None:
+                try:
+                    check_threshold(self.threshold, "--threshold")
+                except ValueError as e:
+                    raise UsageError(str(e)) from None
+
     @property
     def fields(self) -> tabular.Fields:
         o = self.options
         return tabular.Fields(o.text_a_field, o.text_b_field, o.label_field)
-
-    def validate(self) -> None:
-        super().validate()
-        if not self.options.text_a_field:
-            raise UsageError(f"--task_name={self.name} needs --text_a_field")
-        if self.options.do_train and not self.options.label_field:
-            raise UsageError(f"--task_name={self.name} needs --label_field to train")
-        if not self.options.label_separator:
-            raise UsageError("--label_separator must not be empty")
-        if self.options.threshold is not None:
-            try:
-                check_threshold(self.options.threshold, "--threshold")
-            except ValueError as e:
-                raise UsageError(str(e)) from None
 
     # --------------------------------------------------------------------- data
     def _row_labels(self, raw) -> list[str]:
@@ -255,17 +252,22 @@ class MultiLabelTask(Task):
                 + "; ".join(log.describe() for log in logs))
         return examples
 
-    def discover_labels(self, examples) -> list[str]:
-        return sorted({label for e in examples for label in (e.labels or ())})
+    class Data(Task.Data):
+        eval_outputs = (names.PROBABILITIES,)
+        label_features = (names.LABEL_IDS,)
 
-    def record_spec(self) -> dict:
-        return {names.LABEL_IDS: tf.io.FixedLenFeature([len(self.labels)], tf.int64)}
+        def discover_labels(self, examples) -> list[str]:
+            return sorted({label for e in examples for label in (e.labels or ())})
 
-    def cache_settings(self) -> dict:
-        o = self.options
-        return {**super().cache_settings(),
-                "fields": [o.text_a_field, o.text_b_field, o.label_field],
-                "header": o.header, "label_separator": o.label_separator}
+        def record_spec(self) -> dict:
+            return {names.LABEL_IDS: tf.io.FixedLenFeature([len(self.task.labels)],
+                                                           tf.int64)}
+
+        def cache_settings(self) -> dict:
+            o = self.options
+            return {**super().cache_settings(),
+                    "fields": [o.text_a_field, o.text_b_field, o.label_field],
+                    "header": o.header, "label_separator": o.label_separator}
 
     def multi_hot(self, labels) -> list[int]:
         index = {label: i for i, label in enumerate(self.labels)}
@@ -275,24 +277,27 @@ class MultiLabelTask(Task):
         return hot
 
     def features(self, example: Example) -> dict:
-        return {**self.pack(example.text_a, example.text_b),
+        return {**self.data.pack(example.text_a, example.text_b),
                 names.LABEL_IDS: self.multi_hot(example.labels)}
 
-    # ------------------------------------------- distillation's transfer text
-    def transfer_is_pair(self) -> bool:
-        return self.fields.text_b is not None
+    class Teaching(Task.Teaching):
+        soft_loss = "sigmoid"  # of each label's logit
 
-    def write_transfer_records(self, texts, path) -> int:
-        return self.write_records("train", [Example(f"transfer-{i}", a, b, ())
-                                            for i, (a, b) in enumerate(texts)], path)
+        def transfer_is_pair(self) -> bool:
+            return self.task.fields.text_b is not None
 
-    def pseudo_label(self, example, teacher_output) -> None:
-        """The labels whose probability by the teacher is at least --threshold (0.5
-        where not given)."""
-        threshold = self.options.threshold or DEFAULT_THRESHOLD
-        probabilities = 1 / (1 + np.exp(-np.asarray(teacher_output, np.float64)))
-        example.features.feature[names.LABEL_IDS].int64_list.value[:] = (
-            probabilities >= threshold).astype(np.int64).tolist()
+        def write_transfer_records(self, texts, path) -> int:
+            return self.task.data.write_records(
+                "train", [Example(f"transfer-{i}", a, b, ())
+                          for i, (a, b) in enumerate(texts)], path)
+
+        def pseudo_label(self, example, teacher_output) -> None:
+            """The labels whose probability by the teacher is at least --threshold (0.5
+            where not given)."""
+            threshold = self.task.options.threshold or DEFAULT_THRESHOLD
+            probabilities = 1 / (1 + np.exp(-np.asarray(teacher_output, np.float64)))
+            example.features.feature[names.LABEL_IDS].int64_list.value[:] = (
+                probabilities >= threshold).astype(np.int64).tolist()
 
     # -------------------------------------------------------------------- model
     def build_model(self, config):
@@ -315,13 +320,13 @@ class MultiLabelTask(Task):
         tried = [scores(probabilities, gold, t, self.labels) for t in THRESHOLD_GRID]
         return max(tried, key=lambda s: s["micro_f1"])  # the first (lowest) of ties
 
-    def evaluated(self, best: dict, output_dir: str) -> None:
+    def prepare_model(self, model, output_dir: str, best: dict) -> None:
+        """The dev-tuned threshold (--tune_threshold) kept as threshold.txt beside the
+        model; the model predicts with the run's threshold."""
         if self.options.tune_threshold and best:
             fileio.write_text_atomically(os.path.join(output_dir, THRESHOLD_FILE),
                                          f"{best['threshold']}\n")
             logging.info("kept the dev-tuned threshold %s", best["threshold"])
-
-    def prepare_model(self, model, output_dir: str) -> None:
         model.threshold = self.threshold(output_dir)
 
     def write_predictions(self, examples, outputs, output_dir, step) -> str:

@@ -147,12 +147,6 @@ class MultipleChoiceTask(Task):
     name = "multiple_choice"
     metric = "eval_accuracy"
     serving_kinds = (MULTIPLE_CHOICE,)
-    distillation = (names.LOGITS, "softmax")  # over the choices
-
-    @classmethod
-    def task_names(cls) -> tuple[str, ...]:
-        return (RACE, *CHOICE_TASKS)
-    predict_outputs = (names.PROBABILITIES, names.PREDICTIONS)
 
     @dataclasses.dataclass(frozen=True)
     class Options(Task.Options):
@@ -167,8 +161,19 @@ class MultipleChoiceTask(Task):
         warmup_step: int | None = option(0)
         exclusive = (("high_only", "middle_only"),)
 
-    def __init__(self, options):
-        super().__init__(options)
+        def validate(self) -> None:
+            if (self.task_name or "").lower() == RACE and (
+                    not self.data_dir or not os.path.isdir(self.data_dir)):
+                raise UsageError(f"--data_dir={self.data_dir} is not a directory")
+            super().validate()
+            max_qa_length = with_max_qa_length(self).max_qa_length
+            if not 1 <= max_qa_length <= self.max_seq_length - 3:
+                raise UsageError(
+                    f"--max_qa_length={max_qa_length} must be positive and leave room "
+                    f"for [CLS] and 2 x [SEP] in --max_seq_length={self.max_seq_length}")
+
+    def __init__(self, options, tokenizer=None):
+        super().__init__(options, tokenizer)
         self.options = with_max_qa_length(self.options)
         self.name = self.options.task_name.lower()
         self.is_race = self.name == RACE
@@ -183,39 +188,6 @@ class MultipleChoiceTask(Task):
         if self.name in ("c3", "swag"):
             return max(most, choice_records.DEFAULT_NUM_CHOICES)
         return most
-
-    # ------------------------------------------------------------------ checks
-    def validate(self) -> None:
-        o = self.options
-        if self.is_race and (not o.data_dir or not os.path.isdir(o.data_dir)):
-            raise UsageError(f"--data_dir={o.data_dir} is not a directory")
-        super().validate()
-        if not 1 <= o.max_qa_length <= o.max_seq_length - 3:
-            raise UsageError(
-                f"--max_qa_length={o.max_qa_length} must be positive and leave room "
-                f"for [CLS] and 2 x [SEP] in --max_seq_length={o.max_seq_length}")
-
-    def data_files(self) -> dict[str, list[str]]:
-        """--<split>_file, else the task's names under --data_dir (RACE's folders are
-        found as its records are made)."""
-        o = self.options
-        files = {}
-        for split in wanted_splits(o):
-            given = getattr(o, f"{split}_file")
-            if self.is_race:
-                paths = []
-            elif given:
-                paths = [p for p in given.split(",") if p]
-            elif not o.data_dir:
-                raise UsageError(f"give --{split}_file or --data_dir for {self.name}")
-            elif self.name == "c3":
-                paths = multiple_choice.c3_files(o.data_dir, split)
-            else:
-                names_of = multiple_choice.SWAG_FILES if self.name == "swag" else \
-                    multiple_choice.JSONL_FILES
-                paths = [os.path.join(o.data_dir, names_of[split])]
-            files[split] = [check_file(path, f"{split}_file") for path in paths]
-        return files
 
     # -------------------------------------------------------------------- data
     def read(self, split, paths):
@@ -237,48 +209,85 @@ class MultipleChoiceTask(Task):
             multiple_choice.read_choice_jsonl
         return [e for path in paths for e in read(path, process, labelled=labelled)]
 
-    # ------------------------------------------- distillation's transfer text
-    def read_transfer(self, path):
-        """--transfer_file: questions in the task's own format (C3's JSON, SWAG's CSV,
-        JSON lines), their answers not needed (the teacher's are learned); RACE's
-        directories take none (None: refused as a task without transfer text)."""
-        if self.is_race:
-            return None
-        examples = self._read_files([path], None)
-        self.examples["transfer"] = examples  # their choices count (`num_choices`)
-        return examples
+    class Data(Task.Data):
+        """RACE's records are the original's (their own cache); the others' one per
+        question, its choices padded to `num_choices`."""
 
-    def write_transfer_records(self, examples, path) -> int:
-        return self.write_records("train", examples, path)
+        data_sets = (RACE, *CHOICE_TASKS)
+        label_features = (names.LABEL_IDS,)
+        predict_outputs = (names.PROBABILITIES, names.PREDICTIONS)
 
-    def pseudo_label(self, example, teacher_output) -> None:
-        """The teacher's choice (a padded choice's logit is -1e9: never chosen)."""
-        example.features.feature[names.LABEL_IDS].int64_list.value[:] = [
-            int(np.argmax(teacher_output))]
+        def data_files(self) -> dict[str, list[str]]:
+            """--<split>_file, else the task's names under --data_dir (RACE's folders
+            are found as its records are made)."""
+            o, task = self.options, self.task
+            given_files = {"train": o.train_file, "dev": o.dev_file, "test": o.test_file}
+            files = {}
+            for split in wanted_splits(o):
+                given = given_files[split]
+                if task.is_race:
+                    paths = []
+                elif given:
+                    paths = [p for p in given.split(",") if p]
+                elif not o.data_dir:
+                    raise UsageError(f"give --{split}_file or --data_dir for {task.name}")
+                elif task.name == "c3":
+                    paths = multiple_choice.c3_files(o.data_dir, split)
+                else:
+                    names_of = multiple_choice.SWAG_FILES if task.name == "swag" else \
+                        multiple_choice.JSONL_FILES
+                    paths = [os.path.join(o.data_dir, names_of[split])]
+                files[split] = [check_file(path, f"{split}_file") for path in paths]
+            return files
 
-    def cached_records(self, split, examples, paths, cache_dir):
-        o = self.options
-        if not self.is_race:
-            return super().cached_records(split, examples, paths, cache_dir)
-        return race.cached_race_records(
-            split, o.data_dir, cache_dir, self.tokenizer, o.max_seq_length,
-            o.max_qa_length, high_only=o.high_only, middle_only=o.middle_only,
-            examples=examples)
+        def cached_records(self, split, examples, paths, cache_dir):
+            o, task = self.options, self.task
+            if not task.is_race:
+                return super().cached_records(split, examples, paths, cache_dir)
+            return race.cached_race_records(
+                split, o.data_dir, cache_dir, task.tokenizer, o.max_seq_length,
+                o.max_qa_length, high_only=o.high_only, middle_only=o.middle_only,
+                examples=examples)
 
-    def cache_settings(self) -> dict:
-        return {"max_qa_length": int(self.options.max_qa_length),
-                "num_choices": self.num_choices}
+        def cache_settings(self) -> dict:
+            return {"max_qa_length": int(self.options.max_qa_length),
+                    "num_choices": self.task.num_choices}
 
-    def write_records(self, split, examples, path) -> int:
-        o = self.options
-        return choice_records.write_examples(examples, o.max_seq_length, o.max_qa_length,
-                                   self.tokenizer, path, self.num_choices)
+        def write_records(self, split, examples, path) -> int:
+            o = self.options
+            return choice_records.write_examples(examples, o.max_seq_length,
+                                                 o.max_qa_length, self.task.tokenizer,
+                                                 path, self.task.num_choices)
 
-    def dataset(self, path, batch_size, training, drop_remainder=False, extra_spec=None):
-        return choice_records.choice_dataset(
-            path, self.options.max_seq_length, batch_size, training=training,
-            seed=self.options.seed, drop_remainder=drop_remainder,
-            num_choices=self.num_choices, extra_spec=extra_spec)
+        def dataset(self, path, batch_size, training, drop_remainder=False,
+                    extra_spec=None):
+            return choice_records.choice_dataset(
+                path, self.options.max_seq_length, batch_size, training=training,
+                seed=self.options.seed, drop_remainder=drop_remainder,
+                num_choices=self.task.num_choices, extra_spec=extra_spec)
+
+    class Teaching(Task.Teaching):
+        soft_loss = "softmax"  # over the choices
+
+        def read_transfer(self, path):
+            """--transfer_file: questions in the task's own format (C3's JSON, SWAG's
+            CSV, JSON lines), their answers not needed (the teacher's are learned);
+            RACE's directories take none (None: refused as a task without transfer
+            text)."""
+            task = self.task
+            if task.is_race:
+                return None
+            examples = task._read_files([path], None)
+            task.examples["transfer"] = examples  # their choices count (`num_choices`)
+            return examples
+
+        def write_transfer_records(self, examples, path) -> int:
+            return self.task.data.write_records("train", examples, path)
+
+        def pseudo_label(self, example, teacher_output) -> None:
+            """The teacher's choice (a padded choice's logit is -1e9: never chosen)."""
+            example.features.feature[names.LABEL_IDS].int64_list.value[:] = [
+                int(np.argmax(teacher_output))]
 
     # ------------------------------------------------------------------- model
     def build_model(self, config):

@@ -38,6 +38,7 @@ from albert_tf.errors import UserError
 from albert_tf.export.savedmodel import SERVING_PRECISIONS
 from albert_tf.export.tflite import TFLITE_PRECISIONS
 from albert_tf.modeling.recompute import UNITS as RECOMPUTE_UNITS
+from albert_tf.tasks.checks import check_run
 from albert_tf.training.distribute import STRATEGIES as DISTRIBUTION_STRATEGIES
 
 # Training's precisions: float32, or a Keras mixed-precision policy.
@@ -128,6 +129,12 @@ class Options:
     def replace(self, **changes):
         """A copy with `changes`, checked again."""
         return dataclasses.replace(self, **changes)
+
+    def validate(self) -> None:
+        """Raises `albert_tf.errors.UsageError` for options that cannot make a run,
+        beyond their types and choices (checked when made): called by the run before any
+        work, as Model Garden's configs' `validate`. A task's options that check more
+        call their base's first."""
 
 
 class _Problem(typing.NamedTuple):
@@ -398,6 +405,11 @@ class FineTuningOptions(RunOptions, SkipOptions):
     warmup_step: int | None = option(
         None, "Warmup steps (none: --warmup_proportion of the steps).")
     warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.")
+
+    def validate(self) -> None:
+        """Something to do, the tokenizer's file, and a trained model for --do_eval /
+        --do_predict without --do_train (`albert_tf.tasks.checks.check_run`)."""
+        check_run(self)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -75,20 +75,19 @@ class PretrainingTask(Task):
         ngram: int = option(3, "Maximum n-gram to mask (dynamic masking).")
         short_seq_prob: float = option(0.1, "Short sequence probability (dynamic masking).")
 
-    def validate(self) -> None:
-        o = self.options
-        if not (o.do_train or o.do_eval):
-            raise UsageError("nothing to do: give --do_train and/or --do_eval")
-        if bool(o.input_file) == bool(o.input_text):
-            raise UsageError("give exactly one of --input_file (records) and "
-                             "--input_text (raw text, dynamic masking)")
-        if o.input_file:
-            pretraining.expand_input_patterns(o.input_file)  # raises when none match
-        if o.input_text and not (o.spm_model_file or o.vocab_file):
-            raise UsageError("--input_text needs --spm_model_file (or --vocab_file)")
-        if o.lora_rank is not None or o.lora_ffn:
-            raise UsageError("--lora_rank, --lora_ffn: run_pretraining.py trains every "
-                             "weight; LoRA adapters are for fine-tuning")
+        def validate(self) -> None:
+            if not (self.do_train or self.do_eval):
+                raise UsageError("nothing to do: give --do_train and/or --do_eval")
+            if bool(self.input_file) == bool(self.input_text):
+                raise UsageError("give exactly one of --input_file (records) and "
+                                 "--input_text (raw text, dynamic masking)")
+            if self.input_file:
+                pretraining.expand_input_patterns(self.input_file)  # raises if none match
+            if self.input_text and not (self.spm_model_file or self.vocab_file):
+                raise UsageError("--input_text needs --spm_model_file (or --vocab_file)")
+            if self.lora_rank is not None or self.lora_ffn:
+                raise UsageError("--lora_rank, --lora_ffn: run_pretraining.py trains every "
+                                 "weight; LoRA adapters are for fine-tuning")
 
     def stream(self, batch_size: int, training: bool):
         """A function skip -> the stream of global batches of `batch_size` from the

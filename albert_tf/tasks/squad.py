@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from albert_tf import fileio, losses, names, task_heads
 from albert_tf.config import AlbertConfig
@@ -233,7 +234,6 @@ class SquadTask(Task):
     name = "squad"
     metric = "f1"  # of the predictions (the official script's), with no dev split
     serving_kinds = (SQUAD_V1, SQUAD_V2)
-    label_features = (names.UNIQUE_IDS,)
 
     @dataclasses.dataclass(frozen=True)
     class Options(FineTuningOptions):
@@ -260,69 +260,81 @@ class SquadTask(Task):
             0.0, "v2.0: predict no answer when the null score exceeds the best span by "
             "more than this.")
 
-    def __init__(self, options):
-        super().__init__(options)
+        def validate(self) -> None:
+            if not (self.do_train or self.do_predict):
+                raise UsageError("nothing to do: give --do_train and/or --do_predict")
+            if self.do_predict and not self.do_train and \
+                    not tf.train.latest_checkpoint(self.output_dir or ""):
+                raise UsageError(
+                    f"--do_predict without --do_train needs a trained model in "
+                    f"--output_dir={self.output_dir}, and there is none")
+            check_file(self.spm_model_file, "spm_model_file")
+            squad.validate_settings(self.max_seq_length, self.doc_stride,
+                                    self.max_query_length)
+
+    def __init__(self, options, tokenizer=None):
+        super().__init__(options, tokenizer)
         self.version_2 = self.options.version_2_with_negative
         self.serving_kind = self.serving_kinds[1 if self.version_2 else 0]
-        self.eval_outputs = V2_OUTPUTS if self.version_2 else V1_OUTPUTS
         self.feature_files: dict[str, squad.SquadFeatureFile] = {}
-
-    def validate(self) -> None:
-        o = self.options
-        if not (o.do_train or o.do_predict):
-            raise UsageError("nothing to do: give --do_train and/or --do_predict")
-        if o.do_predict and not o.do_train and \
-                not tf.train.latest_checkpoint(o.output_dir or ""):
-            raise UsageError(
-                f"--do_predict without --do_train needs a trained model in "
-                f"--output_dir={o.output_dir}, and there is none")
-        check_file(o.spm_model_file, "spm_model_file")
-        squad.validate_settings(o.max_seq_length, o.doc_stride, o.max_query_length)
-
-    def data_files(self) -> dict[str, list[str]]:
-        wanted = {"train": self.options.do_train, "test": self.options.do_predict}
-        return {split: [check_file(getattr(self.options, flag), flag)]
-                for split, flag in SPLIT_FILES.items() if wanted[split]}
 
     def read(self, split, paths):
         """The questions of the split's file (the training answers with --do_train)."""
         return squad.read_squad_examples(paths[0], is_training=split == "train")
 
-    def cached_records(self, split, data, paths, cache_dir):
-        """The training features (in the original's shuffled order) or the prediction
-        features (with what post-processing needs), converted once and cached."""
-        o = self.options
-        training = split == "train"
-        given = o.train_feature_file if training else o.predict_feature_file
-        features = squad.load_or_build_features(
-            paths[0], self.tokenizer,
-            given or os.path.join(cache_dir, "train.tf_record" if training
-                                  else "predict.tf_record"),
-            is_training=training, keep_features=None if training else True,
-            shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED if training else None,
-            max_seq_length=o.max_seq_length, doc_stride=o.doc_stride,
-            max_query_length=o.max_query_length, examples=data)
-        self.feature_files[split] = features
-        return cache.CachedRecords(features.record_file, len(features.examples), 0,
-                                   not features.rebuilt)
+    class Data(Task.Data):
+        """The original's features: a question's paragraph in windows of --doc_stride,
+        the training features shuffled as the original's, cached in its files."""
 
-    def train_steps(self, num_examples: int | None) -> tuple[int, int]:
-        """--train_step and --warmup_step where given (run_classifier.py has them); else
-        the original's: steps = examples / batch * epochs (rounded down), warmup a
-        proportion of them (one step where nothing is trained)."""
-        o = self.options
-        steps = o.train_step
-        if steps is None:
-            steps = 1 if num_examples is None else max(
-                1, int(num_examples / o.train_batch_size * o.num_train_epochs))
-        warmup = o.warmup_step
-        return steps, int(steps * o.warmup_proportion) if warmup is None else warmup
+        label_features = (names.UNIQUE_IDS,)
 
-    def dataset(self, path, batch_size, training, drop_remainder=False):
-        return squad.squad_dataset(path, self.options.max_seq_length, batch_size,
-                                   is_training=training, training=training,
-                                   seed=self.options.seed if training else None,
-                                   drop_remainder=drop_remainder)
+        @property
+        def eval_outputs(self) -> tuple[str, ...]:
+            return V2_OUTPUTS if self.task.version_2 else V1_OUTPUTS
+
+        def data_files(self) -> dict[str, list[str]]:
+            o = self.options
+            wanted = {"train": (o.do_train, o.train_file),
+                      "test": (o.do_predict, o.predict_file)}
+            return {split: [check_file(path, SPLIT_FILES[split])]
+                    for split, (on, path) in wanted.items() if on}
+
+        def cached_records(self, split, data, paths, cache_dir):
+            """The training features (in the original's shuffled order) or the
+            prediction features (with what post-processing needs), converted once and
+            cached."""
+            o = self.options
+            training = split == "train"
+            given = o.train_feature_file if training else o.predict_feature_file
+            features = squad.load_or_build_features(
+                paths[0], self.task.tokenizer,
+                given or os.path.join(cache_dir, "train.tf_record" if training
+                                      else "predict.tf_record"),
+                is_training=training, keep_features=None if training else True,
+                shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED if training else None,
+                max_seq_length=o.max_seq_length, doc_stride=o.doc_stride,
+                max_query_length=o.max_query_length, examples=data)
+            self.task.feature_files[split] = features
+            return cache.CachedRecords(features.record_file, len(features.examples), 0,
+                                       not features.rebuilt)
+
+        def train_steps(self, num_examples: int | None) -> tuple[int, int]:
+            """--train_step and --warmup_step where given (run_classifier.py has them);
+            else the original's: steps = examples / batch * epochs (rounded down),
+            warmup a proportion of them (one step where nothing is trained)."""
+            o = self.options
+            steps = o.train_step
+            if steps is None:
+                steps = 1 if num_examples is None else max(
+                    1, int(num_examples / o.train_batch_size * o.num_train_epochs))
+            warmup = o.warmup_step
+            return steps, int(steps * o.warmup_proportion) if warmup is None else warmup
+
+        def dataset(self, path, batch_size, training, drop_remainder=False):
+            return squad.squad_dataset(path, self.options.max_seq_length, batch_size,
+                                       is_training=training, training=training,
+                                       seed=self.options.seed if training else None,
+                                       drop_remainder=drop_remainder)
 
     def build_model(self, config):
         """The v1.1 span head, or with --version_2_with_negative ALBERT's v2.0 beam
@@ -343,12 +355,13 @@ class SquadTask(Task):
             o[names.START_LOGITS], o[names.END_LOGITS], f[names.START_POSITIONS],
             f[names.END_POSITIONS], per_example=True))
 
-    def write_predictions(self, data, outputs, output_dir, step) -> str:
+    def write_predictions(self, data, outputs, output_dir, step) -> dict | None:
         """predictions.json, nbest_predictions.json (and null_odds.json); where the file
-        has answers, the official scores to eval_results.txt and eval_results.json."""
+        has answers, the official scores to eval_results.txt and eval_results.json, and
+        returned (the run's results: SQuAD has no dev split)."""
         o = self.options
         evaluation = self.feature_files["test"]
-        results = {int(uid): {k: outputs[k][i] for k in self.eval_outputs}
+        results = {int(uid): {k: outputs[k][i] for k in self.data.eval_outputs}
                    for i, uid in enumerate(outputs[names.UNIQUE_IDS])}
         options = dict(n_best_size=o.n_best_size, max_answer_length=o.max_answer_length)
         if self.version_2:
@@ -358,10 +371,10 @@ class SquadTask(Task):
         else:
             answers = squad_postprocess.write_predictions_v1(
                 evaluation.examples, evaluation.features, results, output_dir, **options)
-        written = os.path.join(output_dir, "predictions.json")
+        logging.info("predictions: %s", os.path.join(output_dir, "predictions.json"))
         gold = squad_metrics.gold_answers(evaluation.examples)
         if not any(gold.values()):  # a file without answers: nothing to score
-            return written
+            return None
         if self.version_2:
             scores = squad_metrics.evaluate_v2(gold, answers.predictions, answers.null_odds)
         else:
@@ -373,8 +386,7 @@ class SquadTask(Task):
                       summary_step=step)
         fileio.write_text_atomically(os.path.join(output_dir, "eval_results.json"),
                                      json.dumps(scores, indent=2))
-        self.results = scores
-        return written
+        return scores
 
     def export_options(self) -> dict:
         return {"max_query_length": self.options.max_query_length}

@@ -100,15 +100,6 @@ class TokenClassificationTask(Task):
     name = "ner"
     metric = "f1"
     serving_kinds = (TOKEN_CLASSIFIER,)
-    has_labels = True
-    label_features = ()
-    sequence_features = (names.LABEL_IDS,)
-    padding_values = {names.LABEL_IDS: ner.IGNORE}  # padding positions are not scored
-    distillation = (names.LOGITS, "token_softmax")  # at each labelled position
-
-    @classmethod
-    def task_names(cls) -> tuple[str, ...]:
-        return (cls.name, *TASK_FILES)  # its data sets name their files' format
 
     @dataclasses.dataclass(frozen=True)
     class Options(Task.Options):
@@ -134,33 +125,14 @@ class TokenClassificationTask(Task):
             "first, saved as labels.txt in --output_dir).")
         dropout_prob: float = option(0.1, "Dropout of the tagging head.")
 
-    def __init__(self, options):
-        super().__init__(options)
+        def validate(self) -> None:
+            super().validate()
+            if self.train_step is not None and self.train_step < 1:
+                raise UsageError(f"--train_step={self.train_step} must be positive")
+
+    def __init__(self, options, tokenizer=None):
+        super().__init__(options, tokenizer)
         self.word_split: str | None = None
-
-    def data_files(self) -> dict[str, list[str]]:
-        """The file of each split asked for: --train_file etc., else --data_dir/<task's
-        name>."""
-        o = self.options
-        task = (o.task_name or "").lower() or None
-        task = None if task == self.name else task  # no data set named
-        if task is not None and task not in TASK_FILES:
-            raise UsageError(f"--task_name={o.task_name} is not one of "
-                             f"{', '.join(TASK_FILES)}")
-        files = {}
-        for split in wanted_splits(o):
-            path = getattr(o, f"{split}_file")
-            if path is None:
-                if not (o.data_dir and task):
-                    raise UsageError(f"give --{split}_file, or --data_dir and --task_name")
-                path = os.path.join(o.data_dir, TASK_FILES[task][split])
-            files[split] = [check_file(path, f"{split}_file")]
-        return files
-
-    def validate(self) -> None:
-        super().validate()
-        if self.options.train_step is not None and self.options.train_step < 1:
-            raise UsageError(f"--train_step={self.options.train_step} must be positive")
 
     def read(self, split, paths) -> ner.NerFile:
         """The split's file (errors name file and line); training and dev files must have
@@ -176,59 +148,94 @@ class TokenClassificationTask(Task):
             self.word_split = ner.word_split_of(data)
         return data
 
-    def discover_labels(self, data: ner.NerFile) -> list[str]:
-        return ner.labels_of([data])
-
     def _windows(self, data: ner.NerFile) -> list[ner.NerFeature]:
         return ner.file_features(data, self.tokenizer, self.options.max_seq_length,
                                  self.labels)
 
-    def head(self, split, data: ner.NerFile, count: int) -> ner.NerFile:
-        small = data.head(count)
-        small.windows = self._windows(small)
-        return small
+    class Data(Task.Data):
+        """A sentence's words in windows of whole words, a record each, labelled at
+        each word's first piece (the other positions padded with `ner.IGNORE`)."""
 
-    def split_records(self, split, data: ner.NerFile):
-        windows = data.windows or self._windows(data)
-        logging.info("%d windows of %d sentences of %s", len(windows), len(data.sentences),
-                     data.path)
-        for window in windows:
-            yield {**{names.MODEL_TO_RECORD[k]: v for k, v in window.inputs.items()},
-                   names.LABEL_IDS: window.label_ids}
+        data_sets = tuple(TASK_FILES)  # its data sets name their files' format
+        label_features = ()  # (its labels are read per word, from the split's data)
+        sequence_features = (names.LABEL_IDS,)
+        padding_values = {names.LABEL_IDS: ner.IGNORE}  # padding positions: not scored
 
-    def record_spec(self) -> dict:
-        return {names.LABEL_IDS: tf.io.FixedLenFeature([self.options.max_seq_length],
-                                                       tf.int64)}
+        def data_files(self) -> dict[str, list[str]]:
+            """The file of each split asked for: --train_file etc., else
+            --data_dir/<task's name>."""
+            o = self.options
+            task = (o.task_name or "").lower() or None
+            task = None if task == self.task.name else task  # no data set named
+            if task is not None and task not in TASK_FILES:
+                raise UsageError(f"--task_name={o.task_name} is not one of "
+                                 f"{', '.join(TASK_FILES)}")
+            given_files = {"train": o.train_file, "dev": o.dev_file, "test": o.test_file}
+            files = {}
+            for split in wanted_splits(o):
+                path = given_files[split]
+                if path is None:
+                    if not (o.data_dir and task):
+                        raise UsageError(f"give --{split}_file, or --data_dir and "
+                                         "--task_name")
+                    path = os.path.join(o.data_dir, TASK_FILES[task][split])
+                files[split] = [check_file(path, f"{split}_file")]
+            return files
 
-    def records_name(self, split: str) -> str:
-        return f"ner_{split}"
+        def discover_labels(self, data: ner.NerFile) -> list[str]:
+            return ner.labels_of([data])
 
-    def cache_info(self, split, paths) -> dict:
-        return {"format": 1, "split": split, "source": cache.abspath_or_url(paths[0]),
-                "source_sha256": cache.file_sha256(paths[0]), "labels": list(self.labels),
-                "max_seq_length": int(self.options.max_seq_length),
-                **cache.tokenizer_settings(self.tokenizer)}
+        def head(self, split, data: ner.NerFile, count: int) -> ner.NerFile:
+            small = data.head(count)
+            small.windows = self.task._windows(small)
+            return small
 
-    # ------------------------------------------- distillation's transfer text
-    def transfer_is_pair(self) -> bool:
-        return False
+        def split_records(self, split, data: ner.NerFile):
+            windows = data.windows or self.task._windows(data)
+            logging.info("%d windows of %d sentences of %s", len(windows),
+                         len(data.sentences), data.path)
+            for window in windows:
+                yield {**{names.MODEL_TO_RECORD[k]: v for k, v in window.inputs.items()},
+                       names.LABEL_IDS: window.label_ids}
 
-    def write_transfer_records(self, texts, path) -> int:
-        """Each text cut into words as the training file's are (`ner.split_words`: a
-        Chinese text into characters), every word tagged with the first label ("O")
-        until `pseudo_label`; a long text in several windows, a record each."""
-        sentences = []
-        for line, (text, _) in enumerate(texts, 1):
-            words = [w for w, _, _ in ner.split_words(text, self.word_split or "whitespace")]
-            sentences.append(ner.NerSentence(words, [self.labels[0]] * len(words), line))
-        return self.write_records("train", ner.NerFile("--transfer_file", "conll",
-                                                       sentences), path)
+        def record_spec(self) -> dict:
+            return {names.LABEL_IDS: tf.io.FixedLenFeature(
+                [self.options.max_seq_length], tf.int64)}
 
-    def pseudo_label(self, example, teacher_output) -> None:
-        """At each position that predicts a word, the teacher's tag."""
-        label = example.features.feature[names.LABEL_IDS].int64_list.value
-        tags = np.argmax(np.asarray(teacher_output), -1)
-        label[:] = [int(tags[i]) if old >= 0 else old for i, old in enumerate(label)]
+        def records_name(self, split: str) -> str:
+            return f"ner_{split}"
+
+        def cache_info(self, split, paths) -> dict:
+            return {"format": 1, "split": split, "source": cache.abspath_or_url(paths[0]),
+                    "source_sha256": cache.file_sha256(paths[0]),
+                    "labels": list(self.task.labels),
+                    "max_seq_length": int(self.options.max_seq_length),
+                    **cache.tokenizer_settings(self.task.tokenizer)}
+
+    class Teaching(Task.Teaching):
+        soft_loss = "token_softmax"  # at each labelled position
+
+        def transfer_is_pair(self) -> bool:
+            return False
+
+        def write_transfer_records(self, texts, path) -> int:
+            """Each text cut into words as the training file's are (`ner.split_words`: a
+            Chinese text into characters), every word tagged with the first label ("O")
+            until `pseudo_label`; a long text in several windows, a record each."""
+            task, sentences = self.task, []
+            for line, (text, _) in enumerate(texts, 1):
+                words = [w for w, _, _ in ner.split_words(text,
+                                                          task.word_split or "whitespace")]
+                sentences.append(ner.NerSentence(words, [task.labels[0]] * len(words),
+                                                 line))
+            return task.data.write_records("train", ner.NerFile(
+                "--transfer_file", "conll", sentences), path)
+
+        def pseudo_label(self, example, teacher_output) -> None:
+            """At each position that predicts a word, the teacher's tag."""
+            label = example.features.feature[names.LABEL_IDS].int64_list.value
+            tags = np.argmax(np.asarray(teacher_output), -1)
+            label[:] = [int(tags[i]) if old >= 0 else old for i, old in enumerate(label)]
 
     def build_model(self, config):
         return AlbertTokenClassifier(config, len(self.labels), seed=self.options.seed,

@@ -337,3 +337,25 @@ def test_pretraining_refuses_the_groups_it_does_not_use(tmp_path, given, words):
         session.checked_task(PretrainingTask, options)
     assert words in str(refused.value)
     assert not (tmp_path / "out").exists()
+
+
+def test_every_run_has_the_same_typed_groups_of_options():
+    # The model files, data, training, evaluation, exports, LoRA, distillation and
+    # runtime: each option of a run in exactly one group, every task's options (and
+    # pretraining's) with all of them, each group given as its own typed dataclass.
+    from albert_tf import tasks
+    from albert_tf.tasks.options import GROUPS, FineTuningOptions, TrainingOptions
+
+    grouped = [field.name for group in GROUPS for field in dataclasses.fields(group)]
+    assert len(grouped) == len(set(grouped)) and set(grouped) == set(RunOptions.names())
+    for name, task in tasks.registered().items():
+        options = task.Options.build(seed=7)
+        for group in GROUPS:
+            view = options.group(group)
+            assert isinstance(view, group), (name, group)
+            assert {f.name: getattr(view, f.name) for f in dataclasses.fields(view)} == \
+                {f.name: getattr(options, f.name) for f in dataclasses.fields(view)}
+        training = options.group(TrainingOptions)
+        assert training.seed == 7
+        assert hasattr(training, "train_step") == issubclass(task.Options,
+                                                             FineTuningOptions), name

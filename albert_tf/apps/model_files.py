@@ -123,8 +123,9 @@ def _teacher_files(options: RunOptions) -> RunOptions:
                          f"--teacher_checkpoint={teacher}")
     changes = {"teacher_files": files, "teacher_config_file": config_file}
     if student:
-        given = [f"--{n}" for n in ("init_checkpoint", "albert_config_file")
-                 if getattr(options, n)]
+        given = [flag for flag, value in (("--init_checkpoint", options.init_checkpoint),
+                                          ("--albert_config_file",
+                                           options.albert_config_file)) if value]
         if given:
             raise UsageError(
                 f"{_student_flags(student)} starts the student from the teacher's "

@@ -176,11 +176,12 @@ def tokenizer(options: RunOptions):
 
 def check_batch_sizes(options: FineTuningOptions, strategy) -> None:
     """The batch sizes the run uses, checked against the replicas."""
-    for flag, used in (("train_batch_size", options.do_train),
-                       ("eval_batch_size", options.do_eval),
-                       ("predict_batch_size", options.do_predict)):
+    for flag, size, used in (
+            ("train_batch_size", options.train_batch_size, options.do_train),
+            ("eval_batch_size", options.eval_batch_size, options.do_eval),
+            ("predict_batch_size", options.predict_batch_size, options.do_predict)):
         if used:
-            distribute.per_replica_batch_size(getattr(options, flag), strategy, flag)
+            distribute.per_replica_batch_size(size, strategy, flag)
 
 
 def make_optimizer(*, learning_rate, num_train_steps, num_warmup_steps, optimizer="adamw",
@@ -238,12 +239,9 @@ def initialize_from(model, context: RunContext) -> None:
 
 
 # The flags that each ask for the trained model in some form (`export_if_asked`).
-EXPORT_FLAGS = ("export_dir", "export_tflite", "export_hf_dir")
-
-
 def exporting(options: RunOptions) -> bool:
     """Whether the run writes its model in any form at the end."""
-    return any(getattr(options, flag) for flag in EXPORT_FLAGS)
+    return bool(options.export_dir or options.export_tflite or options.export_hf_dir)
 
 
 def check_recompute(options: RunOptions) -> None:

@@ -8,19 +8,23 @@ here and in the task modules, and read as attributes (`options.max_seq_length`).
     options = MultiLabelTask.Options.build({"output_dir": "out", "do_train": True, ...})
 
 A field is an option; `option(default, help, choices=...)` gives its default and what
-the flag's help says. Each class is the whole of what a run of its kind reads:
-`RunOptions` (the model's files, the run's flags, the exports: what every training run
-has), `FineTuningOptions` (lengths, batch sizes, steps: what the fine-tuning driver
-reads), `TaskOptions` (the split files and labels that `Task`'s default hooks read: a
-task's `Options` derives from it, or from `FineTuningOptions` where it reads its data
-its own way). The scripts' absl flags are made from these fields, and their values
-filled back, by one adapter (`albert_tf.apps.options`); from Python no flag is needed:
-`build` takes a mapping, and the class itself takes keywords.
+the flag's help says. The options come in typed groups, the same for every run
+(`GROUPS`): the model files, the data, training, evaluation, the exports, LoRA,
+distillation and the runtime; `RunOptions` has them all (pretraining's options),
+`FineTuningOptions` grows the data, training and evaluation groups by what the
+fine-tuning driver reads (the task, the training length, prediction), and `TaskOptions`
+by the split files and labels of `Task.Data`'s defaults: a task's `Options` derives from
+it, or from `FineTuningOptions` where it reads its data its own way. The fields stay
+flat (`options.learning_rate`), as the flags do; `options.group(TrainingOptions)` gives
+a group as its own typed dataclass. The scripts' absl flags are made from these fields,
+and their values filled back, by one adapter (`albert_tf.apps.options`); from Python no
+flag is needed: `build` takes a mapping, and the class itself takes keywords.
 
 Checked when made (`OptionsError`, before any work): an option that is no field (with
 the closest names), a value of the wrong type or outside its choices, two options that
 exclude each other (`exclusive`). A list option is kept as a tuple; an integer given for
-a float, as a float.
+a float, as a float. What needs more than the values (files that exist, options that
+fit together) is checked by `validate`, which the run calls before any work.
 
 A module of the tasks' layer: no absl flags, no scripts (`albert_tf.apps`).
 """
@@ -130,11 +134,28 @@ class Options:
         """A copy with `changes`, checked again."""
         return dataclasses.replace(self, **changes)
 
+    def group(self, kind: type[Options]) -> Options:
+        """The options of group `kind` (`GROUPS`: `TrainingOptions`, ...) as that
+        group's own typed dataclass: the most derived class of the group among these
+        options' bases (a fine-tuning run's `FineTuningTraining` for
+        `TrainingOptions`)."""
+        for klass in type(self).__mro__:
+            if isinstance(klass, type) and issubclass(klass, kind) and \
+                    dataclasses.is_dataclass(klass) and klass in _group_classes():
+                return klass(**{f.name: getattr(self, f.name)
+                                for f in dataclasses.fields(klass)})
+        raise TypeError(f"{type(self).__qualname__} has no {kind.__qualname__}")
+
     def validate(self) -> None:
         """Raises `albert_tf.errors.UsageError` for options that cannot make a run,
         beyond their types and choices (checked when made): called by the run before any
         work, as Model Garden's configs' `validate`. A task's options that check more
         call their base's first."""
+
+
+def _group_classes() -> set[type]:
+    """The groups' classes, the fine-tuning ones among them."""
+    return {*GROUPS, FineTuningData, FineTuningTraining, FineTuningEvaluation}
 
 
 class _Problem(typing.NamedTuple):
@@ -322,9 +343,16 @@ class DistillationOptions(Options):
 
 
 @dataclasses.dataclass(frozen=True)
-class RunOptions(ModelFileOptions, LiteRTOptions, LoRAOptions, DistillationOptions):
-    """What every training run has, with the original names where the original has
-    them: the model's files, the run's flags and the exports, LoRA and distillation."""
+class DataOptions(SkipOptions):
+    """The data: how long a sequence is, and how many bad rows a split may lose."""
+
+    max_seq_length: int = option(512, "Maximum sequence length.")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions(Options):
+    """Training: where it starts and writes, its batches, optimizer, checkpoints and
+    seed."""
 
     init_checkpoint: str | None = option(
         None, "Weights to start from, unless output_dir already has a checkpoint: a TF1 "
@@ -334,37 +362,35 @@ class RunOptions(ModelFileOptions, LiteRTOptions, LoRAOptions, DistillationOptio
         "output_dir (its model.ckpt-best, else its newest model.ckpt-<step>).")
     output_dir: str | None = option(None, "Where checkpoints, summaries and results go.")
     do_train: bool = option(False, "Train.")
-    do_eval: bool = option(False, "Evaluate on the dev set.")
-    max_seq_length: int = option(512, "Maximum sequence length.")
     train_batch_size: int = option(32, "Global training batch size.")
-    eval_batch_size: int = option(8, "Global evaluation batch size.")
     learning_rate: float = option(5e-5, "Peak learning rate.")
     optimizer: str = option("adamw", "adamw or lamb.")
     save_checkpoints_steps: int = option(1000, "Checkpoint every N steps.")
     keep_checkpoint_max: int = option(5, "How many checkpoints to keep.")
     iterations_per_loop: int = option(
         100, "Training steps per tf.function call (and between progress lines).")
-    distribution_strategy: str = option(
-        "one_device", "How to spread the work: one device, the GPUs of this host, "
-        "several hosts (TF_CONFIG) or a TPU (--tpu).", choices=DISTRIBUTION_STRATEGIES)
-    tpu: str | None = option(None, "TPU name or address for distribution_strategy=tpu.")
-    heartbeat_timeout: float | None = option(
-        None, "multi_worker_mirrored: the seconds a worker may stay silent before the "
-        "others stop with an error naming it (default: TensorFlow's, 10); give every "
-        "worker the same.")
-    precision: str = option("float32", "float32, or Keras mixed precision (float16 with "
-                            "loss scaling).", choices=PRECISIONS)
-    enable_xla: bool = option(False, "Compile the gradient computation with XLA.")
     gradient_accumulation_steps: int = option(
         1, "Micro-batches per optimizer step (train_batch_size is the total).")
-    recompute: bool = option(
-        False, "Keep only each encoder block's input in the forward pass and run the "
-        "block again in the backward pass: the same gradients, a fraction of the "
-        "activation memory, 13-28% more time a step as measured (docs/large-models.md).")
-    recompute_unit: str = option(
-        "layer", "With --recompute: each block (layer) or each run of a layer group's "
-        "inner_group_num blocks (group) is one recomputed unit.", choices=RECOMPUTE_UNITS)
     seed: int = option(12345, "Seed of every random choice (weights, data order).")
+    # Derived before any work (`albert_tf.apps.model_files.complete_model_files`): the
+    # --init_checkpoint described once (`albert_tf.checkpoints.release.ReleaseFiles`:
+    # its layout and files), read by the config and the load.
+    init_files: Any = option(None, flag=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationOptions(Options):
+    """Evaluation (and, for fine-tuning, prediction)."""
+
+    do_eval: bool = option(False, "Evaluate on the dev set.")
+    eval_batch_size: int = option(8, "Global evaluation batch size.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions(LiteRTOptions):
+    """The exports a run writes at its end: a SavedModel for TF Serving, a LiteRT file,
+    a Hugging Face directory."""
+
     export_dir: str | None = option(
         None, "Also export a SavedModel for TF Serving to <export_dir>/<version>/ at the "
         "end (see export_savedmodel.py).")
@@ -376,17 +402,50 @@ class RunOptions(ModelFileOptions, LiteRTOptions, LoRAOptions, DistillationOptio
         None, "Also write the trained model as a Hugging Face directory (config.json, "
         "model.safetensors, tokenizer files) that transformers loads; it must not exist "
         "yet.")
-    # Derived before any work (`albert_tf.apps.model_files.complete_model_files`): the
-    # --init_checkpoint described once (`albert_tf.checkpoints.release.ReleaseFiles`:
-    # its layout and files), read by the config and the load.
-    init_files: Any = option(None, flag=False)
 
 
 @dataclasses.dataclass(frozen=True)
-class FineTuningOptions(RunOptions, SkipOptions):
-    """What the fine-tuning driver (`albert_tf.apps.driver`) reads beside `RunOptions`:
-    the task, lengths, batch sizes and the training length (--train_step, else
-    --num_train_epochs over the examples)."""
+class RuntimeOptions(Options):
+    """Where and how the work runs: the strategy and its devices, the precision, XLA and
+    recomputation."""
+
+    distribution_strategy: str = option(
+        "one_device", "How to spread the work: one device, the GPUs of this host, "
+        "several hosts (TF_CONFIG) or a TPU (--tpu).", choices=DISTRIBUTION_STRATEGIES)
+    tpu: str | None = option(None, "TPU name or address for distribution_strategy=tpu.")
+    heartbeat_timeout: float | None = option(
+        None, "multi_worker_mirrored: the seconds a worker may stay silent before the "
+        "others stop with an error naming it (default: TensorFlow's, 10); give every "
+        "worker the same.")
+    precision: str = option("float32", "float32, or Keras mixed precision (float16 with "
+                            "loss scaling).", choices=PRECISIONS)
+    enable_xla: bool = option(False, "Compile the gradient computation with XLA.")
+    recompute: bool = option(
+        False, "Keep only each encoder block's input in the forward pass and run the "
+        "block again in the backward pass: the same gradients, a fraction of the "
+        "activation memory, 13-28% more time a step as measured (docs/large-models.md).")
+    recompute_unit: str = option(
+        "layer", "With --recompute: each block (layer) or each run of a layer group's "
+        "inner_group_num blocks (group) is one recomputed unit.", choices=RECOMPUTE_UNITS)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions(ModelFileOptions, DataOptions, TrainingOptions, EvaluationOptions,
+                 ExportOptions, LoRAOptions, DistillationOptions, RuntimeOptions):
+    """What every run has, in its groups (`GROUPS`), with the original names where the
+    original has them: the model files, the data, training, evaluation, the exports,
+    LoRA, distillation and the runtime. Pretraining's options are these."""
+
+
+# Every run's option groups, in the order a reader meets them; `Options.group` gives
+# one of them typed.
+GROUPS = (ModelFileOptions, DataOptions, TrainingOptions, EvaluationOptions, ExportOptions,
+          LoRAOptions, DistillationOptions, RuntimeOptions)
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningData(DataOptions):
+    """Fine-tuning's data: the task that reads it and where its records are cached."""
 
     task_name: str | None = option(
         None, "The task: the name of a registered task (or of a data set it runs).")
@@ -396,8 +455,13 @@ class FineTuningOptions(RunOptions, SkipOptions):
         "to these.")
     cached_dir: str | None = option(
         None, "Where converted TFRecords are cached (default: output_dir).")
-    do_predict: bool = option(False, "Predict the test set.")
-    predict_batch_size: int = option(8, "Global prediction batch size.")
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningTraining(TrainingOptions):
+    """Fine-tuning's training length: --train_step, else --num_train_epochs over the
+    examples; its warmup."""
+
     train_step: int | None = option(
         None, "Training steps (none: --num_train_epochs over the examples).")
     num_train_epochs: float = option(
@@ -405,6 +469,22 @@ class FineTuningOptions(RunOptions, SkipOptions):
     warmup_step: int | None = option(
         None, "Warmup steps (none: --warmup_proportion of the steps).")
     warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.")
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningEvaluation(EvaluationOptions):
+    """Fine-tuning's evaluation and prediction of the test split."""
+
+    do_predict: bool = option(False, "Predict the test set.")
+    predict_batch_size: int = option(8, "Global prediction batch size.")
+
+
+@dataclasses.dataclass(frozen=True)
+class FineTuningOptions(FineTuningData, FineTuningTraining, FineTuningEvaluation,
+                        RunOptions):
+    """What the fine-tuning driver (`albert_tf.apps.driver`) reads: `RunOptions`' groups,
+    its data, training and evaluation groups grown by the task, the lengths and the
+    training length."""
 
     def validate(self) -> None:
         """Something to do, the tokenizer's file, and a trained model for --do_eval /

@@ -28,7 +28,7 @@ from albert_tf.export import ServingKind, serving_text, tflite_text
 from albert_tf.modeling import AlbertPretrainer
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.options import RunOptions, SkipOptions, option
+from albert_tf.tasks.options import RunOptions, option
 from albert_tf.tokenization import FullTokenizer
 from albert_tf.training.objectives import PretrainingObjective
 
@@ -49,7 +49,7 @@ class PretrainingTask(Task):
     serving_kinds = (MLM,)
 
     @dataclasses.dataclass(frozen=True)
-    class Options(RunOptions, SkipOptions):
+    class Options(RunOptions):
         """The original run_pretraining.py's flags and defaults; with --input_text, the
         dynamic masking of create_pretraining_data.py's flags (--max_skipped_rows: the
         text's unreadable lines)."""

@@ -19,13 +19,16 @@ def variant(folder, name, metric, goal):
     """The README's example with another metric: the mean probability of the first
     label (it moves with every step), `metric_goal` `goal`."""
     text = EXAMPLE.replace('    metric = "eval_accuracy"\n', (
-        f"    metric = {metric!r}\n    metric_goal = {goal!r}\n"
-        "    eval_outputs = (names.PREDICTIONS, names.PROBABILITIES)\n"))
+        f"    metric = {metric!r}\n    metric_goal = {goal!r}\n"))
+    data = "    class Data(tasks.Task.Data):"
+    text = text.replace(data, data + "\n        eval_outputs = (names.PREDICTIONS, "
+                        "names.PROBABILITIES)\n", 1)
     text = text.replace('        return {"eval_accuracy": ', (
         '        return {"first_label_probability": float(np.mean(\n'
         '            outputs[names.PROBABILITIES][:, 0])),\n'
         '                "eval_accuracy": '))
     assert "first_label_probability\": float" in text and "metric_goal" in text
+    assert "eval_outputs = (names.PREDICTIONS" in text
     path = folder / f"{name}.py"
     path.write_text(text)
     return path

@@ -2,11 +2,12 @@
 programs."""
 
 import importlib.metadata
+import os
 import pathlib
 import re
 
 from tests.helpers.forked import run_installed, run_python
-from tests.helpers.scripts import SPM, one_line_error, run_script
+from tests.helpers.scripts import FIXTURES, SPM, one_line_error, run_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ("run_classifier", "run_ner", "run_squad", "run_pretraining",
@@ -57,6 +58,11 @@ def test_bad_input_is_one_line_once(tmp_path):
             "--task_module",
         ("run_ner.py", out, "--do_train"):
             "error: give --spm_model_file (or --vocab_file for WordPiece)",
+        # Counts and sizes below their least: refused as they are read, nothing made.
+        ("run_classifier.py", out, "--task_name=MRPC", "--do_train", "--train_step=0"):
+            "error: --train_step=0: expected at least 1",
+        ("run_classifier.py", out, "--task_name=MRPC", "--do_train",
+         "--train_batch_size=-4"): "error: --train_batch_size=-4: expected at least 1",
         ("run_squad.py", out): "error: nothing to do: give --do_train and/or --do_predict",
         ("run_pretraining.py", out):
             "error: nothing to do: give --do_train and/or --do_eval",
@@ -76,3 +82,61 @@ def test_bad_input_is_one_line_once(tmp_path):
     assert one_line_error(counted, status=2).startswith(
         f"error: albert config file {tmp_path / 'none.json'} does not exist")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_run_that_cannot_start_is_one_line_and_leaves_nothing(tmp_path):
+    # Where it cannot write (/proc), or a TPU asked for where there is none: one line
+    # naming the flag and what to do, after the data were read and before anything is
+    # written; no directory made.
+    from tests.helpers.tiny import write_tiny_config
+
+    config = write_tiny_config(tmp_path)
+    common = ["--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}", "--do_train",
+              f"--spm_model_file={SPM}", f"--albert_config_file={config}",
+              "--max_seq_length=32", "--train_step=2"]
+    cases = {
+        ("--output_dir=/proc/albert_tf_out",): (
+            "error: --output_dir=/proc/albert_tf_out cannot be created (",
+            "): give a directory this user can write"),
+        (f"--output_dir={tmp_path / 'out'}", "--distribution_strategy=tpu", "--tpu=local"): (
+            "error: --tpu=local: no TPU found there (",
+            "on a machine without a TPU, leave --distribution_strategy=tpu out"),
+    }
+    for flags, (start, end) in cases.items():
+        done = run_script("run_classifier.py", *common, *flags, check=False)
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+        line = done.stderr.strip().splitlines()[-1]  # after the log of what was read
+        assert line.startswith(start) and line.endswith(end), line
+    assert not (tmp_path / "out").exists() and not os.path.exists("/proc/albert_tf_out")
+
+
+def test_ctrl_c_stops_a_run_at_a_checkpoint_in_one_line(tmp_path):
+    # SIGINT mid-training: the running steps end, their checkpoint is saved whole (no
+    # temporary files), and one line says where it stopped and how to resume.
+    import signal
+    import time
+
+    from tests.helpers.forked import start_python
+    from tests.helpers.tiny import write_tiny_config
+
+    out = tmp_path / "out"
+    process = start_python([
+        "run_classifier.py", "--task_name=MRPC", f"--data_dir={FIXTURES / 'glue'}",
+        "--do_train", f"--spm_model_file={SPM}",
+        f"--albert_config_file={write_tiny_config(tmp_path)}", "--max_seq_length=32",
+        "--train_batch_size=4", "--train_step=100000", "--save_checkpoints_steps=2",
+        "--iterations_per_loop=1", f"--output_dir={out}"], cwd=FIXTURES.parent.parent)
+    deadline = time.time() + 180
+    while not list(out.glob("ckpt-*.index")):
+        assert process.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    done = process.wait(timeout=120)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    step = re.fullmatch(r"stopped: SIGINT: training stopped at step (\d+) of 100000 "
+                        r"\(checkpoint: ckpt-(\d+)\); rerun the same command to resume",
+                        line)
+    assert step and step.group(1) == step.group(2), line
+    assert (out / f"ckpt-{step.group(1)}.index").exists()
+    assert not list(out.glob("*_temp*"))

@@ -101,7 +101,10 @@ def test_accumulation_and_two_devices_equal_the_whole_batch_on_one(tmp_path):
     assert_same_weights(two["weights"], whole["weights"])
 
 
-def test_sigterm_saves_and_stops_cleanly(tmp_path):
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_saves_and_stops_cleanly(tmp_path, number):
+    # SIGTERM (a scheduler's) and SIGINT (Ctrl-C): the running steps end, their
+    # checkpoint is saved, and the result names the signal.
     process = start_python([SCRIPT, str(tmp_path), "1000", "500", "--sleep=0.3"], cwd=ROOT,
                            env=dict(os.environ, PYTHONPATH=ROOT))
     deadline = time.time() + 120
@@ -110,12 +113,40 @@ def test_sigterm_saves_and_stops_cleanly(tmp_path):
         assert process.poll() is None and time.time() < deadline
         time.sleep(0.05)
     time.sleep(0.5)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(number)
     done = process.wait(timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["stopped"] and 0 < result["step"] < 1000
+    assert result["stopped"] == number.name and 0 < result["step"] < 1000
     assert (tmp_path / f"ckpt-{result['step']}.index").exists()
+
+
+def test_a_checkpoint_that_cannot_be_written_leaves_no_half_and_says_so(tmp_path):
+    # A full disk (or no permission) while a checkpoint is written: its temporary files
+    # go, and one line names the directory, what to do and the checkpoint to resume from.
+    import tensorflow as tf
+
+    from albert_tf.training.loop import CheckpointWriteError
+
+    strategy = distribute.get_strategy("one_device")
+    trainer = tiny_training.make_trainer(strategy, str(tmp_path), 8, 4)
+    result = trainer.train(lambda skip: tiny_training.dataset(8, skip))
+    assert result.step == 8
+
+    def full_disk(checkpoint_number):
+        temp = tmp_path / f"ckpt-{checkpoint_number}_temp"
+        temp.mkdir()
+        (temp / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"half")
+        raise tf.errors.ResourceExhaustedError(None, None, "No space left on device")
+
+    trainer.manager.save = full_disk
+    with pytest.raises(CheckpointWriteError) as refused:
+        trainer.save()
+    message = str(refused.value)
+    assert "\n" not in message and f"the checkpoint of step 8 under {tmp_path}" in message
+    assert "ResourceExhaustedError: No space left on device" in message
+    assert message.endswith("rerun the same command to resume from ckpt-8")
+    assert not list(tmp_path.glob("*_temp*"))
 
 
 def test_batch_that_does_not_divide_over_replicas_is_refused():

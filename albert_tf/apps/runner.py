@@ -27,14 +27,26 @@ def user_errors() -> tuple[type[Exception], ...]:
     return (UserError, FileNotFoundError, TrainingOutOfMemory)
 
 
+# What a run interrupted before or after its training steps says (a run stopped within
+# them says where: `TrainingStopped`).
+INTERRUPTED = ("stopped (Ctrl-C): rerun the same command to resume; the steps trained "
+               "and records converted are kept in --output_dir")
+
+
 def run_script(run, options_from_flags) -> None:
     """The body of every script's `main`: the options from the flags
     (`options_from_flags()`) to `run`, bad input to one line, `error: <why>` on stderr,
-    once (exit status 1)."""
+    once (exit status 1); a run stopped by a signal, `stopped: <how to resume>`."""
+    from albert_tf.training.loop import TrainingStopped
+
     try:
         run(options_from_flags())
+    except TrainingStopped as e:
+        raise SystemExit(f"stopped: {e}") from None
     except user_errors() as e:
         raise SystemExit(f"error: {e}") from None
+    except KeyboardInterrupt:
+        raise SystemExit(INTERRUPTED) from None
 
 
 def app_main(app_module):

@@ -35,7 +35,7 @@ from albert_tf.export.tflite import check_tflite_path
 from albert_tf.tasks.checks import BEST_CHECKPOINT, LORA_ADAPTER
 from albert_tf.tasks.options import DistillationOptions, FineTuningOptions, RunOptions
 from albert_tf.training import distribute
-from albert_tf.training.loop import Trainer, predict
+from albert_tf.training.loop import Trainer, TrainingStopped, predict
 from albert_tf.training.optimizers import create_optimizer
 
 
@@ -135,7 +135,12 @@ def setup(options: RunOptions) -> RunContext:
     strategy = distribute.get_strategy(options.distribution_strategy, tpu=options.tpu,
                                        heartbeat_timeout=options.heartbeat_timeout)
     created = not tf.io.gfile.isdir(output_dir)
-    tf.io.gfile.makedirs(output_dir)
+    try:
+        tf.io.gfile.makedirs(output_dir)
+    except (tf.errors.OpError, OSError) as e:
+        reason = (str(getattr(e, "message", "") or e).strip().splitlines() or [""])[0]
+        raise UsageError(f"--output_dir={output_dir} cannot be created ({reason[:200]}): "
+                         "give a directory this user can write") from None
     if distribute.is_chief(strategy):  # one run per output directory
         from albert_tf.training import lock
 
@@ -153,7 +158,7 @@ def removed_if_stopped(context: RunContext):
     did not create as it was (nothing is written there before this block ends)."""
     try:
         yield
-    except user_errors():
+    except (*user_errors(), KeyboardInterrupt):
         if context.created_output_dir and distribute.is_chief(context.strategy):
             from albert_tf.training import lock
 
@@ -210,13 +215,20 @@ def make_trainer(options: RunOptions, strategy, model, optimizer, objective, out
 
 
 def train(trainer, dataset_fn):
-    """`trainer.train(dataset_fn)`; when it reached its last step, the chief then keeps
+    """`trainer.train(dataset_fn)`; a run stopped by a signal (`TrainingStopped`) says
+    how to resume, in one line. When it reached its last step, the chief then keeps
     the final weights as the original's `model.ckpt-<step>` (TF1 names, as its
     Estimator wrote them): what `export_savedmodel.py --checkpoint`, `--init_checkpoint`
     and the original code read. (The run's own `ckpt-N` are object-based checkpoints for
     resuming, with the optimizer's slots.) Returns the `TrainResult`."""
     result = trainer.train(dataset_fn)
-    if not result.stopped_by_signal and distribute.is_chief(trainer.strategy):
+    if result.stopped_by_signal:
+        saved = os.path.basename(result.checkpoint or "") or "none yet"
+        raise TrainingStopped(
+            f"{result.stopped_by_signal}: training stopped at step {result.step} of "
+            f"{trainer.train_steps} (checkpoint: {saved}); rerun the same command to "
+            "resume")
+    if distribute.is_chief(trainer.strategy):
         path = os.path.join(trainer.output_dir, f"model.ckpt-{result.step}")
         checkpoints.save_tf1_checkpoint(trainer.model, path, global_step=result.step)
         logging.info("TF1 checkpoint of the trained model: %s", path)

@@ -54,12 +54,16 @@ class OptionsError(UserError):
 
 
 def option(default: Any = None, help: str | None = None, *,  # noqa: A002 (absl's word)
-           choices: tuple | None = None, flag: bool = True) -> Any:
+           choices: tuple | None = None, minimum: float | None = None,
+           flag: bool = True) -> Any:
     """A field of an options class: its `default`, its flag's `help` (None: the help of
-    the field it redeclares, in a base class), the values it takes (`choices`), and
-    whether it is a flag at all (`flag=False`: a value the run derives)."""
+    the field it redeclares, in a base class), the values it takes (`choices`), the
+    least number it takes (`minimum`: a count, a size; a field that redeclares another
+    keeps its minimum), and whether it is a flag at all (`flag=False`: a value the run
+    derives)."""
     return dataclasses.field(default=default, metadata={
-        "help": help, "choices": tuple(choices) if choices else None, "flag": flag})
+        "help": help, "choices": tuple(choices) if choices else None, "minimum": minimum,
+        "flag": flag})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +81,9 @@ class Options:
                                      field.metadata.get("choices"))
             if isinstance(checked, _Problem):
                 raise OptionsError(f"--{field.name}={value!r}: expected {checked.expected}")
+            least = self._declared(field.name, "minimum")
+            if least is not None and checked is not None and checked < least:
+                raise OptionsError(f"--{field.name}={value!r}: expected at least {least}")
             if checked is not value:
                 object.__setattr__(self, field.name, checked)
         for a, b in self.exclusive:
@@ -97,11 +104,17 @@ class Options:
     @classmethod
     def help_of(cls, name: str) -> str:
         """The help of option `name`: its own, else that of the field it redeclares."""
+        return cls._declared(name, "help") or ""
+
+    @classmethod
+    def _declared(cls, name: str, key: str):
+        """The `key` of option `name`'s metadata: its own, else that of the field it
+        redeclares (None where none says)."""
         for klass in cls.__mro__:
             field = vars(klass).get("__dataclass_fields__", {}).get(name)
-            if field is not None and field.metadata.get("help"):
-                return field.metadata["help"]
-        return ""
+            if field is not None and field.metadata.get(key) is not None:
+                return field.metadata[key]
+        return None
 
     @classmethod
     def type_of(cls, name: str) -> tuple[type | None, bool]:
@@ -346,7 +359,7 @@ class DistillationOptions(Options):
 class DataOptions(SkipOptions):
     """The data: how long a sequence is, and how many bad rows a split may lose."""
 
-    max_seq_length: int = option(512, "Maximum sequence length.")
+    max_seq_length: int = option(512, "Maximum sequence length.", minimum=3)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,15 +375,16 @@ class TrainingOptions(Options):
         "output_dir (its model.ckpt-best, else its newest model.ckpt-<step>).")
     output_dir: str | None = option(None, "Where checkpoints, summaries and results go.")
     do_train: bool = option(False, "Train.")
-    train_batch_size: int = option(32, "Global training batch size.")
+    train_batch_size: int = option(32, "Global training batch size.", minimum=1)
     learning_rate: float = option(5e-5, "Peak learning rate.")
     optimizer: str = option("adamw", "adamw or lamb.")
-    save_checkpoints_steps: int = option(1000, "Checkpoint every N steps.")
-    keep_checkpoint_max: int = option(5, "How many checkpoints to keep.")
+    save_checkpoints_steps: int = option(1000, "Checkpoint every N steps.", minimum=1)
+    keep_checkpoint_max: int = option(5, "How many checkpoints to keep.", minimum=1)
     iterations_per_loop: int = option(
-        100, "Training steps per tf.function call (and between progress lines).")
+        100, "Training steps per tf.function call (and between progress lines).",
+        minimum=1)
     gradient_accumulation_steps: int = option(
-        1, "Micro-batches per optimizer step (train_batch_size is the total).")
+        1, "Micro-batches per optimizer step (train_batch_size is the total).", minimum=1)
     seed: int = option(12345, "Seed of every random choice (weights, data order).")
     # Derived before any work (`albert_tf.apps.model_files.complete_model_files`): the
     # --init_checkpoint described once (`albert_tf.checkpoints.release.ReleaseFiles`:
@@ -383,7 +397,7 @@ class EvaluationOptions(Options):
     """Evaluation (and, for fine-tuning, prediction)."""
 
     do_eval: bool = option(False, "Evaluate on the dev set.")
-    eval_batch_size: int = option(8, "Global evaluation batch size.")
+    eval_batch_size: int = option(8, "Global evaluation batch size.", minimum=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -463,12 +477,14 @@ class FineTuningTraining(TrainingOptions):
     examples; its warmup."""
 
     train_step: int | None = option(
-        None, "Training steps (none: --num_train_epochs over the examples).")
+        None, "Training steps (none: --num_train_epochs over the examples).", minimum=1)
     num_train_epochs: float = option(
-        3.0, "Training epochs (over the examples), when --train_step is not given.")
+        3.0, "Training epochs (over the examples), when --train_step is not given.",
+        minimum=0)
     warmup_step: int | None = option(
-        None, "Warmup steps (none: --warmup_proportion of the steps).")
-    warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.")
+        None, "Warmup steps (none: --warmup_proportion of the steps).", minimum=0)
+    warmup_proportion: float = option(0.1, "Fraction of the steps spent warming up.",
+                                      minimum=0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -476,7 +492,7 @@ class FineTuningEvaluation(EvaluationOptions):
     """Fine-tuning's evaluation and prediction of the test split."""
 
     do_predict: bool = option(False, "Predict the test set.")
-    predict_batch_size: int = option(8, "Global prediction batch size.")
+    predict_batch_size: int = option(8, "Global prediction batch size.", minimum=1)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,8 +59,8 @@ class PretrainingTask(Task):
         max_seq_length: int = option(512, "Sequence length of the records.")
         train_batch_size: int = option(4096)
         eval_batch_size: int = option(64)
-        num_train_steps: int = option(125000, "Training steps.")
-        num_warmup_steps: int = option(3125, "Warmup steps.")
+        num_train_steps: int = option(125000, "Training steps.", minimum=1)
+        num_warmup_steps: int = option(3125, "Warmup steps.", minimum=0)
         start_warmup_step: int = option(0, "Step at which warmup starts.")
         poly_power: float = option(1.0, "Power of the polynomial decay.")
         input_file: str | None = option(
@@ -70,7 +70,7 @@ class PretrainingTask(Task):
             None, "Raw text (one sentence per line, blank line between documents; glob "
             "or list) for dynamic masking instead of --input_file.")
         max_predictions_per_seq: int = option(20, "Masked positions per sequence.")
-        max_eval_steps: int = option(100, "Evaluation batches.")
+        max_eval_steps: int = option(100, "Evaluation batches.", minimum=1)
         masked_lm_prob: float = option(0.15, "Masked LM probability (dynamic masking).")
         ngram: int = option(3, "Maximum n-gram to mask (dynamic masking).")
         short_seq_prob: float = option(0.1, "Short sequence probability (dynamic masking).")

@@ -125,11 +125,6 @@ class TokenClassificationTask(Task):
             "first, saved as labels.txt in --output_dir).")
         dropout_prob: float = option(0.1, "Dropout of the tagging head.")
 
-        def validate(self) -> None:
-            super().validate()
-            if self.train_step is not None and self.train_step < 1:
-                raise UsageError(f"--train_step={self.train_step} must be positive")
-
     def __init__(self, options, tokenizer=None):
         super().__init__(options, tokenizer)
         self.word_split: str | None = None

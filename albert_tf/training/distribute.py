@@ -74,9 +74,15 @@ def get_strategy(name: str = "one_device", *, tpu: str | None = None,
         return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     if not tpu:
         raise DistributionError("distribution_strategy=tpu needs --tpu (name or address)")
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (ValueError, tf.errors.OpError) as e:  # no TPU by that name here
+        first = (str(getattr(e, "message", "") or e).strip().splitlines() or [""])[0]
+        raise DistributionError(
+            f"--tpu={tpu}: no TPU found there ({type(e).__name__}: {first[:200]}); "
+            "on a machine without a TPU, leave --distribution_strategy=tpu out") from None
     return tf.distribute.TPUStrategy(resolver)
 
 

@@ -32,6 +32,7 @@ from absl import logging
 
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.data.records import to_model_inputs
+from albert_tf.errors import UserError
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.modeling import recompute as recompute_units
 from albert_tf.modeling.common import random_draws
@@ -57,7 +58,8 @@ def infer(model, features):
 class TrainResult:
     step: int                 # the global step reached
     loss: float | None        # mean loss of the last loop
-    stopped_by_signal: bool   # SIGTERM: saved and stopped before train_steps
+    # the signal (SIGTERM, SIGINT) that stopped it, saved, before train_steps; else None
+    stopped_by_signal: str | None
     checkpoint: str | None    # the last checkpoint written
 
 
@@ -115,7 +117,7 @@ class Trainer:
         self.manager = tf.train.CheckpointManager(
             self.checkpoint, directory, max_to_keep=keep_checkpoint_max,
             checkpoint_name="ckpt")
-        self._stop_requested = False
+        self._stop_requested: str | None = None  # the name of a signal that stops it
         self._train_loop = None
 
     # ----------------------------------------------------------------- checkpoints
@@ -181,7 +183,23 @@ class Trainer:
         return sorted(dict.fromkeys(listed + extra), key=number)
 
     def save(self) -> str | None:
-        path = self.manager.save(checkpoint_number=self.step)
+        """Saves the step's checkpoint (`ckpt-<step>`). A write that fails (no space, no
+        permission, a directory that vanished) leaves no half-written checkpoint: its
+        temporary files are removed and `CheckpointWriteError` says what to do."""
+        step = self.step
+        try:
+            path = self.manager.save(checkpoint_number=step)
+        except (tf.errors.OpError, OSError) as e:
+            prefix = os.path.join(self.manager.directory, f"ckpt-{step}")
+            for leftover in tf.io.gfile.glob(prefix + "_temp*"):
+                shutil.rmtree(leftover, ignore_errors=True)
+            reason = (str(getattr(e, "message", "") or e).strip().splitlines() or [""])[0]
+            latest = tf.train.latest_checkpoint(self.manager.directory)
+            raise CheckpointWriteError(
+                f"could not write the checkpoint of step {step} under "
+                f"{self.manager.directory} ({type(e).__name__}: {reason[:200]}): free space "
+                "there (or fix its permissions) and rerun the same command to resume"
+                f"{f' from {os.path.basename(latest)}' if latest else ''}") from None
         if not self.is_chief:
             shutil.rmtree(self.manager.directory, ignore_errors=True)
             return None
@@ -274,7 +292,7 @@ class Trainer:
         start = self.restore()
         if start >= self.train_steps:
             logging.info("already trained: step %d of %d", start, self.train_steps)
-            return TrainResult(start, None, False, tf.train.latest_checkpoint(self.output_dir))
+            return TrainResult(start, None, None, tf.train.latest_checkpoint(self.output_dir))
         dataset = dataset_fn(start * self.gradient_accumulation_steps)
         iterator = iter(distribute.distribute_dataset(self.strategy, dataset))
         if self._train_loop is None:
@@ -306,14 +324,15 @@ class Trainer:
                 if step % self.save_checkpoints_steps == 0 or step >= self.train_steps:
                     last_checkpoint = self.save()
             if self._stop_requested and step < self.train_steps:
-                logging.warning("SIGTERM: stopping at step %d", step)
+                logging.warning("%s: stopping at step %d", self._stop_requested, step)
                 if step % self.save_checkpoints_steps:
                     last_checkpoint = self.save()
         finally:
             self._restore_sigterm(previous)
             if writer is not None:
                 writer.flush()
-        return TrainResult(step, loss, self._stop_requested and step < self.train_steps,
+        stopped = self._stop_requested if step < self.train_steps else None
+        return TrainResult(step, loss, stopped,
                            last_checkpoint or tf.train.latest_checkpoint(self.output_dir))
 
     def _report(self, step, terms, loss, began, began_step, writer):
@@ -336,17 +355,36 @@ class Trainer:
 
     # ------------------------------------------------------------------- signals
     def _install_sigterm(self):
+        """SIGTERM and SIGINT (Ctrl-C) stop training at the end of the running loop, its
+        checkpoint saved (`_stop_requested`: the signal's name); a second Ctrl-C stops at
+        once. Returns the handlers to put back."""
         def request_stop(signum, frame):
-            self._stop_requested = True
+            name = signal.Signals(signum).name
+            if name == "SIGINT" and self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = name
+            logging.warning("%s: stopping after the running steps, their checkpoint saved"
+                            "%s", name, " (Ctrl-C again: at once)" if name == "SIGINT" else "")
 
         try:
-            return signal.signal(signal.SIGTERM, request_stop)
+            return {number: signal.signal(number, request_stop)
+                    for number in (signal.SIGTERM, signal.SIGINT)}
         except ValueError:  # not the main thread: leave signals alone
             return None
 
     def _restore_sigterm(self, previous):
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for number, handler in (previous or {}).items():
+            signal.signal(number, handler)
+
+
+class TrainingStopped(UserError):
+    """Training stopped by a signal (SIGTERM, SIGINT), its checkpoint saved: a rerun of
+    the same command resumes it."""
+
+
+class CheckpointWriteError(UserError):
+    """A checkpoint that could not be written (no space, no permission): its temporary
+    files removed, the run stopped in one line."""
 
 
 class TrainingOutOfMemory(RuntimeError):

@@ -306,33 +306,49 @@ def test_keras_int8_quantization_keeps_the_models_answers():
 
 
 def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
-    """`driver.keras_data` (MRPC's training split as the scripts batch it), the model and
-    optimizer it builds as the scripts do, the task's objective as Keras' loss:
-    `model.fit` for the run's steps (dropout 0, warmup, decay, clipping, weight decay)
-    ends with the weights of `run_classifier.py` on the same options, to float
-    rounding; `predict` on dev gives its dev accuracy."""
+    """`driver.keras_data` (an MRPC-format training split of 240 pairs as the scripts
+    batch it: 30 batches, shuffled, so the order counts), the model and optimizer it
+    builds as the scripts do, the task's objective as Keras' loss: `model.fit` for the
+    run's steps (dropout 0, warmup, decay, clipping, weight decay) ends with the weights
+    of `run_classifier.py` on the same options, to float rounding; `predict` on dev
+    gives its dev accuracy."""
+    import random
+
     import tensorflow as tf
 
     from albert_tf import save_tf1_checkpoint
     from albert_tf.apps import driver
     from albert_tf.tasks.classification import ClassificationTask
-    from tests.helpers.scripts import FIXTURES, SPM, run_script
+    from tests.helpers.scripts import SPM, run_script
     from tests.helpers.tiny import write_tiny_config
+    from tests.test_run_classifier import easy_rows
 
-    options = {"task_name": "MRPC", "data_dir": str(FIXTURES / "glue"),
+    mrpc = tmp_path / "glue" / "MRPC"
+    mrpc.mkdir(parents=True)
+    rng = random.Random(5)
+    for split, count in (("train", 240), ("dev", 40)):
+        rows = ["Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"]
+        for i, ((a, label), (b, _)) in enumerate(zip(easy_rows(count, rng),
+                                                     easy_rows(count, rng))):
+            rows.append(f"{int(label == 'pos')}\t{2 * i}\t{2 * i + 1}\t{a}\t{b}")
+        (mrpc / f"{split}.tsv").write_text("\n".join(rows) + "\n")
+    options = {"task_name": "MRPC", "data_dir": str(tmp_path / "glue"),
                "spm_model_file": SPM, "albert_config_file": str(write_tiny_config(tmp_path)),
-               "max_seq_length": 64, "train_batch_size": 8, "eval_batch_size": 8,
-               "train_step": 6, "warmup_step": 2, "learning_rate": 1e-2,
-               "dropout_prob": 0.0, "seed": 3, "save_checkpoints_steps": 6,
+               "max_seq_length": 32, "train_batch_size": 8, "eval_batch_size": 8,
+               "train_step": 30, "warmup_step": 3, "learning_rate": 1e-2,
+               "dropout_prob": 0.0, "seed": 3, "save_checkpoints_steps": 30,
                "do_train": True, "do_eval": True}
     script = tmp_path / "script"
     run_script("run_classifier.py", f"--output_dir={script}",
                *(f"--{k}={v}" for k, v in options.items()))
     data = driver.keras_data(ClassificationTask, {**options, "output_dir": str(
         tmp_path / "keras")})
-    assert data.train_steps == 6 and data.warmup_steps == 2
+    assert data.train_steps == 30 and data.warmup_steps == 3 and \
+        data.num_examples["train"] == 240
     assert set(data.datasets) == {"train", "dev"}
-    inputs, features = next(iter(data.datasets["train"]))
+    # (read off its spec: each new iterator of the training split is a new shuffle, as
+    # a new epoch of the run's is, and the first is the run's, which fit takes)
+    inputs, features = data.datasets["train"].element_spec
     assert sorted(inputs) == ["input_mask", "input_type_ids", "input_word_ids"]
     assert "label_ids" in features and inputs["input_word_ids"].shape[0] == 8
     model = data.build_model()
@@ -340,16 +356,16 @@ def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
     model.fit(data.datasets["train"], steps_per_epoch=data.train_steps, verbose=0)
     save_tf1_checkpoint(model, str(tmp_path / "fit" / "model.ckpt"))
     fitted = tf.train.load_checkpoint(str(tmp_path / "fit" / "model.ckpt"))
-    trained = tf.train.load_checkpoint(str(script / "model.ckpt-6"))
+    trained = tf.train.load_checkpoint(str(script / "model.ckpt-30"))
     shapes = trained.get_variable_to_shape_map()
     names = [n for n in shapes if n != "global_step"]
     assert len(names) > 20 and set(names) <= set(fitted.get_variable_to_shape_map())
     initial = data.build_model()  # a fresh model: the run's initial weights
     moved = 0
-    # Float rounding: Adam's normalised steps (6 of up to lr = 1e-2 each) carry the
-    # gradients' float32 rounding (other kernels, another summation order) into
-    # differences of 1e-6 to 3e-6 (measured); a wrong step, schedule or clip would
-    # differ by 1e-3.
+    # Float rounding: Adam's normalised steps (30 of up to lr = 1e-2 each) carry the
+    # gradients' float32 rounding (other kernels, another summation order) into small
+    # differences; a wrong step, schedule, clip or order of batches differs by 1e-3
+    # and more.
     for name in names:
         np.testing.assert_allclose(fitted.get_tensor(name), trained.get_tensor(name),
                                    rtol=0, atol=1e-5, err_msg=name)

@@ -436,9 +436,13 @@ def keras_data(task, options, splits=("train", "dev")) -> KerasData:
     is padded to its own longest sequence; the training split is shuffled with the
     run's seed, repeated and cut to whole batches of --train_batch_size, exactly the
     batches `run` trains on; the others are batched by --eval_batch_size
-    (--predict_batch_size for test), in order, once. Pair them with
+    (--predict_batch_size for test), in order, once: it sets the process's global seed
+    and precision as the scripts do (`session.seed_and_precision`), which the shuffle
+    reads. Each new iterator of the training split is a new shuffle, as a new epoch is:
+    the first is the run's (fit's, unless the split was iterated before). Pair them with
     `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
     task, options, config, files, _, data = read_task(resolve_task(task, options), options)
+    session.seed_and_precision(options)  # as the scripts: the same order of batches
     cache_dir = options.cached_dir or options.output_dir
     converted = {split: task.data.cached_records(split, data[split], files[split],
                                                  cache_dir)

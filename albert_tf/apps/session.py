@@ -130,8 +130,7 @@ def setup(options: RunOptions) -> RunContext:
     (`check_setup`). Creates and locks the output directory."""
     config = check_setup(options)
     output_dir = options.output_dir
-    keras.utils.set_random_seed(options.seed)
-    keras.mixed_precision.set_dtype_policy(options.precision)
+    seed_and_precision(options)
     strategy = distribute.get_strategy(options.distribution_strategy, tpu=options.tpu,
                                        heartbeat_timeout=options.heartbeat_timeout)
     created = not tf.io.gfile.isdir(output_dir)
@@ -149,6 +148,13 @@ def setup(options: RunOptions) -> RunContext:
                  strategy.num_replicas_in_sync, options.precision)
     return RunContext(strategy, config, os.fspath(output_dir), created,
                       options.init_files)
+
+
+def seed_and_precision(options: RunOptions) -> None:
+    """The process's global seed (--seed: with each op's own, it fixes the data order and
+    every other draw) and Keras' dtype policy (--precision), as every run sets them."""
+    keras.utils.set_random_seed(options.seed)
+    keras.mixed_precision.set_dtype_policy(options.precision)
 
 
 @contextlib.contextmanager

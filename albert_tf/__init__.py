@@ -2,8 +2,7 @@
 Hugging Face checkpoints read by name, fine-tuning, pretraining and serving.
 
 The task models (`albert_tf.AlbertClassifier`, `AlbertMultiLabelClassifier`, ...) are
-the models of the registered tasks (`albert_tf.tasks.model_classes`), imported when first
-named."""
+the models of the registered tasks (`albert_tf.tasks.model_classes`)."""
 
 import os as _os
 
@@ -37,6 +36,7 @@ from albert_tf.config import AlbertConfig, ConfigError, available_configs  # noq
 from albert_tf.export.kinds import set_kind_finder as _set_kind_finder  # noqa: E402
 from albert_tf.modeling import AlbertEncoder, AlbertPretrainer  # noqa: E402
 from albert_tf.modeling.base import set_release_reader as _set_release_reader  # noqa: E402
+from albert_tf.tasks import registered as _registered  # noqa: E402
 from albert_tf.tasks import serving_kinds as _serving_kinds  # noqa: E402
 
 # `AlbertModel.from_release` reads with the checkpoint readers, which sit above the
@@ -44,6 +44,10 @@ from albert_tf.tasks import serving_kinds as _serving_kinds  # noqa: E402
 # it: the package joins them here.
 _set_release_reader(load_model)
 _set_kind_finder(_serving_kinds)
+# Every task module of the registry, imported now: their models are registered with
+# Keras as their classes are made, so that a `.keras` file of any of them loads after
+# `import albert_tf` alone.
+_registered()
 
 
 def __getattr__(name):

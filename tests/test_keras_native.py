@@ -79,6 +79,46 @@ def test_every_kind_round_trips_through_a_keras_file(kind, tmp_path):
                                    err_msg=name)
 
 
+FRESH_LOAD = """
+import json, sys
+import numpy as np
+import albert_tf  # noqa: F401  (and nothing else of the package)
+import keras
+
+folder = sys.argv[1]
+for kind in json.loads(sys.argv[2]):
+    model = keras.models.load_model(f"{folder}/{kind}.keras")
+    inputs = dict(np.load(f"{folder}/{kind}_inputs.npz"))
+    expected = np.load(f"{folder}/{kind}_outputs.npz")
+    for name, value in model(inputs).items():
+        for i, v in enumerate(value if isinstance(value, list) else [value]):
+            np.testing.assert_allclose(np.asarray(v), expected[f"{name}/{i}"], rtol=0,
+                                       atol=1e-6, err_msg=f"{kind}: {name}/{i}")
+    print(kind, type(model).__name__)
+"""
+
+
+def test_every_kinds_keras_file_loads_in_a_fresh_process(tmp_path):
+    # `import albert_tf` registers every model of the task registry with Keras: no
+    # custom objects, no import of a task module (a new interpreter, nothing preloaded).
+    import json
+
+    from tests.helpers.forked import run_python
+
+    for kind in KINDS:
+        model = build(kind)
+        inputs = model_inputs(kind)
+        np.savez(tmp_path / f"{kind}_inputs.npz", **inputs)
+        np.savez(tmp_path / f"{kind}_outputs.npz", **outputs(model, inputs))
+        model.save(tmp_path / f"{kind}.keras")
+    done = run_python(["-c", FRESH_LOAD, tmp_path, json.dumps(list(KINDS))], fresh=True,
+                      timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = dict(line.split() for line in done.stdout.splitlines())
+    assert sorted(loaded) == sorted(KINDS) and loaded["multi_label"] == \
+        "AlbertMultiLabelClassifier"
+
+
 def test_dtype_policy_recompute_and_optimizer_state_come_back(tmp_path):
     """A classifier recomputing each layer, compiled with the original's AdamW and
     trained a step: loaded from its file it has the same `recompute` and optimizer (its

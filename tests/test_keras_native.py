@@ -180,7 +180,9 @@ def test_a_task_files_own_model_round_trips_once_the_file_is_loaded(tmp_path):
 
 def test_a_keras_file_is_read_wherever_a_release_is(tmp_path):
     """`from_release`, `--init_checkpoint` and `convert --input` take a model's .keras
-    file (tokenizer files beside it); another package's is refused by name."""
+    file (tokenizer files beside it), whose model's arguments it holds (`num_labels`, a
+    multi-label threshold); a release with the model's head gives its number of labels;
+    another package's is refused by name."""
     import shutil
 
     from albert_tf import AlbertClassifier, AlbertEncoder
@@ -193,7 +195,7 @@ def test_a_keras_file_is_read_wherever_a_release_is(tmp_path):
     model = build("classifier")
     model.save(tmp_path / "classifier.keras")
     shutil.copy(SPM_MODEL, tmp_path / "30k-clean.model")
-    again = AlbertClassifier.from_release(tmp_path / "classifier.keras", num_labels=3)
+    again = AlbertClassifier.from_release(tmp_path / "classifier.keras")  # 3 labels
     assert again.load_report.layout == "keras" and not again.load_report.unused
     for x, y in zip(model.weights, again.weights, strict=True):
         np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
@@ -205,9 +207,16 @@ def test_a_keras_file_is_read_wherever_a_release_is(tmp_path):
         "keras", str(tmp_path / "30k-clean.model"))
     assert load_config(options.albert_config_file) == CONFIG
     convert(tmp_path / "classifier.keras", tmp_path / "hf")
-    hf = AlbertClassifier.from_release(tmp_path / "hf", num_labels=3)
+    hf = AlbertClassifier.from_release(tmp_path / "hf")  # its head's 3 labels
+    assert hf.num_labels == 3
     for x, y in zip(model.weights, hf.weights, strict=True):
         np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=x.path)
+    tagged = build("multi_label")
+    tagged.save(tmp_path / "multi_label.keras")
+    from albert_tf import AlbertMultiLabelClassifier
+
+    kept = AlbertMultiLabelClassifier.from_release(tmp_path / "multi_label.keras")
+    assert (kept.num_labels, kept.threshold) == (4, 0.3)
     other = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     other.save(tmp_path / "other.keras")
     with pytest.raises(ConfigError, match=r"other.keras is a .keras file of "

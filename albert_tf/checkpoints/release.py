@@ -40,7 +40,7 @@ from albert_tf.checkpoints.tf1 import (
     resolve_checkpoint,
     tf1_reader,
 )
-from albert_tf.config import AlbertConfig
+from albert_tf.config import AlbertConfig, read_keras_file_config
 
 
 @dataclasses.dataclass
@@ -288,7 +288,9 @@ def load_model(model_class, directory, *, strict: bool | None = None, **kwargs):
     `num_labels`) go in `kwargs`. The load report (its `layout` says which was read) is
     kept as `model.load_report`, the files as `model.release_files`."""
     files = find_release_files(directory)
-    model = model_class(files.load_config(), **kwargs)
+    config = files.load_config()
+    kwargs = {**_held_arguments(files, model_class, config, kwargs), **kwargs}
+    model = model_class(config, **kwargs)
     strict = model_class.release_strict if strict is None else strict
     model.load_report = load_checkpoint(model, files, strict=strict)
     model.release_files = files
@@ -301,6 +303,27 @@ def load_model(model_class, directory, *, strict: bool | None = None, **kwargs):
             f"checkpoint {model.load_report.checkpoint} lacks {len(missing)} encoder "
             "variables of " + model.name + ":\n" + "\n".join(f"  {n}" for n in missing))
     return model
+
+
+def _held_arguments(files: ReleaseFiles, model_class, config: AlbertConfig,
+                    given) -> dict:
+    """The model's arguments that the release holds, where not `given`: a `.keras` file
+    every one of its model's (`num_labels`, `threshold`, ...), another layout the
+    number of outputs of its head (`outputs_argument`: `num_labels`), where it has
+    one."""
+    import inspect
+
+    accepted = inspect.signature(model_class.__init__).parameters
+    if files.layout == "keras":
+        held = read_keras_file_config(files.checkpoint)["config"]
+        return {name: value for name, value in held.items()
+                if name in accepted and name not in ("config", "name", "dtype", "seed")
+                and name not in given}
+    argument = model_class.outputs_argument
+    if argument is None or argument in given or argument not in accepted:
+        return {}
+    count = head_outputs(files, model_class, config)
+    return {} if count is None else {argument: count}
 
 
 def weight_shapes(files: ReleaseFiles, architecture: str | None = None,

@@ -140,3 +140,44 @@ def test_ctrl_c_stops_a_run_at_a_checkpoint_in_one_line(tmp_path):
     assert step and step.group(1) == step.group(2), line
     assert (out / f"ckpt-{step.group(1)}.index").exists()
     assert not list(out.glob("*_temp*"))
+
+
+def test_what_stops_a_run_midway_is_one_line():
+    # A stop by signal says how to resume; a write the file system refuses (no space,
+    # no permission) names the path and what to do; Ctrl-C outside the training steps
+    # is one line too; an error of the program's own stays a traceback.
+    import errno
+
+    import pytest
+    import tensorflow as tf
+
+    from albert_tf.apps import runner
+    from albert_tf.training.loop import TrainingStopped
+
+    def raising(error):
+        def run(options):
+            raise error
+        return run
+
+    cases = {
+        TrainingStopped("SIGTERM: training stopped at step 3 of 9 (checkpoint: ckpt-3); "
+                        "rerun the same command to resume"):
+            "stopped: SIGTERM: training stopped at step 3 of 9",
+        OSError(errno.ENOSPC, "No space left on device", "/data/out/mrpc_train.tf_record"):
+            "error: /data/out/mrpc_train.tf_record: No space left on device: free space "
+            "there (or fix its permissions) and rerun the same command",
+        PermissionError(errno.EACCES, "Permission denied", "/data/out/labels.txt"):
+            "error: /data/out/labels.txt: Permission denied: free space there",
+        tf.errors.ResourceExhaustedError(None, None, "/data/out/ckpt-4_temp/part-0; No "
+                                         "space left on device"):
+            "error: /data/out/ckpt-4_temp/part-0; No space left on device: free space",
+        KeyboardInterrupt(): runner.INTERRUPTED,
+    }
+    for error, start in cases.items():
+        with pytest.raises(SystemExit) as stopped:
+            runner.run_script(raising(error), lambda: None)
+        assert str(stopped.value.code).startswith(start), stopped.value.code
+        assert "\n" not in str(stopped.value.code)
+    for error in (ValueError("a bug"), tf.errors.InvalidArgumentError(None, None, "a bug")):
+        with pytest.raises(type(error)):
+            runner.run_script(raising(error), lambda: None)

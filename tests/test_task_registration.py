@@ -101,6 +101,14 @@ def test_a_python_run_trains_what_the_script_trained(trained, tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     same, by_name, listed, best = json.loads(result.stdout.splitlines()[-1])
     assert same and by_name and listed
+
+    def what_was_read(log: str) -> list[str]:  # the data summary's lines, a split each
+        return [line for line in log.splitlines() if line.startswith(("  train: ",
+                                                                      "  dev: "))]
+
+    # (logged from Python as by the script: absl at INFO unless a script set it)
+    assert len(what_was_read(trained["log"])) == 2
+    assert what_was_read(result.stderr) == what_was_read(trained["log"])
     assert results(tmp_path / "out" / "best_trial.txt") == \
         results(trained["out"] / "best_trial.txt")
     assert best["mean_absolute_error"] == pytest.approx(

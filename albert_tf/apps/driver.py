@@ -27,6 +27,7 @@ records and the objective at the stages' hooks.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -266,16 +267,33 @@ def run(task, options) -> dict:
     class, or a name it answers: `"mrpc"`, a task file's task's name), or None for the
     one `options` name (their class's task, --task_module's or --task_name's:
     `task_of`). `options`: the task's `Options`, or a mapping that makes them."""
-    state = read(task, options)           # every split read and checked; nothing written
-    state.context = session.setup(state.options)
-    with session.removed_if_stopped(state.context):
-        build(state)                      # the model started; the metric checked
-    convert(state)                        # from here on the run writes
-    train(state)
-    best = evaluate(state)
-    scored = predict_test(state, best)
-    export(state)
+    with logged_as_a_script():
+        state = read(task, options)       # every split read and checked; nothing written
+        state.context = session.setup(state.options)
+        with session.removed_if_stopped(state.context):
+            build(state)                  # the model started; the metric checked
+        convert(state)                    # from here on the run writes
+        train(state)
+        best = evaluate(state)
+        scored = predict_test(state, best)
+        export(state)
     return best or scored
+
+
+@contextlib.contextmanager
+def logged_as_a_script():
+    """A run called from Python logs what a script's does (absl at INFO: what was read
+    and skipped, training's progress, the results), unless absl's flags are parsed (a
+    script, whose --verbosity says); the verbosity is put back after."""
+    if flags.FLAGS.is_parsed():
+        yield
+        return
+    previous = logging.get_verbosity()
+    logging.set_verbosity(logging.INFO)
+    try:
+        yield
+    finally:
+        logging.set_verbosity(previous)
 
 
 def read(task, options) -> Run:
@@ -369,9 +387,11 @@ def predict_test(state: Run, best: dict) -> dict:
     predictions written. Returns what the task scored on the test split ({} where it
     scored nothing)."""
     task, trainer = state.task, state.trainer
-    if state.records.keys() & {"dev", "test"} or session.exporting(state.options):
+    if "test" in state.records or session.exporting(state.options):
         session.load_best_or_latest(trainer, state.output_dir)
         task.prepare_model(trainer.model, state.output_dir, best)
+    elif best:  # (nothing predicts or is exported: no model is loaded for it)
+        task.prepare_model(None, state.output_dir, best)
     if "test" not in state.records:
         return {}
     dataset = task.data.dataset(state.records["test"].path,
@@ -441,7 +461,9 @@ def keras_data(task, options, splits=("train", "dev")) -> KerasData:
     reads. Each new iterator of the training split is a new shuffle, as a new epoch is:
     the first is the run's (fit's, unless the split was iterated before). Pair them with
     `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
-    task, options, config, files, _, data = read_task(resolve_task(task, options), options)
+    with logged_as_a_script():
+        task, options, config, files, _, data = read_task(resolve_task(task, options),
+                                                          options)
     session.seed_and_precision(options)  # as the scripts: the same order of batches
     cache_dir = options.cached_dir or options.output_dir
     converted = {split: task.data.cached_records(split, data[split], files[split],

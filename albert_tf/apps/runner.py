@@ -10,6 +10,8 @@ flag: `run` takes a mapping of the options, or the task's `Options`.
 
 from __future__ import annotations
 
+import os
+
 from absl import flags
 
 from albert_tf.errors import UserError
@@ -37,6 +39,8 @@ def run_script(run, options_from_flags) -> None:
     """The body of every script's `main`: the options from the flags
     (`options_from_flags()`) to `run`, bad input to one line, `error: <why>` on stderr,
     once (exit status 1); a run stopped by a signal, `stopped: <how to resume>`."""
+    import tensorflow as tf
+
     from albert_tf.training.loop import TrainingStopped
 
     try:
@@ -47,6 +51,37 @@ def run_script(run, options_from_flags) -> None:
         raise SystemExit(f"error: {e}") from None
     except KeyboardInterrupt:
         raise SystemExit(INTERRUPTED) from None
+    except (OSError, tf.errors.OpError) as e:
+        described = io_failure(e)
+        if described is None:
+            raise
+        raise SystemExit(f"error: {described}") from None
+
+
+# What a file system refuses, by what its message says (TensorFlow's file system names
+# the path in its message; Python's OSError carries it).
+_IO_REFUSALS = ("No space left on device", "Disk quota exceeded", "Permission denied",
+                "Read-only file system")
+
+
+def io_failure(error: Exception) -> str | None:
+    """One line for a write the file system refused (no space, no permission, a
+    read-only disk): the path, why, and what to do; None for any other error. Every
+    file a run writes goes to a temporary name first, so what failed left no part."""
+    import errno
+
+    if isinstance(error, OSError) and error.errno in (
+            errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EROFS, errno.EPERM):
+        where = f"{error.filename}: " if error.filename else ""
+        reason = f"{where}{os.strerror(error.errno)}"
+    else:
+        message = (str(getattr(error, "message", "") or error).strip().splitlines()
+                   or [""])[0]
+        if not any(refusal in message for refusal in _IO_REFUSALS):
+            return None
+        reason = message[:300]
+    return (f"{reason}: free space there (or fix its permissions) and rerun the same "
+            "command; what the run finished (checkpoints, converted records) is kept")
 
 
 def app_main(app_module):

@@ -94,7 +94,9 @@ class Task:
         """Called with the run's final model (the best checkpoint's, else the latest)
         before it predicts the test split and is exported, and with the dev results that
         picked it ({} without a dev split): a task keeps what it tuned on dev beside the
-        model here (multi-label's threshold). Every worker calls it."""
+        model here (multi-label's threshold). `model` is None where the run neither
+        predicts nor exports (it evaluated: no model is loaded for this). Every worker
+        calls it."""
 
     def export_options(self) -> dict:
         """Arguments of `albert_tf.export.export_savedmodel` beside the model, the

@@ -327,7 +327,8 @@ class MultiLabelTask(Task):
             fileio.write_text_atomically(os.path.join(output_dir, THRESHOLD_FILE),
                                          f"{best['threshold']}\n")
             logging.info("kept the dev-tuned threshold %s", best["threshold"])
-        model.threshold = self.threshold(output_dir)
+        if model is not None:
+            model.threshold = self.threshold(output_dir)
 
     def write_predictions(self, examples, outputs, output_dir, step) -> str:
         """`multi_label_predictions.jsonl`: per example its `id`, the predicted `labels`,

@@ -8,6 +8,8 @@ cannot make what was asked derives from `UserError`: a script reports it as one 
 the package, so any room can derive from it.
 """
 
+import re
+
 
 class UserError(ValueError):
     """Bad input from the user: reported as one line, `error: <message>`, exit status 1."""
@@ -15,3 +17,12 @@ class UserError(ValueError):
 
 class UsageError(UserError):
     """Flags or files that cannot make a run: reported before any training starts."""
+
+
+def short_reason(error: BaseException, limit: int = 200) -> str:
+    """What `error` says, on one line, for a one-line message: its first line without
+    TensorFlow's `{{function_node ...}}` prefixes, and where longer than `limit` its end
+    (where a file system says why: "...; No space left on device")."""
+    text = str(getattr(error, "message", "") or error).strip()
+    first = re.sub(r"\{\{[^}]*\}\}\s*", "", text.splitlines()[0] if text else "").strip()
+    return first if len(first) <= limit else "..." + first[-(limit - 3):]

@@ -6,6 +6,8 @@ import os
 import pathlib
 import re
 
+import pytest
+
 from tests.helpers.forked import run_installed, run_python
 from tests.helpers.scripts import FIXTURES, SPM, one_line_error, run_script
 
@@ -164,13 +166,17 @@ def test_what_stops_a_run_midway_is_one_line():
                         "rerun the same command to resume"):
             "stopped: SIGTERM: training stopped at step 3 of 9",
         OSError(errno.ENOSPC, "No space left on device", "/data/out/mrpc_train.tf_record"):
-            "error: /data/out/mrpc_train.tf_record: No space left on device: free space "
-            "there (or fix its permissions) and rerun the same command",
+            "error: /data/out/mrpc_train.tf_record: No space left on device: check the "
+            "disk there (free space, permissions, the directory still in place) and rerun "
+            "the same command",
         PermissionError(errno.EACCES, "Permission denied", "/data/out/labels.txt"):
-            "error: /data/out/labels.txt: Permission denied: free space there",
+            "error: /data/out/labels.txt: Permission denied: check the disk there",
         tf.errors.ResourceExhaustedError(None, None, "/data/out/ckpt-4_temp/part-0; No "
                                          "space left on device"):
-            "error: /data/out/ckpt-4_temp/part-0; No space left on device: free space",
+            "error: /data/out/ckpt-4_temp/part-0; No space left on device: check the disk",
+        tf.errors.NotFoundError(None, None, "/data/out/eval_results.txt.tmp-1; No such "
+                                "file or directory"):
+            "error: /data/out/eval_results.txt.tmp-1; No such file or directory: check",
         KeyboardInterrupt(): runner.INTERRUPTED,
     }
     for error, start in cases.items():
@@ -181,3 +187,42 @@ def test_what_stops_a_run_midway_is_one_line():
     for error in (ValueError("a bug"), tf.errors.InvalidArgumentError(None, None, "a bug")):
         with pytest.raises(type(error)):
             runner.run_script(raising(error), lambda: None)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB file system of its own (tmpfs), where a run fills the disk; skipped where
+    this user cannot mount one."""
+    import subprocess
+
+    mount = tmp_path / "small_disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2M", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_is_one_line_naming_the_path_and_leaves_no_part(tmp_path, small_disk):
+    # The run's output directory on a 2 MiB disk: whatever write fills it (a copy of the
+    # tokenizer, the records, a checkpoint), one line names the path and what to do, and
+    # no temporary file or half checkpoint stays behind.
+    from tests.helpers.tiny import write_tiny_config
+
+    out = small_disk / "out"
+    done = run_script("run_classifier.py", "--task_name=MRPC",
+                      f"--data_dir={FIXTURES / 'glue'}", "--do_train",
+                      f"--spm_model_file={SPM}",
+                      f"--albert_config_file={write_tiny_config(tmp_path)}",
+                      "--max_seq_length=32", "--train_batch_size=4", "--train_step=4",
+                      "--save_checkpoints_steps=2", f"--output_dir={out}", check=False)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: ") and str(out) in line, line
+    assert "No space left on device" in line and "rerun the same command" in line, line
+    left = [p.name for p in out.rglob("*")] if out.exists() else []
+    assert not [name for name in left if ".tmp-" in name or "_temp" in name], left

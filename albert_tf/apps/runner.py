@@ -14,7 +14,7 @@ import os
 
 from absl import flags
 
-from albert_tf.errors import UserError
+from albert_tf.errors import UserError, short_reason
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -61,13 +61,14 @@ def run_script(run, options_from_flags) -> None:
 # What a file system refuses, by what its message says (TensorFlow's file system names
 # the path in its message; Python's OSError carries it).
 _IO_REFUSALS = ("No space left on device", "Disk quota exceeded", "Permission denied",
-                "Read-only file system")
+                "Read-only file system", "No such file or directory")
 
 
 def io_failure(error: Exception) -> str | None:
     """One line for a write the file system refused (no space, no permission, a
-    read-only disk): the path, why, and what to do; None for any other error. Every
-    file a run writes goes to a temporary name first, so what failed left no part."""
+    read-only disk, a directory gone): the path, why, and what to do; None for any
+    other error. Every file a run writes goes to a temporary name first, so what failed
+    left no part."""
     import errno
 
     if isinstance(error, OSError) and error.errno in (
@@ -75,13 +76,13 @@ def io_failure(error: Exception) -> str | None:
         where = f"{error.filename}: " if error.filename else ""
         reason = f"{where}{os.strerror(error.errno)}"
     else:
-        message = (str(getattr(error, "message", "") or error).strip().splitlines()
-                   or [""])[0]
-        if not any(refusal in message for refusal in _IO_REFUSALS):
+        if not any(refusal in str(getattr(error, "message", "") or error)
+                   for refusal in _IO_REFUSALS):
             return None
-        reason = message[:300]
-    return (f"{reason}: free space there (or fix its permissions) and rerun the same "
-            "command; what the run finished (checkpoints, converted records) is kept")
+        reason = short_reason(error, 300)
+    return (f"{reason}: check the disk there (free space, permissions, the directory "
+            "still in place) and rerun the same command; what the run finished "
+            "(checkpoints, converted records) is kept")
 
 
 def app_main(app_module):

@@ -27,7 +27,7 @@ from albert_tf.apps.model_files import check_length, complete_model_files, load_
 from albert_tf.apps.runner import user_errors
 from albert_tf.checkpoints import release
 from albert_tf.config import AlbertConfig
-from albert_tf.errors import UsageError
+from albert_tf.errors import UsageError, short_reason
 from albert_tf.evaluation.results import write_results
 from albert_tf.export.base import ExportError
 from albert_tf.export.savedmodel import refuse_frozen_weights
@@ -137,8 +137,7 @@ def setup(options: RunOptions) -> RunContext:
     try:
         tf.io.gfile.makedirs(output_dir)
     except (tf.errors.OpError, OSError) as e:
-        reason = (str(getattr(e, "message", "") or e).strip().splitlines() or [""])[0]
-        raise UsageError(f"--output_dir={output_dir} cannot be created ({reason[:200]}): "
+        raise UsageError(f"--output_dir={output_dir} cannot be created ({short_reason(e)}): "
                          "give a directory this user can write") from None
     if distribute.is_chief(strategy):  # one run per output directory
         from albert_tf.training import lock

@@ -28,7 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf.data.graph import graph_function
-from albert_tf.errors import UserError
+from albert_tf.errors import UserError, short_reason
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -79,9 +79,8 @@ def get_strategy(name: str = "one_device", *, tpu: str | None = None,
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (ValueError, tf.errors.OpError) as e:  # no TPU by that name here
-        first = (str(getattr(e, "message", "") or e).strip().splitlines() or [""])[0]
         raise DistributionError(
-            f"--tpu={tpu}: no TPU found there ({type(e).__name__}: {first[:200]}); "
+            f"--tpu={tpu}: no TPU found there ({type(e).__name__}: {short_reason(e)}); "
             "on a machine without a TPU, leave --distribution_strategy=tpu out") from None
     return tf.distribute.TPUStrategy(resolver)
 

@@ -19,6 +19,12 @@ class UsageError(UserError):
     """Flags or files that cannot make a run: reported before any training starts."""
 
 
+# What to do about a write the file system refused (no space, no permission, a
+# directory gone), in every one-line message of such a failure.
+DISK_ADVICE = ("check the disk there (free space, permissions, the directory still in "
+               "place) and rerun the same command")
+
+
 def short_reason(error: BaseException, limit: int = 200) -> str:
     """What `error` says, on one line, for a one-line message: its first line without
     TensorFlow's `{{function_node ...}}` prefixes, and where longer than `limit` its end

@@ -14,7 +14,7 @@ import os
 
 from absl import flags
 
-from albert_tf.errors import UserError, short_reason
+from albert_tf.errors import DISK_ADVICE, UserError, short_reason
 
 
 def user_errors() -> tuple[type[Exception], ...]:
@@ -80,9 +80,8 @@ def io_failure(error: Exception) -> str | None:
                    for refusal in _IO_REFUSALS):
             return None
         reason = short_reason(error, 300)
-    return (f"{reason}: check the disk there (free space, permissions, the directory "
-            "still in place) and rerun the same command; what the run finished "
-            "(checkpoints, converted records) is kept")
+    return (f"{reason}: {DISK_ADVICE}; what the run finished (checkpoints, converted "
+            "records) is kept")
 
 
 def app_main(app_module):

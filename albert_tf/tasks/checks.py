@@ -36,6 +36,12 @@ def wanted_splits(options) -> list[str]:
                             ("test", options.do_predict)) if on]
 
 
+def given_file(options, split: str) -> str | None:
+    """The value of `--<split>_file` (train, dev or test), or None."""
+    return {"train": options.train_file, "dev": options.dev_file,
+            "test": options.test_file}[split]
+
+
 def check_run(options) -> None:
     """What run_classifier.py and run_ner.py check first: something to do, a tokenizer
     file that exists, and a trained model in --output_dir (a checkpoint or

@@ -28,7 +28,7 @@ from albert_tf import names
 from albert_tf.data import cache, records, tabular
 from albert_tf.data.sentence_records import pack_pair
 from albert_tf.errors import UsageError
-from albert_tf.tasks.checks import check_file, wanted_splits
+from albert_tf.tasks.checks import check_file, given_file, wanted_splits
 
 
 class TaskData:
@@ -63,9 +63,8 @@ class TaskData:
         --do_eval, --do_predict): `--<split>_file` (comma-separated for several), else
         `<data_dir>/<split>.csv|.tsv|.jsonl`; each must exist."""
         o, files = self.options, {}
-        given_files = {"train": o.train_file, "dev": o.dev_file, "test": o.test_file}
         for split in wanted_splits(o):
-            given = given_files[split]
+            given = given_file(o, split)
             if given:
                 paths = [p for p in given.split(",") if p]
             elif o.data_dir:

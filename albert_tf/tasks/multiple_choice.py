@@ -31,7 +31,7 @@ from albert_tf.modeling.task_model import (
 )
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.checks import check_file, wanted_splits
+from albert_tf.tasks.checks import check_file, given_file, wanted_splits
 from albert_tf.tasks.classification import (
     CLASSIFIER_OUTPUTS,
     prediction_file,
@@ -221,10 +221,9 @@ class MultipleChoiceTask(Task):
             """--<split>_file, else the task's names under --data_dir (RACE's folders
             are found as its records are made)."""
             o, task = self.options, self.task
-            given_files = {"train": o.train_file, "dev": o.dev_file, "test": o.test_file}
             files = {}
             for split in wanted_splits(o):
-                given = given_files[split]
+                given = given_file(o, split)
                 if task.is_race:
                     paths = []
                 elif given:

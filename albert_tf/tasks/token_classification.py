@@ -33,7 +33,7 @@ from albert_tf.modeling.task_model import (
 )
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.checks import check_file, wanted_splits
+from albert_tf.tasks.checks import check_file, given_file, wanted_splits
 from albert_tf.tasks.classification import CLASSIFIER_OUTPUTS
 from albert_tf.tasks.options import option
 from albert_tf.training.objectives import TokenObjective
@@ -165,10 +165,9 @@ class TokenClassificationTask(Task):
             if task is not None and task not in TASK_FILES:
                 raise UsageError(f"--task_name={o.task_name} is not one of "
                                  f"{', '.join(TASK_FILES)}")
-            given_files = {"train": o.train_file, "dev": o.dev_file, "test": o.test_file}
             files = {}
             for split in wanted_splits(o):
-                path = given_files[split]
+                path = given_file(o, split)
                 if path is None:
                     if not (o.data_dir and task):
                         raise UsageError(f"give --{split}_file, or --data_dir and "

@@ -32,7 +32,7 @@ from absl import logging
 
 from albert_tf.checkpoints import CheckpointError
 from albert_tf.data.records import to_model_inputs
-from albert_tf.errors import UserError, short_reason
+from albert_tf.errors import DISK_ADVICE, UserError, short_reason
 from albert_tf.export.savedmodel import refuse_frozen_weights
 from albert_tf.modeling import recompute as recompute_units
 from albert_tf.modeling.common import random_draws
@@ -196,8 +196,8 @@ class Trainer:
             latest = tf.train.latest_checkpoint(self.manager.directory)
             raise CheckpointWriteError(
                 f"could not write the checkpoint of step {step} under "
-                f"{self.manager.directory} ({type(e).__name__}: {short_reason(e)}): free space "
-                "there (or fix its permissions) and rerun the same command to resume"
+                f"{self.manager.directory} ({type(e).__name__}: {short_reason(e)}): "
+                f"{DISK_ADVICE} to resume"
                 f"{f' from {os.path.basename(latest)}' if latest else ''}") from None
         if not self.is_chief:
             shutil.rmtree(self.manager.directory, ignore_errors=True)

@@ -38,6 +38,7 @@ from albert_tf.modeling import AlbertEncoder, AlbertPretrainer  # noqa: E402
 from albert_tf.modeling.base import set_release_reader as _set_release_reader  # noqa: E402
 from albert_tf.tasks import registered as _registered  # noqa: E402
 from albert_tf.tasks import serving_kinds as _serving_kinds  # noqa: E402
+from albert_tf.text_models import AlbertTextClassifier, TextPreprocessor  # noqa: E402
 
 # `AlbertModel.from_release` reads with the checkpoint readers, which sit above the
 # models, and the export finds a serving kind by name among the tasks', which sit above
@@ -73,6 +74,7 @@ __all__ = [
     "AlbertConfig",
     "AlbertEncoder",
     "AlbertPretrainer",
+    "AlbertTextClassifier",
     "CheckpointError",
     "ConfigError",
     "LoadReport",
@@ -87,4 +89,5 @@ __all__ = [
     "save_hf_checkpoint",
     "save_keras_hub_preset",
     "save_tf1_checkpoint",
+    "TextPreprocessor",
 ]

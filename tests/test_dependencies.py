@@ -45,6 +45,9 @@ FORBIDDEN = {
     # way: what they share with the scripts (the run checks, results files, errors) sits
     # in the tasks' layer or below it.
     "albert_tf.tasks": ("albert_tf.apps", "albert_tf.scripts"),
+    # The Keras text models stand on the tasks' models and the exports, beside the
+    # scripts' apps: neither imports the other.
+    "albert_tf.text_models": ("albert_tf.apps", "albert_tf.scripts"),
     # Metrics and results files serve the tasks and the runs alike.
     "albert_tf.evaluation": ("albert_tf.apps", "albert_tf.scripts", "albert_tf.tasks",
                              "albert_tf.training"),
@@ -108,11 +111,12 @@ def test_lower_rooms_do_not_import_higher_ones(room):
 
 
 def test_only_the_apps_the_tasks_and_the_loop_import_training():
-    # (a task says its objective: albert_tf.training.objectives)
+    # (a task says its objective: albert_tf.training.objectives; the text models train
+    # with the scripts' optimizer: albert_tf.training.optimizers)
     importers = sorted(
         module_name(path) for path in PACKAGE.rglob("*.py")
         if not module_name(path).startswith(("albert_tf.training", "albert_tf.apps",
-                                             "albert_tf.tasks"))
+                                             "albert_tf.tasks", "albert_tf.text_models"))
         and any(n == "albert_tf.training" or n.startswith("albert_tf.training.")
                 for n in imports(path)))
     assert importers == []

@@ -363,8 +363,9 @@ def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
     batch it: 30 batches, shuffled, so the order counts), the model and optimizer it
     builds as the scripts do, the task's objective as Keras' loss: `model.fit` for the
     run's steps (dropout 0, warmup, decay, clipping, weight decay) ends with the weights
-    of `run_classifier.py` on the same options, to float rounding; `predict` on dev
-    gives its dev accuracy."""
+    of `run_classifier.py` on the same options, to float rounding, and so does the
+    text classifier's `fit` on the file's strings; `predict` on dev gives its dev
+    accuracy."""
     import random
 
     import tensorflow as tf
@@ -425,6 +426,30 @@ def test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with(tmp_path):
     for variable in initial.weights:
         moved += not np.allclose(variable.numpy(), trained.get_tensor(variable.path))
     assert moved > 10  # training changed them
+    # The text classifier, from a release of the run's initial weights, `fit` on the
+    # training file's strings: the script's weights too.
+    import shutil
+
+    from albert_tf.text_models import AlbertTextClassifier
+
+    release = tmp_path / "release"
+    release.mkdir()
+    shutil.copy(options["albert_config_file"], release / "albert_config.json")
+    shutil.copy(SPM, release / "30k-clean.model")
+    save_tf1_checkpoint(initial, str(release / "model.ckpt"))
+    text_model = AlbertTextClassifier.from_release(
+        release, num_classes=2, sequence_length=32, seed=3, dropout_rate=0.0,
+        learning_rate=1e-2)
+    rows = [line.split("\t") for line in
+            (mrpc / "train.tsv").read_text().splitlines()[1:]]
+    text_model.fit(([r[3] for r in rows], [r[4] for r in rows]), [int(r[0]) for r in rows],
+                   batch_size=8, verbose=0)
+    assert int(text_model.optimizer.iterations) == 30
+    save_tf1_checkpoint(text_model.model, str(tmp_path / "text" / "model.ckpt"))
+    from_text = tf.train.load_checkpoint(str(tmp_path / "text" / "model.ckpt"))
+    for name in names:
+        np.testing.assert_allclose(from_text.get_tensor(name), trained.get_tensor(name),
+                                   rtol=0, atol=1e-5, err_msg=name)
     # dev: Keras' predict gives the script's accuracy; evaluate the objective's loss
     from tests.helpers.scripts import read_results
 

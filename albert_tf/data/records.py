@@ -146,9 +146,22 @@ def trim_to_length(features: dict, sequence_features=SEQUENCE_FEATURES) -> dict:
 to_model_inputs = names.to_model_inputs
 
 
+# How many examples the training order draws from (the original's records shuffle
+# through a buffer too).
+SHUFFLE_BUFFER = 10_000
+
+
+def shuffled(dataset: tf.data.Dataset, seed: int | None,
+             buffer_size: int = SHUFFLE_BUFFER) -> tf.data.Dataset:
+    """The training order of fine-tuning examples: `dataset` shuffled through a buffer
+    with `seed` (and the process's global seed, as a run sets it), a new order each
+    pass."""
+    return dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
+
+
 def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
                         seed: int | None = None, drop_remainder: bool = False,
-                        shuffle_buffer: int = 10_000, repeat: bool | None = None,
+                        shuffle_buffer: int = SHUFFLE_BUFFER, repeat: bool | None = None,
                         bucket_boundaries: list[int] | None = None,
                         sequence_features=SEQUENCE_FEATURES,
                         padding_values: Mapping[str, int] | None = None,
@@ -171,7 +184,7 @@ def fine_tuning_dataset(files, spec: dict, batch_size: int, *, training: bool,
     files = [files] if isinstance(files, (str, os.PathLike)) else list(files)
     dataset = tf.data.TFRecordDataset([os.fspath(f) for f in files])
     if training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        dataset = shuffled(dataset, seed, shuffle_buffer)
     if repeat if repeat is not None else training:
         dataset = dataset.repeat()
     dataset = dataset.map(graph_function(lambda record: trim_to_length(_to_int32(

@@ -1,0 +1,399 @@
+"""Models that take raw text, shaped as keras-hub's tasks.
+
+A text model holds a `TextPreprocessor` and the id-level model of its kind (the scripts'
+and the exports' model: `AlbertClassifier`, ...) as `model`. Its `call` takes the model
+inputs and returns the logits, as keras-hub's do, so that Keras' own `compile(loss=...,
+metrics=["accuracy"])` works on it; its `fit`, `evaluate` and `predict` take strings
+(Python lists, NumPy arrays, or a `tf.data.Dataset` of batches) and run the preprocessor
+inside tf.data.
+
+Compiled when made (`compile()`, "auto" everywhere): the scripts' optimizer (AdamW with
+warm-up and linear decay, clipping, the original's weight decay), made by each `fit`
+over that fit's steps (`warmup_proportion` of them warming up); the task's loss, the
+original's (`albert_tf.losses`); its metric. `fit` on Python lists or NumPy arrays
+batches as the scripts do: shuffled with the model's `seed` as `run_classifier.py`
+shuffles its records, repeated and cut to whole batches, so that it ends with the
+script's weights on the same rows and settings (dropout 0: the dropout draws differ).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from albert_tf import losses, names
+from albert_tf.data import records
+from albert_tf.modeling import common, real_tokens
+from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
+from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, multi_label_loss
+from albert_tf.tasks.options import FineTuningTraining, TaskOptions
+from albert_tf.text_models.preprocessing import TextInputError, TextPreprocessor, check_texts
+from albert_tf.training.optimizers import create_optimizer
+
+AUTO = "auto"
+_TRAINING = FineTuningTraining()  # the scripts' defaults, read once
+# What each loss reads: the logits the model returns and the labels -> per example [B].
+PER_EXAMPLE_LOSSES = {
+    "classification": lambda labels, logits: losses.classification_loss(
+        logits, labels, per_example=True),
+    "regression": lambda labels, logits: losses.regression_loss(
+        logits, labels, per_example=True),
+    "multi_label": lambda labels, logits: multi_label_loss(logits, labels),
+}
+
+
+@common.serializable
+class TaskLoss(keras.losses.Loss):
+    """A task's loss as the scripts train on it (`PER_EXAMPLE_LOSSES[task]`), as a Keras
+    loss of (labels, logits): the mean over the batch."""
+
+    def __init__(self, task: str = "classification", name: str | None = None, **kwargs):
+        if task not in PER_EXAMPLE_LOSSES:
+            raise ValueError(f"unknown task loss {task!r}: one of "
+                             f"{', '.join(PER_EXAMPLE_LOSSES)}")
+        super().__init__(name=name or f"{task}_loss", **kwargs)
+        self.task = task
+
+    def call(self, y_true, y_pred):
+        return PER_EXAMPLE_LOSSES[self.task](y_true, y_pred)
+
+    def get_config(self):
+        return {**super().get_config(), "task": self.task}
+
+
+@contextlib.contextmanager
+def _global_seed(seed: int):
+    """The process's global TensorFlow seed set to `seed` while a pipeline is made, as
+    the scripts set it (`session.seed_and_precision`), then given back."""
+    from tensorflow.python.eager import context  # the one reader of the global seed
+
+    previous = context.global_seed()
+    tf.random.set_seed(seed)
+    try:
+        yield
+    finally:
+        tf.random.set_seed(previous)
+
+
+class _CompileArguments:
+    """What `compile` was given, kept for the "auto" optimizer's compile at `fit` (an
+    object of its own: a tuple attribute of a Keras model would track its metrics as
+    the model's own)."""
+
+    def __init__(self, loss, metrics, kwargs):
+        self.loss, self.metrics, self.kwargs = loss, metrics, kwargs
+
+
+class AlbertTextModel(keras.Model):
+    """What the text models share: `preprocessor`, `model` (the id-level model), the
+    training settings of the "auto" compile (`learning_rate`, `warmup_proportion`,
+    `optimizer_name`) and `seed` (the data order; the model's initial head)."""
+
+    task_loss = "classification"  # PER_EXAMPLE_LOSSES' key
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        common.serializable(cls)
+
+    def __init__(self, model, preprocessor: TextPreprocessor, *, seed: int = _TRAINING.seed,
+                 learning_rate: float = _TRAINING.learning_rate,
+                 warmup_proportion: float = _TRAINING.warmup_proportion,
+                 optimizer_name: str = _TRAINING.optimizer, compile: bool = True,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.model = model
+        self.preprocessor = preprocessor
+        self.seed = seed
+        self.learning_rate = learning_rate
+        self.warmup_proportion = warmup_proportion
+        self.optimizer_name = optimizer_name
+        self._auto_optimizer = False
+        self.built = True
+        if compile:
+            self.compile()
+
+    # ------------------------------------------------------------------ the model
+    def call(self, inputs, training=None):
+        return self.model(inputs, training=training)[names.LOGITS]
+
+    @property
+    def pair(self) -> bool | None:
+        return self.preprocessor.pair
+
+    # ------------------------------------------------------------------ compile
+    def default_metrics(self) -> list:
+        return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
+
+    def make_optimizer(self, steps: int):
+        """The scripts' optimizer over `steps` (`warmup_proportion` of them warming up)."""
+        return create_optimizer(self.learning_rate, steps,
+                                int(steps * self.warmup_proportion),
+                                optimizer=self.optimizer_name)
+
+    def compile(self, optimizer=AUTO, loss=AUTO, metrics=AUTO, **kwargs):
+        """Keras' `compile`, with "auto" for the task's defaults: the scripts' optimizer
+        (made again by each `fit`, over its steps), the task's loss (`TaskLoss`) and
+        metric."""
+        self._auto_optimizer = isinstance(optimizer, str) and optimizer == AUTO
+        if self._auto_optimizer:
+            optimizer = self.make_optimizer(1)  # until a fit knows its steps
+        if isinstance(loss, str) and loss == AUTO:
+            loss = TaskLoss(self.task_loss)
+        if isinstance(metrics, str) and metrics == AUTO:
+            metrics = self.default_metrics()
+        self._compiled = _CompileArguments(loss, metrics, kwargs)
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config is not None and self._auto_optimizer:
+            config = {**config, "auto_optimizer": True}
+        return config
+
+    def compile_from_config(self, config):
+        config = dict(config)
+        auto = config.pop("auto_optimizer", False)
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**{**config, "optimizer": AUTO if auto else config["optimizer"]})
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    # ------------------------------------------------------------------ data
+    def check_labels(self, y, count: int) -> np.ndarray:
+        """`y` as the labels of `count` examples; `TextInputError` where one cannot be
+        learned (a class outside [0, num_classes), a wrong count or shape)."""
+        labels = np.asarray(y)
+        if labels.shape[:1] != (count,):
+            raise TextInputError(f"{count} texts and {labels.shape[0] if labels.ndim else 0} "
+                                 "labels")
+        return labels
+
+    def _texts(self, x):
+        self.preprocessor.check_loaded()
+        texts = check_texts(x, self.pair)
+        self.preprocessor.check_pairing(len(texts) == 2)
+        return texts if len(texts) == 2 else texts[0]
+
+    def _preprocessed(self, *element):
+        x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
+        return keras.utils.pack_x_y_sample_weight(self.preprocessor(x), y, weights)
+
+    def _batches(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        return dataset.map(self._preprocessed, num_parallel_calls=tf.data.AUTOTUNE,
+                           deterministic=True).prefetch(tf.data.AUTOTUNE)
+
+    def _dataset(self, x, y=None, sample_weight=None, batch_size=None):
+        """(batches of model inputs and labels, number of examples) for evaluate and
+        predict: in order, once."""
+        if isinstance(x, tf.data.Dataset):
+            self.preprocessor.check_loaded()
+            return self._batches(x), None
+        texts = self._texts(x)
+        count = len(texts[0] if isinstance(texts, tuple) else texts)
+        parts = [texts]
+        if y is not None:
+            parts.append(self.check_labels(y, count))
+        if sample_weight is not None:
+            parts.append(np.asarray(sample_weight, np.float32))
+        dataset = tf.data.Dataset.from_tensor_slices(tuple(parts))
+        return self._batches(dataset.batch(batch_size or _TRAINING.train_batch_size)), count
+
+    # ------------------------------------------------------------------ Keras' API
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
+            callbacks=None, validation_data=None, shuffle=True, sample_weight=None,
+            steps_per_epoch=None, **kwargs):
+        """Keras' `fit` on texts: `x` a list or array of strings (a tuple of two for
+        pairs), `y` the labels; or a `tf.data.Dataset` of batches of (texts, labels).
+        Lists and arrays are batched as the scripts batch their records: shuffled with
+        `seed` (unless `shuffle=False`), repeated, cut to whole batches of
+        `batch_size` (default the scripts' 32); an epoch is ceil(examples /
+        batch_size) steps. The "auto" optimizer is made for this fit's steps."""
+        batch_size = batch_size or _TRAINING.train_batch_size
+        if isinstance(x, tf.data.Dataset):
+            self.preprocessor.check_loaded()
+            dataset = self._batches(x)
+            if steps_per_epoch is None:
+                size = int(x.cardinality())
+                if size < 0 and self._auto_optimizer:
+                    raise TextInputError(
+                        "the dataset's length is unknown: give steps_per_epoch (the "
+                        "\"auto\" optimizer's schedule spans the fit's steps)")
+                steps = size if size >= 0 else None
+            else:
+                steps = steps_per_epoch
+        else:
+            texts = self._texts(x)
+            count = len(texts[0] if isinstance(texts, tuple) else texts)
+            parts = [texts, self.check_labels(y, count)]
+            if sample_weight is not None:
+                parts.append(np.asarray(sample_weight, np.float32))
+            dataset = tf.data.Dataset.from_tensor_slices(tuple(parts))
+            if shuffle:
+                with _global_seed(self.seed):
+                    dataset = records.shuffled(dataset, self.seed)
+            dataset = self._batches(dataset.repeat().batch(batch_size, drop_remainder=True))
+            steps = steps_per_epoch or math.ceil(count / batch_size)
+        if self._auto_optimizer:
+            self._compile_auto(steps * epochs)
+        if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
+            validation_data = self._dataset(*keras.utils.unpack_x_y_sample_weight(
+                tuple(validation_data)), batch_size=batch_size)[0]
+        return super().fit(dataset, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                           validation_data=validation_data, steps_per_epoch=steps,
+                           shuffle=False, **kwargs)
+
+    def _compile_auto(self, steps: int) -> None:
+        given = self._compiled
+        keras.Model.compile(self, optimizer=self.make_optimizer(max(1, steps)),
+                            loss=given.loss, metrics=given.metrics, **given.kwargs)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto",
+                 sample_weight=None, **kwargs):
+        """Keras' `evaluate` on texts and labels (as `fit` takes them), in order."""
+        dataset, _ = self._dataset(x, y, sample_weight, batch_size)
+        return super().evaluate(dataset, verbose=verbose, **kwargs)
+
+    def predict(self, x, batch_size=None, verbose="auto", **kwargs):
+        """The logits of texts (as `fit` takes them, without labels), in order."""
+        if isinstance(x, (str, bytes)):
+            x = [x]
+        dataset, _ = self._dataset(x, batch_size=batch_size)
+        return super().predict(dataset, verbose=verbose, **kwargs)
+
+    # ------------------------------------------------------------------ exports
+    def text_signature(self) -> list[tf.TensorSpec]:
+        if self.preprocessor.sentences and self.pair is None:
+            raise TextInputError(
+                "the export takes one text or a pair, and this model has read neither: "
+                "fit or predict it first, or make it with pair=True or pair=False")
+        return [tf.TensorSpec([None], tf.string, name=name)
+                for name in self.preprocessor.text_names()]
+
+    def export(self, filepath, format="tf_saved_model", verbose=None, **kwargs):
+        """Keras' `export`, raw text in: `format="tf_saved_model"` writes a SavedModel
+        whose `serve` endpoint (and `serving_default` signature) takes the texts
+        (`text_a`, and `text_b` for pairs) and returns the logits `predict` returns;
+        `format="litert"` a LiteRT file whose `serve_text` signature takes them
+        (`albert_tf.export.export_tflite(..., with_text=True)`)."""
+        self.preprocessor.check_loaded()
+        specs = self.text_signature()
+        if format == "litert":
+            return self._export_litert(filepath, **kwargs)
+        if format != "tf_saved_model":
+            raise TextInputError(f"a text model exports as tf_saved_model or litert, not "
+                                 f"{format!r}")
+        archive = keras.export.ExportArchive()
+        archive.track(self)
+
+        def serve(*texts):
+            return self(self.preprocessor(texts), training=False)
+
+        with real_tokens.inference_graph():
+            archive.add_endpoint("serve", serve, input_signature=specs)
+        archive.write_out(filepath, verbose=verbose)
+        return filepath
+
+    def _export_litert(self, filepath, **kwargs):
+        from albert_tf.export import export_tflite
+
+        if any(v.dtype == "int8" or v.dtype == "int4" for v in self.weights):
+            raise TextInputError(
+                "a quantized text model has no LiteRT export: export the float model "
+                "with export(path, format=\"litert\", precision=\"int8\") instead")
+        return export_tflite(self.model, filepath, kind=self.preprocessor.kind,
+                             with_text=True, max_seq_length=self.preprocessor.sequence_length,
+                             do_lower_case=self.preprocessor.do_lower_case,
+                             is_pair=self.pair, **self.preprocessor.tokenizer_files,
+                             **kwargs)
+
+    # ------------------------------------------------------------------ saving
+    def get_config(self):
+        return {**super().get_config(),
+                "model": keras.saving.serialize_keras_object(self.model),
+                "preprocessor": keras.saving.serialize_keras_object(self.preprocessor),
+                "seed": self.seed, "learning_rate": self.learning_rate,
+                "warmup_proportion": self.warmup_proportion,
+                "optimizer_name": self.optimizer_name}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        model = keras.saving.deserialize_keras_object(config.pop("model"))
+        preprocessor = keras.saving.deserialize_keras_object(config.pop("preprocessor"))
+        return cls(model, preprocessor, compile=False, **config)
+
+
+class AlbertTextClassifier(AlbertTextModel):
+    """A text classifier of one text or a pair, as keras-hub's `AlbertTextClassifier`:
+    `num_classes` >= 2 classes (softmax), `num_classes=1` a regression (a score),
+    `multi_label=True` any number of the classes (a sigmoid each). Its model is
+    `AlbertClassifier` (`AlbertMultiLabelClassifier`). `call` returns the logits [B,
+    num_classes] ([B] for a regression)."""
+
+    def __init__(self, model, preprocessor: TextPreprocessor, **kwargs):
+        kwargs.setdefault("name", "albert_text_classifier")
+        super().__init__(model, preprocessor, **kwargs)
+
+    @property
+    def num_classes(self) -> int:
+        return self.model.num_labels
+
+    @property
+    def multi_label(self) -> bool:
+        return isinstance(self.model, AlbertMultiLabelClassifier)
+
+    @property
+    def task_loss(self) -> str:
+        if self.multi_label:
+            return "multi_label"
+        return "regression" if self.num_classes == 1 else "classification"
+
+    def default_metrics(self) -> list:
+        if self.multi_label:  # every label's decision, at probability 0.5
+            return [keras.metrics.BinaryAccuracy(name="accuracy", threshold=0.0)]
+        if self.num_classes == 1:
+            return [keras.metrics.MeanSquaredError(name="mse")]
+        return super().default_metrics()
+
+    def check_labels(self, y, count: int) -> np.ndarray:
+        labels = super().check_labels(y, count)
+        if self.num_classes == 1:
+            if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.number):
+                raise TextInputError("a regression's labels are one number per text")
+            return labels.astype(np.float32)
+        shape = (count, self.num_classes) if self.multi_label else (count,)
+        if labels.shape != shape or not np.issubdtype(labels.dtype, np.integer) \
+                and not (labels.dtype == bool):
+            what = (f"0/1 for each of {self.num_classes} classes per text"
+                    if self.multi_label else "one integer class per text")
+            raise TextInputError(f"labels must be {what}; got {labels.dtype} of shape "
+                                 f"{labels.shape}")
+        top = 2 if self.multi_label else self.num_classes
+        bad = np.flatnonzero(((labels < 0) | (labels >= top)).reshape(count, -1).any(-1))
+        if bad.size:
+            raise TextInputError(
+                f"label {labels[bad[0]].tolist()!r} of example {bad[0]} is outside "
+                + ("0/1" if self.multi_label else f"0..{self.num_classes - 1}")
+                + f" (num_classes={self.num_classes}); {bad.size} such")
+        return labels.astype(np.int32)
+
+    @classmethod
+    def from_release(cls, directory, num_classes: int, *, multi_label: bool = False,
+                     sequence_length: int = ClassificationTask.Options().max_seq_length,
+                     pair: bool | None = None, seed: int = _TRAINING.seed,
+                     dropout_rate: float = TaskOptions().dropout_prob, **kwargs):
+        """The release's encoder under a new head of `num_classes`, and its tokenizer:
+        any release directory the package reads (Google's, albert_zh, Hugging Face,
+        keras-hub presets, a `.keras` file)."""
+        model_class = AlbertMultiLabelClassifier if multi_label else AlbertClassifier
+        model = model_class.from_release(directory, num_labels=num_classes, seed=seed,
+                                         dropout_rate=dropout_rate)
+        kind = "multi_label" if multi_label else "classifier"
+        preprocessor = TextPreprocessor.from_release(
+            directory, kind=kind, sequence_length=sequence_length, pair=pair)
+        return cls(model, preprocessor, seed=seed, **kwargs)
+

@@ -1,0 +1,248 @@
+"""The Keras text models (`albert_tf.text_models`): strings in `fit`, `evaluate` and
+`predict`, the preprocessor equal to the records' Python path, `.keras` files that load
+in a fresh process with their vocabulary, exports that take text, bad input in one
+line. (`fit` ending with `run_classifier.py`'s weights:
+tests/test_keras_native.py::test_fit_on_mrpc_ends_with_the_weights_run_classifier_ends_with.)
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import AlbertPretrainer, names, packing, save_tf1_checkpoint
+from albert_tf.text_models import AlbertTextClassifier, TextInputError, TextPreprocessor
+from albert_tf.tokenization import FullTokenizer
+from tests.helpers.layouts import brightmart_release
+from tests.helpers.paths import REPO, SPM_MODEL
+from tests.helpers.text_cases import ORIGINAL_PIECES
+from tests.helpers.tiny import tiny_config
+
+GOLDEN = [case["text"] for case in ORIGINAL_PIECES["texts"]]
+CHINESE = ["中文句子的分类。", "今天天气很好，我们去公园散步吧！", "他说：“这部电影真好看”",
+           "北京2008年奥运会", "ALBERT 中文模型 albert_zh"]
+WORDS = ["a good film", "a bad film, really bad", "great acting", "awful, boring plot",
+         "i loved it", "i hated it", "wonderful", "terrible"]
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory):
+    """A tiny English release: config, TF1 checkpoint, SentencePiece model."""
+    directory = tmp_path_factory.mktemp("release")
+    config = tiny_config()
+    config.to_json_file(directory / "albert_config.json")
+    save_tf1_checkpoint(AlbertPretrainer(config, seed=1), str(directory / "model.ckpt"))
+    shutil.copy(SPM_MODEL, directory / "30k-clean.model")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def chinese_release(tmp_path_factory):
+    """brightmart's albert_zh fixture as released (WordPiece vocab.txt)."""
+    return brightmart_release(tmp_path_factory.mktemp("zh") / "albert_tiny_zh")
+
+
+def records_inputs(tokenizer: FullTokenizer, texts, sequence_length: int) -> dict:
+    """The records' Python path: `FullTokenizer.encode`, then `packing.pack_batch` (as
+    sentence_records packs), padded to the batch's longest packed text."""
+    rows = [[tokenizer.encode(t) for t in row] for row in texts]
+    packed = packing.pack_batch(rows, sequence_length, cls_id=tokenizer.special_id("[CLS]"),
+                                sep_id=tokenizer.special_id("[SEP]"))
+    longest = int(packed[names.INPUT_MASK].sum(1).max())
+    return {k: v[:, :longest] for k, v in packed.items()}
+
+
+def test_preprocessor_packs_as_the_records_english_and_chinese(release, chinese_release):
+    """The in-graph preprocessor gives the ids, mask and segments of the records' Python
+    path: the original tokenizer's golden texts (their ids are the original
+    tokenization.py's) one by one and in pairs, cut at 24, and Chinese WordPiece
+    text; the golden ids are what the Python path gives."""
+    python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
+    assert [python.encode(t) for t in GOLDEN] == [c["ids"] for c in ORIGINAL_PIECES["texts"]]
+    for rows in ([[t] for t in GOLDEN], list(zip(GOLDEN, GOLDEN[::-1]))):
+        columns = tuple(tf.constant(list(c)) for c in zip(*rows))
+        english = TextPreprocessor.from_release(release, sequence_length=24)
+        got = english(columns if len(columns) == 2 else columns[0])
+        expected = records_inputs(python, rows, 24)
+        assert got[names.INPUT_WORD_IDS].shape == expected[names.INPUT_WORD_IDS].shape
+        for name, value in expected.items():
+            np.testing.assert_array_equal(got[name].numpy(), value, err_msg=name)
+    assert english.pair is True
+    with pytest.raises(TextInputError, match="reads pairs of texts"):
+        english(tf.constant(GOLDEN))
+    chinese = TextPreprocessor.from_release(chinese_release, sequence_length=16)
+    assert chinese.vocabulary_kind == "wordpiece"
+    zh_python = FullTokenizer(vocab_file=str(chinese_release / "vocab.txt"))
+    got = chinese(tf.constant(CHINESE))
+    expected = records_inputs(zh_python, [[t] for t in CHINESE], 16)
+    assert int(expected[names.INPUT_MASK].sum(1).max()) == 16  # a text was cut
+    for name, value in expected.items():
+        np.testing.assert_array_equal(got[name].numpy(), value, err_msg=name)
+
+
+def test_fit_predict_evaluate_on_strings_lists_arrays_and_datasets(release):
+    """fit on a list of strings (more rows than a batch) moves the weights and the loss
+    (that it trains as the script: test_keras_native); predict
+    on a list, a NumPy array, a tf.data batch stream and one string agree; predict is
+    the id model on the records' ids (1e-5); evaluate's accuracy is predict's."""
+    model = AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16,
+                                              learning_rate=5e-3)
+    labels = [i % 2 for i in range(len(WORDS))]
+    texts, y = WORDS * 5, labels * 5
+    before = [w.numpy().copy() for w in model.model.trainable_weights]
+    history = model.fit(texts, y, batch_size=8, epochs=3, verbose=0)
+    assert len(history.history["loss"]) == 3
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert sum(not np.array_equal(b, w.numpy())
+               for b, w in zip(before, model.model.trainable_weights)) > 10
+    logits = model.predict(WORDS, batch_size=3, verbose=0)
+    assert logits.shape == (len(WORDS), 2)
+    np.testing.assert_allclose(model.predict(np.array(WORDS), verbose=0), logits, atol=1e-6)
+    dataset = tf.data.Dataset.from_tensor_slices(WORDS).batch(5)
+    np.testing.assert_allclose(model.predict(dataset, verbose=0), logits, atol=1e-6)
+    np.testing.assert_allclose(model.predict(WORDS[2], verbose=0), logits[2:3], atol=1e-6)
+    python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
+    ids = records_inputs(python, [[t] for t in WORDS], 16)
+    np.testing.assert_allclose(model.model(ids)[names.LOGITS].numpy(), logits, atol=1e-5)
+    result = model.evaluate(WORDS, labels, verbose=0, return_dict=True)
+    assert result["accuracy"] == pytest.approx(np.mean(logits.argmax(1) == labels))
+    with_data = model.evaluate(tf.data.Dataset.from_tensor_slices((WORDS, labels)).batch(3),
+                               verbose=0, return_dict=True)
+    assert with_data["loss"] == pytest.approx(result["loss"], rel=1e-5)
+
+
+def test_keras_own_compile_and_pairs(release):
+    """Keras' usual compile (its loss and "accuracy" on the returned logits) trains on
+    a pair model's (text_a, text_b) tuples; regression and multi-label take their
+    labels, with the task's loss."""
+    model = AlbertTextClassifier.from_release(release, num_classes=3, sequence_length=16)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    a, b = WORDS, WORDS[::-1]
+    history = model.fit((a, b), [0, 1, 2, 0, 1, 2, 0, 1], batch_size=4, epochs=1, verbose=0)
+    assert set(history.history) == {"loss", "accuracy"}
+    assert model.pair and model.predict((a, b), verbose=0).shape == (8, 3)
+    regression = AlbertTextClassifier.from_release(release, num_classes=1,
+                                                   sequence_length=16)
+    regression.fit(WORDS, np.linspace(0, 5, 8), batch_size=4, verbose=0)
+    assert regression.predict(WORDS, verbose=0).shape == (8,)
+    assert regression.task_loss == "regression"
+    several = AlbertTextClassifier.from_release(release, num_classes=3, multi_label=True,
+                                                sequence_length=16)
+    history = several.fit(WORDS, np.eye(3, dtype=int)[[0, 1, 2, 0, 1, 2, 0, 1]],
+                          batch_size=4, verbose=0)
+    assert set(history.history) == {"loss", "accuracy"}
+    assert several.predict(WORDS, verbose=0).shape == (8, 3)
+
+
+def test_bad_input_is_one_line_before_any_step(release):
+    model = AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16)
+    model.predict(WORDS[:2], verbose=0)  # one text per example from now on
+    before = model.optimizer.iterations.numpy()
+    cases = [
+        (([1, 2, 3], [0, 1, 0]), r"x\[0\] is int 1, not a string"),
+        (([["a", "b"], ["c", "d"]], [0, 1]), r"x must be a flat list of strings \(one "
+         r"per example; a pair is a tuple of two lists\), got shape \(2, 2\)"),
+        ((["good", None], [0, 1]), r"x\[1\] is NoneType"),
+        ((np.array([1.5, 2.0]), [0, 1]), r"x\[0\] is float64 1.5, not a string"),
+        ((["good", "  "], [0, 1]), r"x\[1\] is an empty text"),
+        ((["good", "bad"], [0, 2]), r"label 2 of example 1 is outside 0..1"),
+        ((["good", "bad"], [0]), r"2 texts and 1 labels"),
+        ((["good", "bad"], ["pos", "neg"]), r"labels must be one integer class"),
+        (((["good"], ["bad"]), [0]), r"reads one text per example; it was given pairs"),
+    ]
+    for (x, y), message in cases:
+        with pytest.raises(TextInputError, match=message) as raised:
+            model.fit(x, y, verbose=0)
+        assert "\n" not in str(raised.value)
+    assert model.optimizer.iterations.numpy() == before
+    pair = AlbertTextClassifier.from_release(release, num_classes=2, pair=True,
+                                             sequence_length=16)
+    with pytest.raises(TextInputError, match="reads pairs of texts"):
+        pair.predict(["one text"], verbose=0)
+    unseen = AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16)
+    with pytest.raises(TextInputError, match="fit or predict it first"):
+        unseen.export("never-written")
+
+
+FRESH = """
+import json, sys
+import numpy as np
+import albert_tf, keras
+model = keras.models.load_model(sys.argv[1])
+print(json.dumps({"logits": model.predict(json.loads(sys.argv[2]), verbose=0).tolist(),
+                  "class": type(model).__name__, "pair": model.pair,
+                  "kind": model.preprocessor.vocabulary_kind}))
+"""
+
+
+def test_keras_file_loads_in_a_fresh_process_with_its_vocabulary(release, chinese_release,
+                                                                    tmp_path):
+    """`.keras` holds the tokenizer file as an asset: `import albert_tf` and
+    `keras.models.load_model` in a new process (the release gone) give the same
+    logits, English SentencePiece and Chinese WordPiece; a model whose asset is gone
+    refuses its first use in one line."""
+    import zipfile
+
+    for directory, texts in ((release, WORDS[:3]), (chinese_release, CHINESE[:3])):
+        copy = tmp_path / directory.name
+        shutil.copytree(directory, copy)
+        model = AlbertTextClassifier.from_release(copy, num_classes=2, sequence_length=16)
+        expected = model.predict(texts, verbose=0)
+        path = tmp_path / f"{directory.name}.keras"
+        model.save(path)
+        shutil.rmtree(copy)
+        result = subprocess.run([sys.executable, "-c", FRESH, str(path), json.dumps(texts)],
+                                capture_output=True, text=True, cwd=REPO)
+        assert result.returncode == 0, result.stderr[-2000:]
+        got = json.loads(result.stdout.strip().splitlines()[-1])
+        assert got["class"] == "AlbertTextClassifier" and got["pair"] is False
+        np.testing.assert_allclose(got["logits"], expected, atol=1e-6)
+    kind = got["kind"]
+    assert kind == "wordpiece"
+    stripped = tmp_path / "stripped.keras"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(stripped, "w") as target:
+        for item in source.infolist():
+            if not item.filename.startswith("assets/"):
+                target.writestr(item, source.read(item.filename))
+    loaded = keras.models.load_model(stripped)  # Keras loads no assets where none are
+    for use in (lambda: loaded.predict(CHINESE), lambda: loaded.fit(CHINESE, [0] * 5),
+                lambda: loaded.export(str(tmp_path / "never"))):
+        with pytest.raises(TextInputError, match=r"has no vocabulary \(vocab.txt\): a "
+                           r"\.keras file saved without its assets/") as raised:
+            use()
+        assert "\n" not in str(raised.value)
+    assert not (tmp_path / "never").exists()
+
+
+def test_exports_take_text_and_answer_as_predict(release, tmp_path):
+    """`export(format="tf_saved_model")`: `serve` on raw strings (a pair model: text_a,
+    text_b) returns predict's logits; `format="litert"`: the file's `serve_text` too
+    (1e-5)."""
+    model = AlbertTextClassifier.from_release(release, num_classes=2, pair=True,
+                                              sequence_length=16)
+    a, b = WORDS[:5], WORDS[3:]
+    expected = model.predict((a, b), verbose=0)
+    model.export(tmp_path / "saved")
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    got = loaded.serve(tf.constant(a), tf.constant(b)).numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-5)
+    signature = loaded.signatures["serving_default"]
+    assert sorted(signature.structured_input_signature[1]) == ["text_a", "text_b"]
+    pytest.importorskip("ai_edge_litert")
+    from albert_tf.export import tflite_interpreter
+
+    model.export(str(tmp_path / "model.tflite"), format="litert")
+    runner = tflite_interpreter(str(tmp_path / "model.tflite")).get_signature_runner(
+        "serve_text")
+    for i in range(len(a)):  # one request per text pair
+        out = runner(text_a=np.array([a[i]]), text_b=np.array([b[i]]))
+        np.testing.assert_allclose(out[names.LOGITS][0], expected[i], atol=1e-5)

@@ -1,6 +1,6 @@
 """What a run read (`albert_tf.data.report`): skips grouped by reason with their first
 places, the skip limit as a fraction or a count, the labels kept checked against the
-model's, data_report.json."""
+model's, what --max_seq_length cut of the texts, data_report.json."""
 
 import json
 
@@ -13,7 +13,10 @@ from albert_tf.data.report import (
     SkipLog,
     TooManySkipped,
     case_variants,
+    counting_truncation,
+    truncation_counter,
 )
+from tests.helpers.scripts import FIXTURES, SPM
 
 
 def test_the_limit_is_a_fraction_or_a_count():
@@ -103,3 +106,76 @@ def test_labels_that_differ_only_in_case_or_spaces():
                           "B-PER", "b-per", "I-PER"]) == [
         ["A b", "a  b"], ["B-PER", "b-per"], ["NEG ", "neg"], ["Positive", "positive"]]
     assert case_variants(["joy", "anger", "B-LOC", "I-LOC"]) == []
+
+
+# --------------------------------------------------------------- the texts cut
+@pytest.fixture(scope="module")
+def tokenizer():
+    from albert_tf.tokenization import FullTokenizer
+
+    return FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+
+
+def test_the_sentence_records_count_what_max_seq_length_cuts(tokenizer):
+    """Each example packed while records are written counts: cut or not, the pieces
+    the packing rules drop (a single text keeps max_seq_length - 2, a pair is cut
+    longest-first to max_seq_length - 3), the positions the longest takes whole."""
+    from albert_tf.data.sentence_records import (
+        InputExample,
+        convert_single_example,
+        pack_pair,
+    )
+    from albert_tf.tokenization import FullTokenizer
+
+    task = _sentence_task()
+    assert truncation_counter() is None
+    with counting_truncation() as counted:
+        assert truncation_counter() is counted
+        for text_a, text_b in (("good " * 20, None),     # 20 pieces: 6 dropped, 22 whole
+                               ("good " * 14, None),     # 14 + [CLS] [SEP]: whole
+                               ("good " * 10, "bad " * 10),  # 7 dropped (to 7 + 6), 23
+                               ("a good film", "")):     # an empty B is no B
+            convert_single_example(InputExample("x", text_a, text_b, "pos"), task, 16,
+                                   tokenizer)
+    assert counted.to_json() == {"max_seq_length": 16, "examples": 4, "examples_cut": 2,
+                                 "pieces_dropped": 13, "longest": 23}
+    assert counted.share == 0.5
+    pack_pair([5] * 40, None, 16, tokenizer)  # no records being written: not counted
+    assert counted.examples == 4 and truncation_counter() is None
+
+    # Chinese WordPiece: a piece a character, counted the same way
+    chinese = FullTokenizer(vocab_file=str(FIXTURES / "ner" / "vocab_chinese.txt"),
+                            do_lower_case=True)
+    with counting_truncation() as counted:
+        for text in ("今天天气很好我们去公园散步吧" * 2, "北京欢迎你"):  # 28 and 5 pieces
+            convert_single_example(InputExample("z", text, None, "pos"), task, 16,
+                                   chinese)
+    assert counted.to_json() == {"max_seq_length": 16, "examples": 2, "examples_cut": 1,
+                                 "pieces_dropped": 14, "longest": 30}
+
+
+def _sentence_task():
+    from albert_tf.data.sentence_records import SentenceTask
+
+    return SentenceTask("reviews", ("neg", "pos"), "eval_accuracy", False, True)
+
+
+def test_the_choice_records_count_an_example_once_however_many_choices(tokenizer):
+    """A question is cut when any of its choices' article is (an option longer than
+    --max_qa_length keeps its last pieces by a limit of its own: not counted); its
+    pieces dropped are the most any choice drops (the article each choice reads is one
+    text), its length its longest choice's whole (the option at most max_qa_length)."""
+    from albert_tf.data.choice_records import ChoiceExample, convert_single_example
+
+    with counting_truncation() as counted:
+        # budget 16 - 3 = 13: "good good" keeps the article's first 11 of 20 (9 dropped);
+        # 10 pieces keep their last 8 and the article 5 (15 dropped): 20 + 8 + 3 whole
+        convert_single_example(ChoiceExample("a", "good " * 20, ["good good", "good " * 10],
+                                             0), 16, 8, tokenizer)
+        convert_single_example(ChoiceExample("b", "a good film", ["good", "bad"], 0), 16, 8,
+                               tokenizer)
+        # options of 10 cut to 8 and an article that fits beside them: not cut
+        convert_single_example(ChoiceExample("c", "good " * 5, ["good " * 10] * 2, 0), 16,
+                               8, tokenizer)
+    assert counted.to_json() == {"max_seq_length": 16, "examples": 3, "examples_cut": 1,
+                                 "pieces_dropped": 15, "longest": 31}

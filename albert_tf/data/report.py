@@ -16,6 +16,12 @@ Used on their own (from Python), the readers log their grouped warnings themselv
 Labels that differ only in case or spaces (`Positive`, `positive`, `positive `) are
 different classes to a model: they are kept apart, as the files have them, and a
 warning names them (`case_variants`), for the files to be fixed where they are one.
+
+What `--max_seq_length` cuts of a split's texts is counted as its records are written
+(`counting_truncation`, around a conversion: `albert_tf.data.cache`): the records of
+sentence and multiple-choice tasks count each example they pack (`Truncation`, with the
+lengths the rules of `albert_tf.packing` keep), and the count is kept beside the cached
+records. SQuAD's and NER's windows read long texts whole: nothing of theirs is counted.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ import re
 
 from absl import logging
 
-from albert_tf import fileio
+from albert_tf import fileio, packing
 from albert_tf.data.errors import DataError
 
 REPORT_FILE = "data_report.json"
@@ -176,6 +182,80 @@ def _sorted(counter) -> dict:
 # The logs of the split being read (`DataReport.reading`), else None.
 _COLLECTOR: contextvars.ContextVar[list | None] = contextvars.ContextVar(
     "albert_tf_skip_logs", default=None)
+
+
+# ------------------------------------------------------------------ the texts cut
+@dataclasses.dataclass
+class Truncation:
+    """What `--max_seq_length` cuts of a split's examples, as their records pack them:
+    the examples counted, those it cuts (pieces of their text dropped by the rules of
+    `albert_tf.packing`), the pieces dropped in all, and the positions the longest
+    example takes whole (`packing.whole_length`: `[CLS]`, its pieces, a `[SEP]` after
+    each segment; a `--max_seq_length` of at least that cuts none of it)."""
+
+    max_seq_length: int = 0
+    examples: int = 0
+    examples_cut: int = 0
+    pieces_dropped: int = 0
+    longest: int = 0
+
+    def add(self, max_seq_length: int, sequences) -> None:
+        """One example, packed as `sequences`: (its segments' lengths, the lengths the
+        packing rule keeps of them) for each sequence of it (one for a text or a pair,
+        one a choice). It is cut where any sequence is; its pieces dropped are the most
+        any sequence drops (every choice reads the same context: the end they drop
+        counts once); its length, its longest sequence's whole."""
+        sequences = list(sequences)
+        dropped = int(max(sum(lengths) - sum(kept) for lengths, kept in sequences))
+        self.max_seq_length = int(max_seq_length)
+        self.examples += 1
+        self.examples_cut += int(dropped > 0)
+        self.pieces_dropped += dropped
+        self.longest = max(self.longest, *(packing.whole_length(lengths)
+                                           for lengths, _ in sequences))
+
+    @property
+    def share(self) -> float:
+        """The share of the examples cut."""
+        return self.examples_cut / self.examples if self.examples else 0.0
+
+    def describe(self) -> str:
+        """`5 of 40 example(s) cut (12.5%), 230 piece(s) dropped; the longest takes 150
+        positions whole`."""
+        cut = f"{self.examples_cut} of {self.examples} example(s) cut"
+        if self.examples_cut:
+            cut += (f" ({self.share:.1%}), {self.pieces_dropped} piece(s) dropped")
+        return f"{cut}; the longest takes {self.longest} positions whole"
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, value: dict) -> "Truncation":
+        return cls(**{f.name: int(value.get(f.name, 0)) for f in dataclasses.fields(cls)})
+
+
+# The count of the records being written (`counting_truncation`), else None.
+_TRUNCATION: contextvars.ContextVar[Truncation | None] = contextvars.ContextVar(
+    "albert_tf_truncation", default=None)
+
+
+@contextlib.contextmanager
+def counting_truncation():
+    """Counts the examples packed inside the block (`truncation_counter`) in the
+    `Truncation` it yields."""
+    counted = Truncation()
+    token = _TRUNCATION.set(counted)
+    try:
+        yield counted
+    finally:
+        _TRUNCATION.reset(token)
+
+
+def truncation_counter() -> Truncation | None:
+    """The `Truncation` that counts the examples being packed (`counting_truncation`),
+    or None: a record writer adds each example to it (`Truncation.add`)."""
+    return _TRUNCATION.get()
 
 
 # ----------------------------------------------------------------------- the limit

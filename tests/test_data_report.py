@@ -12,6 +12,7 @@ from albert_tf.data.report import (
     SkipLimit,
     SkipLog,
     TooManySkipped,
+    Truncation,
     case_variants,
     counting_truncation,
     truncation_counter,
@@ -179,3 +180,91 @@ def test_the_choice_records_count_an_example_once_however_many_choices(tokenizer
                                8, tokenizer)
     assert counted.to_json() == {"max_seq_length": 16, "examples": 3, "examples_cut": 1,
                                  "pieces_dropped": 15, "longest": 31}
+
+
+LONG_TEXT_WARNING = (
+    "the train split: 6 of 40 example(s) (15.0%) are longer than --max_seq_length=16 and "
+    "are cut, 96 piece(s) dropped in all (the longest takes 32 positions whole); the model "
+    "never reads what is cut, in training, evaluation, prediction or serving. To read them "
+    "whole, raise --max_seq_length (up to the model's max_position_embeddings, 512 in the "
+    "released models).")
+
+
+def test_a_split_cut_by_more_than_a_few_percent_is_warned_of(caplog):
+    report = DataReport()
+    for split in ("train", "dev", "test"):
+        with report.reading(split):
+            log = SkipLog(f"{split} row", f"{split}.csv")
+            log.keep("pos")
+    report.truncated = {"train": Truncation(16, 40, 6, 96, 32),
+                        "dev": Truncation(16, 40, 2, 10, 20),  # 5%: no more than a few
+                        "test": Truncation(16, 3, 0, 0, 12)}
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        report.check_truncation()
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        LONG_TEXT_WARNING]
+    assert report.truncation_summary() == (
+        "the texts cut by --max_seq_length=16:\n"
+        "  train: 6 of 40 example(s) cut (15.0%), 96 piece(s) dropped; the longest takes "
+        "32 positions whole\n"
+        "  dev: 2 of 40 example(s) cut (5.0%), 10 piece(s) dropped; the longest takes 20 "
+        "positions whole\n"
+        "  test: 0 of 3 example(s) cut; the longest takes 12 positions whole")
+    assert report.summary().endswith(report.truncation_summary())
+    written = report.to_json()["splits"]
+    assert written["train"]["truncated"] == {"max_seq_length": 16, "examples": 40,
+                                             "examples_cut": 6, "pieces_dropped": 96,
+                                             "longest": 32}
+    assert written["test"]["truncated"]["examples_cut"] == 0
+    assert "truncated" not in DataReport().to_json()["splits"].get("train", {})
+
+
+def _write_reviews(path, count, long_rows, words):
+    """A CSV of `count` short reviews (3 pieces each), those at `long_rows` `words`
+    pieces long instead."""
+    rows = ["text,label"]
+    for i in range(count):
+        label = "pos" if i % 2 else "neg"
+        text = "good " * words if i in long_rows else f"a {'good' if i % 2 else 'bad'} film"
+        rows.append(f"{text.strip()},{label}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_a_run_reports_the_texts_cut_and_a_cached_rerun_does_too(tmp_path, caplog):
+    """run_classifier.py's read and convert stages on a CSV split of 40 rows (five
+    batches of 8), six of them 30 pieces long at --max_seq_length=16: data_report.json
+    counts them, the run warns; dev cuts one of 30 (3.3%), reported, not warned of. A
+    second run on the cached records (another output directory) reports the same."""
+    from albert_tf.apps import driver, session
+    from tests.helpers.tiny import write_tiny_config
+
+    options = {"task_name": "classification", "text_a_field": "text", "label_field": "label",
+               "train_file": str(_write_reviews(tmp_path / "train.csv", 40,
+                                                {3, 9, 15, 21, 27, 33}, 30)),
+               "dev_file": str(_write_reviews(tmp_path / "dev.csv", 30, {7}, 20)),
+               "spm_model_file": SPM, "albert_config_file": str(write_tiny_config(tmp_path)),
+               "max_seq_length": 16, "train_batch_size": 8, "eval_batch_size": 8,
+               "do_train": True, "do_eval": True, "cached_dir": str(tmp_path / "cache")}
+    expected = {"train": {"max_seq_length": 16, "examples": 40, "examples_cut": 6,
+                          "pieces_dropped": 6 * (30 - 14), "longest": 32},
+                "dev": {"max_seq_length": 16, "examples": 30, "examples_cut": 1,
+                        "pieces_dropped": 20 - 14, "longest": 22}}
+    for run, reused in (("first", False), ("again", True)):
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            state = driver.read("classification", {**options,
+                                                   "output_dir": str(tmp_path / run)})
+            state.context = session.setup(state.options)
+            driver.convert(state)
+        assert {split: r.reused for split, r in state.records.items()} == {
+            "train": reused, "dev": reused}
+        report = json.loads((tmp_path / run / "data_report.json").read_text())
+        assert {split: report["splits"][split]["truncated"] for split in expected} == \
+            expected, run
+        assert [r.getMessage() for r in caplog.records
+                if "--max_seq_length" in r.getMessage()] == [LONG_TEXT_WARNING], run
+    info = json.loads((tmp_path / "cache" / "classification_train.tf_record.meta.json"
+                       ).read_text())
+    assert info["truncated"] == expected["train"] and "truncated" not in info["settings"]

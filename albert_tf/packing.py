@@ -120,10 +120,16 @@ def kept_lengths(lengths: Sequence, max_seq_length: int) -> list:
     return list(pair_lengths(lengths[0], lengths[1], segment_budget(max_seq_length)))
 
 
+def whole_length(lengths: Sequence):
+    """The packed length of segments of `lengths` uncut: `[CLS]`, their pieces and a
+    `[SEP]` after each (the least `max_seq_length` that cuts none of them)."""
+    return sum(lengths) + len(lengths) + 1
+
+
 def packed_length(lengths: Sequence, max_seq_length: int):
     """The packed sequence's length for segments of `lengths`: what they keep, `[CLS]`,
     and a `[SEP]` after each (for sorting or bucketing texts before packing them)."""
-    return sum(kept_lengths(lengths, max_seq_length)) + len(lengths) + 1
+    return whole_length(kept_lengths(lengths, max_seq_length))
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:

@@ -349,6 +349,9 @@ def test_cache_is_reused_and_invalidated(tmp_path, tokenizer):
 
     again = glue.cached_glue_records("mrpc", "dev", data, cache, tokenizer, 32)
     assert again.reused and again.num_examples == 3
+    # what max_seq_length cut, counted as the records were written, comes back with them
+    assert first.truncated.examples == 3 and info["truncated"] == first.truncated.to_json()
+    assert again.truncated == first.truncated
     assert os.stat(first.path).st_mtime_ns == stamp
 
     # Another max_seq_length, another lowercasing, changed data: converted again.

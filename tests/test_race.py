@@ -203,3 +203,25 @@ def test_cache_reuse_and_invalidation(tmp_path, tokenizer):
     assert sorted(os.listdir(cache)) == [
         "race_eval.tf_record", "race_eval.tf_record.meta.json",
         "race_high_eval.tf_record", "race_high_eval.tf_record.meta.json"]
+
+
+def test_the_cache_keeps_what_max_seq_length_cut(tmp_path, tokenizer, caplog):
+    """The dev articles of 13, 18 and 18 pieces beside options cut to 8: at
+    max_seq_length 24 (21 pieces for both) the two of 18 lose 5 each; the count is kept
+    beside the records and comes back with them."""
+    first = race.cached_race_records("dev", RACE_ROOT, tmp_path, tokenizer, 24, 8)
+    expected = {"max_seq_length": 24, "examples": 3, "examples_cut": 2,
+                "pieces_dropped": 10, "longest": 18 + 8 + 3}
+    assert not first.reused and first.truncated.to_json() == expected
+    again = race.cached_race_records("dev", RACE_ROOT, tmp_path, tokenizer, 24, 8)
+    assert again.reused and again.truncated.to_json() == expected
+    # records cached before the count was kept: reused as they are, the count unknown
+    meta = tmp_path / "race_eval.tf_record.meta.json"
+    info = json.loads(meta.read_text())
+    del info["truncated"]
+    meta.write_text(json.dumps(info))
+    with caplog.at_level(logging.INFO):
+        old = race.cached_race_records("dev", RACE_ROOT, tmp_path, tokenizer, 24, 8)
+    assert old.reused and old.truncated is None
+    assert any("was written before the texts --max_seq_length cuts were counted: none "
+               "are reported for it" in r.getMessage() for r in caplog.records)

@@ -295,6 +295,9 @@ def test_multiple_choice_jsonl_with_five_choices(tmp_path, config_file):
             "skipped": {"unknown label": {"count": 1, "first": [
                 f"{path}:3: answer 7 is neither a choice nor a choice's index"]}},
             "labels": {"0": 2},
+            # (the longest: "where is the cat? on the mat" after the article's 7 pieces)
+            "truncated": {"max_seq_length": 32, "examples": 2, "examples_cut": 0,
+                          "pieces_dropped": 0, "longest": 7 + 8 + 3},
             "files": [{"path": path, "unit": "line", "rows_read": 3, "rows_kept": 2,
                        "rows_skipped": 1, "skipped": {"unknown label": {"count": 1, "first": [
                            f"{path}:3: answer 7 is neither a choice nor a choice's index"]}},

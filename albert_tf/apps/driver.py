@@ -10,9 +10,10 @@ training split's) and every split read, each row whole or skipped, checked again
 and their options: all before anything is written), then the strategy, seeds and
 output directory (`session.setup`); `build` (the model, started from its weights and by
 the extensions, and the task's metric checked on the first dev batch); `convert`
-(labels.txt, data_report.json, each split's records converted once and cached beside
-what made them); `train` (the optimizer, the objective and the training records as the
-extensions make them, checkpoints and exact resume); `evaluate` (every kept checkpoint
+(labels.txt, each split's records converted once and cached beside what made them,
+what --max_seq_length cut of each split's texts, data_report.json); `train` (the
+optimizer, the objective and the training records as the extensions make them,
+checkpoints and exact resume); `evaluate` (every kept checkpoint
 on dev, the best by the task's metric and `metric_goal` kept as `model.ckpt-best`);
 `predict_test` (the test split, with the best); `export` (--export_dir,
 --export_tflite, --export_hf_dir). A run stopped before training removes the output
@@ -321,17 +322,35 @@ def build(state: Run) -> None:
 
 
 def convert(state: Run) -> None:
-    """The data and the task known good: labels.txt, the model files and
-    data_report.json written, and each split's records converted once (cached)."""
+    """The data and the task known good: labels.txt and the model files written, each
+    split's records converted once (cached; `convert_records`), and data_report.json
+    written."""
     task, options, output_dir = state.task, state.options, state.output_dir
     if task.data.has_labels:
         save_labels(options, output_dir, task.labels)
     if distribute.is_chief(state.strategy):
         save_model_files(options, output_dir, state.context.config)
+    state.records = convert_records(task, state.data, state.files, state.cache_dir,
+                                    state.report)
+    if distribute.is_chief(state.strategy):
         logging.info("what was read: %s", state.report.write(output_dir))
-    state.records = {split: task.data.cached_records(split, state.data[split], paths,
-                                                     state.cache_dir)
-                     for split, paths in state.files.items()}
+
+
+def convert_records(task, data, files, cache_dir, report: DataReport, splits=None
+                    ) -> dict:
+    """Each split's records (of `splits`, by default every split of `files`) converted
+    once and cached under `cache_dir`, as `albert_tf.data.cache.CachedRecords` by split;
+    what --max_seq_length cut of each split's texts (counted as its records were
+    written, kept with them) added to `report`, printed, and warned of where it is
+    more than a few percent of a split (`DataReport.check_truncation`)."""
+    converted = {split: task.data.cached_records(split, data[split], files[split],
+                                                 cache_dir)
+                 for split in (files if splits is None else splits)}
+    for split, records in converted.items():
+        if records.truncated is not None:
+            report.truncated[split] = records.truncated
+    report.check_truncation()
+    return converted
 
 
 def train(state: Run) -> None:
@@ -462,13 +481,12 @@ def keras_data(task, options, splits=("train", "dev")) -> KerasData:
     the first is the run's (fit's, unless the split was iterated before). Pair them with
     `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
     with logged_as_a_script():
-        task, options, config, files, _, data = read_task(resolve_task(task, options),
-                                                          options)
+        task, options, config, files, report, data = read_task(
+            resolve_task(task, options), options)
     session.seed_and_precision(options)  # as the scripts: the same order of batches
     cache_dir = options.cached_dir or options.output_dir
-    converted = {split: task.data.cached_records(split, data[split], files[split],
-                                                 cache_dir)
-                 for split in splits if split in files}
+    converted = convert_records(task, data, files, cache_dir, report,
+                                [split for split in splits if split in files])
     steps, warmup = task.data.train_steps(converted["train"].num_examples
                                      if "train" in converted else None)
     inputs = task.serving_kind.input_names

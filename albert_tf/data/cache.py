@@ -5,6 +5,11 @@ settings that shaped it (source files and their SHA-256, lengths, the tokenizer'
 and `do_lower_case`, a format version). Both are written under temporary names and
 renamed; the settings file is written last, so an interrupted conversion never leaves a
 file that looks valid. Never pickle.
+
+Beside the settings, the settings file keeps what the conversion counted: the examples,
+the bad rows left out, and what `--max_seq_length` cut of the texts
+(`albert_tf.data.report.Truncation`), so that a run on cached records reports what the
+run that wrote them did. They are no settings: a file without them is used as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Callable
 
 import tensorflow as tf
 from absl import logging
+
+from albert_tf.data.report import Truncation, counting_truncation
 
 # Re-exported: the data modules, the metrics and the apps import them from here.
 from albert_tf.fileio import (  # noqa: F401
@@ -39,6 +46,9 @@ class CachedRecords:
     num_examples: int
     num_skipped: int     # bad rows left out of it
     reused: bool         # True when an existing, matching file was used
+    # What --max_seq_length cut of the examples' texts; None where no record writer
+    # counted it (SQuAD's and NER's windows cut no text, records cached before it was)
+    truncated: Truncation | None = None
 
 
 def file_sha256(path: str) -> str:
@@ -88,7 +98,8 @@ def changed_settings(new: dict, old: dict) -> list[str]:
 def cached_conversion(path: str, settings: dict,
                       convert: Callable[[str], tuple[int, int]]) -> CachedRecords:
     """Reuses `path` when `<path>.meta.json` holds exactly `settings`; otherwise runs
-    `convert(path) -> (num_examples, num_skipped)` and stores the settings.
+    `convert(path) -> (num_examples, num_skipped)` and stores the settings, with what
+    it counted (the texts cut: `albert_tf.data.report.counting_truncation`).
 
     The settings file is removed before converting and written only after the records
     are complete, so an interrupted run never leaves a file that looks valid.
@@ -96,7 +107,13 @@ def cached_conversion(path: str, settings: dict,
     info = read_cache_info(path)
     if info is not None and info.get("settings") == settings:
         logging.info("using cached records %s (%d examples)", path, info["num_examples"])
-        return CachedRecords(path, info["num_examples"], info.get("num_skipped", 0), True)
+        if "truncated" not in info:
+            logging.info("%s was written before the texts --max_seq_length cuts were "
+                         "counted: none are reported for it (remove it to count them)",
+                         path)
+        truncated = info.get("truncated")
+        return CachedRecords(path, info["num_examples"], info.get("num_skipped", 0), True,
+                             Truncation.from_json(truncated) if truncated else None)
     if info is not None:
         changed = changed_settings(settings, info.get("settings", {}))
         logging.info("re-converting %s: settings changed (%s)", path, ", ".join(changed))
@@ -104,7 +121,10 @@ def cached_conversion(path: str, settings: dict,
         logging.warning("re-converting %s: no settings file %s%s beside it", path, path,
                         META_SUFFIX)
     remove_if_exists(path + META_SUFFIX)
-    num_examples, num_skipped = convert(path)
+    with counting_truncation() as truncated:
+        num_examples, num_skipped = convert(path)
+    truncated = truncated if truncated.examples else None
     write_cache_info(path, {"settings": settings, "num_examples": num_examples,
-                            "num_skipped": num_skipped})
-    return CachedRecords(path, num_examples, num_skipped, False)
+                            "num_skipped": num_skipped,
+                            "truncated": truncated.to_json() if truncated else None})
+    return CachedRecords(path, num_examples, num_skipped, False, truncated)

@@ -21,7 +21,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from albert_tf import names, packing
-from albert_tf.data import records
+from albert_tf.data import records, report
 from albert_tf.data.errors import DataError
 from albert_tf.data.records import InputFeatures
 from albert_tf.tokenization import CLS, SEP
@@ -62,7 +62,8 @@ def check_lengths(max_seq_length: int, max_qa_length: int) -> None:
 def convert_single_example(example: ChoiceExample, max_seq_length: int, max_qa_length: int,
                            tokenizer, num_choices: int = DEFAULT_NUM_CHOICES) -> InputFeatures:
     """`num_choices` `[CLS] context [SEP] ending [SEP]` sequences, each of
-    `max_seq_length` (see the module's docstring)."""
+    `max_seq_length` (see the module's docstring). Counted where records are being
+    written (`albert_tf.data.report.truncation_counter`)."""
     check_lengths(max_seq_length, max_qa_length)
     if not 1 <= len(example.endings) <= num_choices:
         raise ChoiceDataError(f"example {example.example_id} has {len(example.endings)} "
@@ -70,10 +71,14 @@ def convert_single_example(example: ChoiceExample, max_seq_length: int, max_qa_l
     context = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(example.context))
     cls_id, sep_id = tokenizer.special_id(CLS), tokenizer.special_id(SEP)
     sequences = {name: [] for name in names.RECORD_SEQUENCES}  # [num_choices][S] each
+    # (whole, kept) of each choice's context and option, as --max_seq_length cuts them:
+    # the context (the option's cut to its last max_qa_length is its own limit's)
+    lengths = []
     for ending in example.endings:
         option = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(ending))
         context_length, option_length = packing.choice_lengths(
             len(context), len(option), max_seq_length, max_qa_length)
+        lengths.append(((len(context), option_length), (context_length, option_length)))
         packed = names.to_record_features(packing.pack(
             [context[:context_length], option[len(option) - option_length:]],
             max_seq_length, cls_id=cls_id, sep_id=sep_id))
@@ -81,6 +86,9 @@ def convert_single_example(example: ChoiceExample, max_seq_length: int, max_qa_l
             choices.append(packed[name].tolist())
     for choices in sequences.values():
         choices += [[0] * max_seq_length] * (num_choices - len(example.endings))
+    counter = report.truncation_counter()
+    if counter is not None:
+        counter.add(max_seq_length, lengths)
     return InputFeatures(*(sequences[n] for n in names.RECORD_SEQUENCES), example.label)
 
 

@@ -16,6 +16,15 @@ Used on their own (from Python), the readers log their grouped warnings themselv
 Labels that differ only in case or spaces (`Positive`, `positive`, `positive `) are
 different classes to a model: they are kept apart, as the files have them, and a
 warning names them (`case_variants`), for the files to be fixed where they are one.
+
+What `--max_seq_length` cuts of a split's texts is counted as its records are written
+(`counting_truncation`, around a conversion: `albert_tf.data.cache`): the records of
+sentence and multiple-choice tasks count each example they pack (`Truncation`, with the
+lengths the rules of `albert_tf.packing` keep), the count is kept beside the cached
+records, and the run adds it to its report (`DataReport.truncated`), printing it and
+warning of each split with more than `TRUNCATION_WARNING_SHARE` of its examples cut
+(`long_text_warning`). SQuAD's and NER's windows read long texts whole: nothing of
+theirs is counted.
 """
 
 from __future__ import annotations
@@ -30,12 +39,18 @@ import re
 
 from absl import logging
 
-from albert_tf import fileio
+from albert_tf import fileio, packing
 from albert_tf.data.errors import DataError
 
 REPORT_FILE = "data_report.json"
 FIRST_PLACES = 5  # the places kept (and printed) of each reason
 DEFAULT_MAX_SKIPPED = "0.01"
+# A split with more than this share of its examples cut by --max_seq_length is warned of
+# (a few percent: the texts a model never reads whole are then no rare exception).
+TRUNCATION_WARNING_SHARE = 0.05
+# What reads the cut texts whole, as the warning says it (`long_text_warning`).
+LONG_TEXT_ADVICE = ("To read them whole, raise --max_seq_length (up to the model's "
+                    "max_position_embeddings, 512 in the released models).")
 
 
 class TooManySkipped(DataError):
@@ -178,6 +193,91 @@ _COLLECTOR: contextvars.ContextVar[list | None] = contextvars.ContextVar(
     "albert_tf_skip_logs", default=None)
 
 
+# ------------------------------------------------------------------ the texts cut
+@dataclasses.dataclass
+class Truncation:
+    """What `--max_seq_length` cuts of a split's examples, as their records pack them:
+    the examples counted, those it cuts (pieces of their text dropped by the rules of
+    `albert_tf.packing`), the pieces dropped in all, and the positions the longest
+    example takes whole (`packing.whole_length`: `[CLS]`, its pieces, a `[SEP]` after
+    each segment; a `--max_seq_length` of at least that cuts none of it)."""
+
+    max_seq_length: int = 0
+    examples: int = 0
+    examples_cut: int = 0
+    pieces_dropped: int = 0
+    longest: int = 0
+
+    def add(self, max_seq_length: int, sequences) -> None:
+        """One example, packed as `sequences`: (its segments' lengths, the lengths the
+        packing rule keeps of them) for each sequence of it (one for a text or a pair,
+        one a choice). It is cut where any sequence is; its pieces dropped are the most
+        any sequence drops (every choice reads the same context: the end they drop
+        counts once); its length, its longest sequence's whole."""
+        sequences = list(sequences)
+        dropped = int(max(sum(lengths) - sum(kept) for lengths, kept in sequences))
+        self.max_seq_length = int(max_seq_length)
+        self.examples += 1
+        self.examples_cut += int(dropped > 0)
+        self.pieces_dropped += dropped
+        self.longest = max(self.longest, *(packing.whole_length(lengths)
+                                           for lengths, _ in sequences))
+
+    @property
+    def share(self) -> float:
+        """The share of the examples cut."""
+        return self.examples_cut / self.examples if self.examples else 0.0
+
+    def describe(self) -> str:
+        """`5 of 40 example(s) cut (12.5%), 230 piece(s) dropped; the longest takes 150
+        positions whole`."""
+        cut = f"{self.examples_cut} of {self.examples} example(s) cut"
+        if self.examples_cut:
+            cut += (f" ({self.share:.1%}), {self.pieces_dropped} piece(s) dropped")
+        return f"{cut}; the longest takes {self.longest} positions whole"
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, value: dict) -> "Truncation":
+        return cls(**{f.name: int(value.get(f.name, 0)) for f in dataclasses.fields(cls)})
+
+
+def long_text_warning(name: str, truncation: Truncation) -> str:
+    """The warning of a split (`name`: "the train split") that `--max_seq_length` cuts
+    too much of: how much, and what reads its texts whole (`LONG_TEXT_ADVICE`)."""
+    t = truncation
+    return (f"{name}: {t.examples_cut} of {t.examples} example(s) ({t.share:.1%}) are "
+            f"longer than --max_seq_length={t.max_seq_length} and are cut, "
+            f"{t.pieces_dropped} piece(s) dropped in all (the longest takes {t.longest} "
+            f"positions whole); the model never reads what is cut, in training, "
+            f"evaluation, prediction or serving. {LONG_TEXT_ADVICE}")
+
+
+# The count of the records being written (`counting_truncation`), else None.
+_TRUNCATION: contextvars.ContextVar[Truncation | None] = contextvars.ContextVar(
+    "albert_tf_truncation", default=None)
+
+
+@contextlib.contextmanager
+def counting_truncation():
+    """Counts the examples packed inside the block (`truncation_counter`) in the
+    `Truncation` it yields."""
+    counted = Truncation()
+    token = _TRUNCATION.set(counted)
+    try:
+        yield counted
+    finally:
+        _TRUNCATION.reset(token)
+
+
+def truncation_counter() -> Truncation | None:
+    """The `Truncation` that counts the examples being packed (`counting_truncation`),
+    or None: a record writer adds each example to it (`Truncation.add`)."""
+    return _TRUNCATION.get()
+
+
 # ----------------------------------------------------------------------- the limit
 @dataclasses.dataclass(frozen=True)
 class SkipLimit:
@@ -226,6 +326,8 @@ class DataReport:
         self.splits: dict[str, list[SkipLog]] = {}
         self.examples: dict[str, int] = {}
         self.names: dict[str, str] = {}
+        # split -> what --max_seq_length cut of it, once its records are written
+        self.truncated: dict[str, Truncation] = {}
 
     @contextlib.contextmanager
     def reading(self, split: str, name: str | None = None):
@@ -298,6 +400,8 @@ class DataReport:
                 "rows_read": t["read"], "rows_kept": t["kept"], "rows_skipped": t["skipped"],
                 **({"examples": self.examples[split]} if split in self.examples else {}),
                 "skipped": _reasons_json(t["reasons"]), "labels": _sorted(t["labels"]),
+                **({"truncated": self.truncated[split].to_json()}
+                   if split in self.truncated else {}),
                 "files": [log.to_json() for log in logs]}
         return {"max_skipped_rows": self.limit.text, "splits": splits}
 
@@ -310,7 +414,8 @@ class DataReport:
 
     def summary(self) -> str:
         """One line a split: rows read, kept and skipped (by reason; `check` warns of
-        them with their places), labels."""
+        them with their places), labels; then the texts cut, once the records have
+        counted them (`truncation_summary`)."""
         lines = ["the data read:"]
         for split in self.splits:
             t = self.totals(split)
@@ -326,4 +431,27 @@ class DataReport:
                 line += "; labels " + ", ".join(f"{k}: {v}" for k, v in shown[:20]) + (
                     f" and {more} more" if more > 0 else "")
             lines.append(line)
+        if self.truncated:
+            lines.append(self.truncation_summary())
         return "\n".join(lines)
+
+    def truncation_summary(self) -> str:
+        """One line a split whose records counted what --max_seq_length cuts
+        (`truncated`): the examples cut, the pieces dropped, the longest; "" for
+        none."""
+        if not self.truncated:
+            return ""
+        lengths = sorted({t.max_seq_length for t in self.truncated.values()})
+        lines = [f"the texts cut by --max_seq_length={'/'.join(map(str, lengths))}:"]
+        lines += [f"  {split}: {t.describe()}" for split, t in self.truncated.items()]
+        return "\n".join(lines)
+
+    def check_truncation(self) -> None:
+        """Logs `truncation_summary`, and warns of each split with more than
+        `TRUNCATION_WARNING_SHARE` of its examples cut (`long_text_warning`)."""
+        if self.truncated:
+            logging.info("%s", self.truncation_summary())
+        for split, truncation in self.truncated.items():
+            if truncation.share > TRUNCATION_WARNING_SHARE:
+                logging.warning("%s", long_text_warning(
+                    self.names.get(split, f"the {split} split"), truncation))

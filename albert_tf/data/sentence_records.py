@@ -20,7 +20,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from albert_tf import names, packing
-from albert_tf.data import records
+from albert_tf.data import records, report
 from albert_tf.data.errors import DataError
 from albert_tf.data.records import InputFeatures
 from albert_tf.tokenization import CLS, SEP
@@ -75,10 +75,16 @@ def pack_pair(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length:
               tokenizer) -> dict:
     """`[CLS] A [SEP] (B [SEP])` as record features (`input_ids`, `input_mask`,
     `segment_ids`, NumPy) padded to `max_seq_length`, truncated as the original (pair:
-    longest first; single: keep the start); an empty B counts as no B, as there."""
+    longest first; single: keep the start); an empty B counts as no B, as there. Counted
+    where records are being written (`albert_tf.data.report.truncation_counter`)."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
     segments = [ids_a, ids_b] if ids_b else [ids_a]
+    counter = report.truncation_counter()
+    if counter is not None:
+        lengths = [len(segment) for segment in segments]
+        counter.add(max_seq_length, [(lengths, packing.kept_lengths(lengths,
+                                                                    max_seq_length))])
     return names.to_record_features(packing.pack(
         segments, max_seq_length, cls_id=tokenizer.special_id(CLS),
         sep_id=tokenizer.special_id(SEP)))

@@ -107,10 +107,6 @@ def cached_conversion(path: str, settings: dict,
     info = read_cache_info(path)
     if info is not None and info.get("settings") == settings:
         logging.info("using cached records %s (%d examples)", path, info["num_examples"])
-        if "truncated" not in info:
-            logging.info("%s was written before the texts --max_seq_length cuts were "
-                         "counted: none are reported for it (remove it to count them)",
-                         path)
         truncated = info.get("truncated")
         return CachedRecords(path, info["num_examples"], info.get("num_skipped", 0), True,
                              Truncation.from_json(truncated) if truncated else None)

@@ -30,12 +30,13 @@ from albert_tf.data import records
 from albert_tf.modeling import common, real_tokens
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
 from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, multi_label_loss
-from albert_tf.tasks.options import FineTuningTraining, TaskOptions
+from albert_tf.tasks.options import FineTuningTraining, RuntimeOptions, TaskOptions
 from albert_tf.text_models.preprocessing import TextInputError, TextPreprocessor, check_texts
 from albert_tf.training.optimizers import create_optimizer
 
 AUTO = "auto"
 _TRAINING = FineTuningTraining()  # the scripts' defaults, read once
+_RUNTIME = RuntimeOptions()
 # What each loss reads: the logits the model returns and the labels -> per example [B].
 PER_EXAMPLE_LOSSES = {
     "classification": lambda labels, logits: losses.classification_loss(
@@ -137,7 +138,7 @@ class AlbertTextModel(keras.Model):
     def compile(self, optimizer=AUTO, loss=AUTO, metrics=AUTO, **kwargs):
         """Keras' `compile`, with "auto" for the task's defaults: the scripts' optimizer
         (made again by each `fit`, over its steps), the task's loss (`TaskLoss`) and
-        metric."""
+        metric; `jit_compile` the scripts' default (--enable_xla: off)."""
         self._auto_optimizer = isinstance(optimizer, str) and optimizer == AUTO
         if self._auto_optimizer:
             optimizer = self.make_optimizer(1)  # until a fit knows its steps
@@ -145,6 +146,8 @@ class AlbertTextModel(keras.Model):
             loss = TaskLoss(self.task_loss)
         if isinstance(metrics, str) and metrics == AUTO:
             metrics = self.default_metrics()
+        # The scripts' --enable_xla default (Keras' "auto" compiles with XLA)
+        kwargs.setdefault("jit_compile", _RUNTIME.enable_xla)
         self._compiled = _CompileArguments(loss, metrics, kwargs)
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 

@@ -38,7 +38,11 @@ from albert_tf.modeling import AlbertEncoder, AlbertPretrainer  # noqa: E402
 from albert_tf.modeling.base import set_release_reader as _set_release_reader  # noqa: E402
 from albert_tf.tasks import registered as _registered  # noqa: E402
 from albert_tf.tasks import serving_kinds as _serving_kinds  # noqa: E402
-from albert_tf.text_models import AlbertTextClassifier, TextPreprocessor  # noqa: E402
+from albert_tf.text_models import (  # noqa: E402
+    AlbertTextClassifier,
+    AlbertTextMultipleChoice,
+    TextPreprocessor,
+)
 
 # `AlbertModel.from_release` reads with the checkpoint readers, which sit above the
 # models, and the export finds a serving kind by name among the tasks', which sit above
@@ -75,6 +79,7 @@ __all__ = [
     "AlbertEncoder",
     "AlbertPretrainer",
     "AlbertTextClassifier",
+    "AlbertTextMultipleChoice",
     "CheckpointError",
     "ConfigError",
     "LoadReport",

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from albert_tf import tasks
+from albert_tf.errors import UserError
 from albert_tf.modeling import common
 from tests.helpers.tiny import random_inputs, tiny_config
 
@@ -103,20 +104,29 @@ def test_every_kinds_keras_file_loads_in_a_fresh_process(tmp_path):
     # custom objects, no import of a task module (a new interpreter, nothing preloaded).
     import json
 
+    # (and a classifier quantized by Keras: its int8 layers made again when loaded)
+    import warnings
+
     from tests.helpers.forked import run_python
 
-    for kind in KINDS:
+    files = [*KINDS, "classifier_int8"]
+    for name in files:
+        kind = name.removesuffix("_int8")
         model = build(kind)
+        if name != kind:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model.quantize("int8")
         inputs = model_inputs(kind)
-        np.savez(tmp_path / f"{kind}_inputs.npz", **inputs)
-        np.savez(tmp_path / f"{kind}_outputs.npz", **outputs(model, inputs))
-        model.save(tmp_path / f"{kind}.keras")
-    done = run_python(["-c", FRESH_LOAD, tmp_path, json.dumps(list(KINDS))], fresh=True,
+        np.savez(tmp_path / f"{name}_inputs.npz", **inputs)
+        np.savez(tmp_path / f"{name}_outputs.npz", **outputs(model, inputs))
+        model.save(tmp_path / f"{name}.keras")
+    done = run_python(["-c", FRESH_LOAD, tmp_path, json.dumps(files)], fresh=True,
                       timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     loaded = dict(line.split() for line in done.stdout.splitlines())
-    assert sorted(loaded) == sorted(KINDS) and loaded["multi_label"] == \
-        "AlbertMultiLabelClassifier"
+    assert sorted(loaded) == sorted(files) and loaded["multi_label"] == \
+        "AlbertMultiLabelClassifier" and loaded["classifier_int8"] == "AlbertClassifier"
 
 
 def test_dtype_policy_recompute_and_optimizer_state_come_back(tmp_path):
@@ -350,6 +360,8 @@ def test_keras_int8_quantization_keeps_the_models_answers():
     # 0.2% to 2.2% of the largest logit over 15 unseeded builds)
     np.testing.assert_allclose(got, expected, rtol=0, atol=0.05 * np.abs(expected).max())
     assert not np.array_equal(got, expected)
+    with pytest.raises(UserError, match="quantized by Keras .* has no LiteRT export"):
+        model.export("never.tflite", format="litert")
     four_bits = build("classifier")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -18,7 +18,12 @@ import pytest
 import tensorflow as tf
 
 from albert_tf import AlbertPretrainer, names, packing, save_tf1_checkpoint
-from albert_tf.text_models import AlbertTextClassifier, TextInputError, TextPreprocessor
+from albert_tf.text_models import (
+    AlbertTextClassifier,
+    AlbertTextMultipleChoice,
+    TextInputError,
+    TextPreprocessor,
+)
 from albert_tf.tokenization import FullTokenizer
 from tests.helpers.layouts import brightmart_release
 from tests.helpers.paths import REPO, SPM_MODEL
@@ -239,6 +244,23 @@ def test_exports_take_text_and_answer_as_predict(release, tmp_path):
     np.testing.assert_allclose(got, expected, atol=1e-5)
     signature = loaded.signatures["serving_default"]
     assert sorted(signature.structured_input_signature[1]) == ["text_a", "text_b"]
+    # Quantized by Keras: its .keras file loads (the int8 layers made again); a
+    # LiteRT file of it is refused in one line that names the exports it has.
+    import warnings
+
+    quantized = AlbertTextClassifier.from_release(release, num_classes=2, pair=True,
+                                                  sequence_length=16)  # the same weights
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        quantized.quantize("int8")
+    answers = quantized.predict((a, b), verbose=0)
+    np.testing.assert_allclose(answers, expected, atol=0.05 * np.abs(expected).max())
+    quantized.save(tmp_path / "quantized.keras")
+    again = keras.models.load_model(tmp_path / "quantized.keras")
+    np.testing.assert_allclose(again.predict((a, b), verbose=0), answers, atol=1e-6)
+    with pytest.raises(TextInputError, match=r"quantized by Keras .* no LiteRT export: "
+                       r"export the float model .* or this one as a SavedModel"):
+        again.export(str(tmp_path / "never.tflite"), format="litert")
     pytest.importorskip("ai_edge_litert")
     from albert_tf.export import tflite_interpreter
 
@@ -248,3 +270,50 @@ def test_exports_take_text_and_answer_as_predict(release, tmp_path):
     for i in range(len(a)):  # one request per text pair
         out = runner(text_a=np.array([a[i]]), text_b=np.array([b[i]]))
         np.testing.assert_allclose(out[names.LOGITS][0], expected[i], atol=1e-5)
+
+
+def test_multiple_choice_on_raw_text_as_its_records(release, tmp_path):
+    """`AlbertTextMultipleChoice`: (context, question, choices) with fewer options
+    than num_choices in some rows, blanks filled by each option, an article cut to
+    the length: predict is the id model on the multiple-choice records' ids (Python
+    path) to 1e-5, absent options never chosen; fit takes the right option's index
+    (more rows than a batch); the SavedModel's `serve` answers as predict; a LiteRT
+    file is refused in one line; a label naming an absent option is refused."""
+    from albert_tf.data import choice_records
+
+    model = AlbertTextMultipleChoice.from_release(release, num_choices=3,
+                                                  sequence_length=24, max_qa_length=8)
+    contexts = ["The cat sat on the mat while the dog slept by the door all day long.",
+                "Tom went to the market.", "It rained."]
+    questions = ["Where did the cat sit? On the _.", "Who went?", ""]
+    choices = [["mat", "door", "roof"], ["Tom", "Ann"], ["yes", "no", "maybe"]]
+    logits = model.predict((contexts, questions, choices), verbose=0)
+    assert logits.shape == (3, 3) and logits[1, 2] < -1e8  # the absent third option
+    python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
+    records = [choice_records.convert_single_example(choice_records.ChoiceExample(
+        str(i), c, [choice_records.make_ending(q, o) for o in opts], 0), 24, 8, python,
+        num_choices=3) for i, (c, q, opts) in enumerate(zip(contexts, questions, choices))]
+    ids = {names.RECORD_TO_MODEL[n]: np.array([getattr(r, n) for r in records])
+           for n in names.RECORD_SEQUENCES}
+    present = np.array([[1, 1, 1], [1, 1, 0], [1, 1, 1]], bool)
+    np.testing.assert_allclose(model.model(ids)[names.LOGITS].numpy()[present],
+                               logits[present], atol=1e-5)
+    texts = {"context": contexts * 3, "question": questions * 3, "choices": choices * 3}
+    history = model.fit(texts, [0, 1, 2] * 3, batch_size=4, verbose=0)
+    assert int(model.optimizer.iterations) == 3 and "accuracy" in history.history
+    with pytest.raises(TextInputError, match="label 2 of example 1 is not one of its 2 "
+                       "choices"):
+        model.fit((contexts, questions, choices), [0, 2, 1], verbose=0)
+    with pytest.raises(TextInputError, match=r"choices\[0\] must be a list of 1 to "
+                       r"num_choices=3 options"):
+        model.predict((contexts[:1], questions[:1], [["a", "b", "c", "d"]]), verbose=0)
+    expected = model.predict((contexts, questions, choices), verbose=0)
+    model.export(tmp_path / "saved")
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    padded = tf.constant([row + [""] * (3 - len(row)) for row in choices])
+    got = loaded.serve(tf.constant(contexts), tf.constant(questions), padded).numpy()
+    np.testing.assert_allclose(got[present], expected[present], atol=1e-5)
+    with pytest.raises(Exception, match="raw text in a LiteRT file is offered for the "
+                       "kinds that pack one text or a pair") as raised:
+        model.export(str(tmp_path / "never.tflite"), format="litert")
+    assert "\n" not in str(raised.value)

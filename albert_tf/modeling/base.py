@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Callable
 
 import keras
@@ -11,6 +12,7 @@ import tensorflow as tf
 
 from albert_tf import names
 from albert_tf.config import AlbertConfig
+from albert_tf.errors import UserError
 from albert_tf.modeling import common, real_tokens
 from albert_tf.modeling import recompute as recompute_units
 from albert_tf.modeling.lora import LoraAdapters
@@ -156,10 +158,21 @@ class AlbertModel(LoraAdapters, keras.Model):
         tf.Example, labels, warmup, versions.)"""
         if input_signature is None:
             input_signature = [self.input_signature()]
+        if format == "litert" and self.quantized_layers():
+            raise UserError(
+                "a model quantized by Keras (int8 kernels) has no LiteRT export: export the "
+                "float model with albert_tf.export.export_tflite(model, path, kind=..., "
+                "precision=\"int8\"), LiteRT's own int8, or this one as a SavedModel")
         with real_tokens.inference_graph():
             return keras.Model.export(_TensorOutputs(self), filepath, format=format,
                                       verbose=verbose, input_signature=input_signature,
                                       **kwargs)
+
+    def quantized_layers(self) -> dict[str, str]:
+        """The layers `quantize` changed (Keras' `model.quantize`, on this model or on
+        one holding it), path -> quantization mode."""
+        return {layer.path: layer.quantization_mode for layer in self._flatten_layers()
+                if getattr(layer, "quantization_mode", None)}
 
     def get_config(self):
         # Keras' own (name, trainable, the dtype policy), then ours.
@@ -169,6 +182,9 @@ class AlbertModel(LoraAdapters, keras.Model):
             config["recompute"] = self._recompute
         if self._lora:
             config["lora"] = dict(self._lora)
+        quantized = self.quantized_layers()
+        if quantized:  # made again by `from_config`, so that their weights load
+            config["quantized"] = quantized
         return config
 
     @classmethod
@@ -177,9 +193,15 @@ class AlbertModel(LoraAdapters, keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         lora = config.pop("lora", None)
+        quantized = config.pop("quantized", None)
         model = cls(AlbertConfig.from_dict(config.pop("config")), **config)
         if lora:
             model.enable_lora(**lora)
+        for mode in sorted(set((quantized or {}).values())):
+            with warnings.catch_warnings():  # LayerNorm, Dropout: nothing to quantize
+                warnings.simplefilter("ignore")
+                model.quantize(mode, filters=lambda layer, mode=mode:
+                               quantized.get(layer.path) == mode)
         return model
 
     @classmethod

@@ -1,10 +1,15 @@
 """Models that take raw text, the keras-hub way: `TextPreprocessor` (a release's
 tokenizer and a serving kind's packing, as a Keras layer) and the text models that hold
-one (`AlbertTextClassifier`): strings in `fit`, `evaluate`, `predict`, `.keras` files
-and exports. See docs/keras-way.md."""
+one (`AlbertTextClassifier`, `AlbertTextMultipleChoice`): strings in `fit`,
+`evaluate`, `predict`, `.keras` files and exports. See docs/keras-way.md."""
 
-from albert_tf.text_models.models import AlbertTextClassifier, AlbertTextModel, TaskLoss
+from albert_tf.text_models.models import (
+    AlbertTextClassifier,
+    AlbertTextModel,
+    AlbertTextMultipleChoice,
+    TaskLoss,
+)
 from albert_tf.text_models.preprocessing import TextInputError, TextPreprocessor
 
-__all__ = ["AlbertTextClassifier", "AlbertTextModel", "TaskLoss", "TextInputError",
-           "TextPreprocessor"]
+__all__ = ["AlbertTextClassifier", "AlbertTextModel", "AlbertTextMultipleChoice",
+           "TaskLoss", "TextInputError", "TextPreprocessor"]

@@ -30,8 +30,18 @@ from albert_tf.data import records
 from albert_tf.modeling import common, real_tokens
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
 from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, multi_label_loss
+from albert_tf.tasks.multiple_choice import (
+    AlbertMultipleChoice,
+    MultipleChoiceTask,
+    with_max_qa_length,
+)
 from albert_tf.tasks.options import FineTuningTraining, RuntimeOptions, TaskOptions
-from albert_tf.text_models.preprocessing import TextInputError, TextPreprocessor, check_texts
+from albert_tf.text_models.preprocessing import (
+    TextInputError,
+    TextPreprocessor,
+    check_choices,
+    check_texts,
+)
 from albert_tf.training.optimizers import create_optimizer
 
 AUTO = "auto"
@@ -175,11 +185,17 @@ class AlbertTextModel(keras.Model):
                                  "labels")
         return labels
 
-    def _texts(self, x):
-        self.preprocessor.check_loaded()
+    def texts_of(self, x) -> tuple:
+        """(the texts of `x` as arrays for `tf.data.Dataset.from_tensor_slices`, how
+        many examples); `TextInputError` for what the preprocessor cannot read. Here
+        one text or a pair (`check_texts`)."""
         texts = check_texts(x, self.pair)
         self.preprocessor.check_pairing(len(texts) == 2)
-        return texts if len(texts) == 2 else texts[0]
+        return (texts if len(texts) == 2 else texts[0]), len(texts[0])
+
+    def _texts(self, x) -> tuple:
+        self.preprocessor.check_loaded()
+        return self.texts_of(x)
 
     def _preprocessed(self, *element):
         x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
@@ -195,8 +211,7 @@ class AlbertTextModel(keras.Model):
         if isinstance(x, tf.data.Dataset):
             self.preprocessor.check_loaded()
             return self._batches(x), None
-        texts = self._texts(x)
-        count = len(texts[0] if isinstance(texts, tuple) else texts)
+        texts, count = self._texts(x)
         parts = [texts]
         if y is not None:
             parts.append(self.check_labels(y, count))
@@ -229,8 +244,7 @@ class AlbertTextModel(keras.Model):
             else:
                 steps = steps_per_epoch
         else:
-            texts = self._texts(x)
-            count = len(texts[0] if isinstance(texts, tuple) else texts)
+            texts, count = self._texts(x)
             parts = [texts, self.check_labels(y, count)]
             if sample_weight is not None:
                 parts.append(np.asarray(sample_weight, np.float32))
@@ -269,12 +283,13 @@ class AlbertTextModel(keras.Model):
 
     # ------------------------------------------------------------------ exports
     def text_signature(self) -> list[tf.TensorSpec]:
-        if self.preprocessor.sentences and self.pair is None:
+        """The exports' inputs: the kind's `serve_text` inputs."""
+        p = self.preprocessor
+        if p.sentences and self.pair is None:
             raise TextInputError(
                 "the export takes one text or a pair, and this model has read neither: "
                 "fit or predict it first, or make it with pair=True or pair=False")
-        return [tf.TensorSpec([None], tf.string, name=name)
-                for name in self.preprocessor.text_names()]
+        return p.serving_kind.text_specs(p.settings())
 
     def export(self, filepath, format="tf_saved_model", verbose=None, **kwargs):
         """Keras' `export`, raw text in: `format="tf_saved_model"` writes a SavedModel
@@ -303,10 +318,11 @@ class AlbertTextModel(keras.Model):
     def _export_litert(self, filepath, **kwargs):
         from albert_tf.export import export_tflite
 
-        if any(v.dtype == "int8" or v.dtype == "int4" for v in self.weights):
+        if self.model.quantized_layers():
             raise TextInputError(
-                "a quantized text model has no LiteRT export: export the float model "
-                "with export(path, format=\"litert\", precision=\"int8\") instead")
+                "a text model quantized by Keras (int8 kernels) has no LiteRT export: "
+                "export the float model with export(path, format=\"litert\", "
+                "precision=\"int8\") (LiteRT's own int8), or this one as a SavedModel")
         return export_tflite(self.model, filepath, kind=self.preprocessor.kind,
                              with_text=True, max_seq_length=self.preprocessor.sequence_length,
                              do_lower_case=self.preprocessor.do_lower_case,
@@ -400,3 +416,55 @@ class AlbertTextClassifier(AlbertTextModel):
             directory, kind=kind, sequence_length=sequence_length, pair=pair)
         return cls(model, preprocessor, seed=seed, **kwargs)
 
+
+
+class AlbertTextMultipleChoice(AlbertTextModel):
+    """Multiple choice on raw text (RACE, C3, SWAG, your own): `x` a dict of `context`,
+    `question` and `choices` (a list of 1 to `num_choices` options per example) or a
+    tuple of the three, `y` the index of the right option. Each option is packed as
+    the multiple-choice records pack it: `[CLS] context [SEP] question-with-option
+    [SEP]`, the option in place of the question's `_` blanks, else after it, keeping
+    its last `max_qa_length` pieces. Its model is `AlbertMultipleChoice`; `call`
+    returns the logits [B, num_choices] (an absent option's far below any other)."""
+
+    def __init__(self, model, preprocessor: TextPreprocessor, **kwargs):
+        kwargs.setdefault("name", "albert_text_multiple_choice")
+        super().__init__(model, preprocessor, **kwargs)
+
+    @property
+    def num_choices(self) -> int:
+        return self.model.num_choices
+
+    def texts_of(self, x) -> tuple:
+        texts, counts = check_choices(x, self.num_choices)
+        self._counts = counts  # what check_labels reads next
+        return texts, len(counts)
+
+    def check_labels(self, y, count: int) -> np.ndarray:
+        labels = super().check_labels(y, count)
+        if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
+            raise TextInputError(f"labels must be one integer (the right option) per "
+                                 f"example; got {labels.dtype} of shape {labels.shape}")
+        bad = np.flatnonzero((labels < 0) | (labels >= self._counts))
+        if bad.size:
+            i = bad[0]
+            raise TextInputError(f"label {labels[i].tolist()} of example {i} is not one "
+                                 f"of its {self._counts[i]} choices; {bad.size} such")
+        return labels.astype(np.int32)
+
+    @classmethod
+    def from_release(cls, directory, num_choices: int = 4, *,
+                     sequence_length: int = MultipleChoiceTask.Options().max_seq_length,
+                     max_qa_length: int | None = None, seed: int = _TRAINING.seed,
+                     dropout_rate: float = TaskOptions().dropout_prob, **kwargs):
+        """The release's encoder under a new choice head and its tokenizer;
+        `max_qa_length` (default RACE's 128, or what `sequence_length` leaves) as the
+        scripts' --max_qa_length."""
+        max_qa_length = with_max_qa_length(MultipleChoiceTask.Options(
+            max_seq_length=sequence_length, max_qa_length=max_qa_length)).max_qa_length
+        model = AlbertMultipleChoice.from_release(directory, num_choices=num_choices,
+                                                  seed=seed, dropout_rate=dropout_rate)
+        preprocessor = TextPreprocessor.from_release(
+            directory, kind="multiple_choice", sequence_length=sequence_length,
+            text_settings={"num_choices": num_choices, "max_qa_length": max_qa_length})
+        return cls(model, preprocessor, seed=seed, **kwargs)

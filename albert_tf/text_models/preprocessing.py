@@ -98,6 +98,7 @@ class TextPreprocessor(keras.layers.Layer):
         self.tokenizer = None
         if path:
             self._use(os.fspath(path))
+        self.built = True  # no weights
 
     def _use(self, path: str) -> None:
         from albert_tf.text import AlbertTextTokenizer
@@ -234,9 +235,10 @@ common.serializable(TextPreprocessor)
 
 
 # ---------------------------------------------------------------- checks in Python
-def _strings(values, what: str) -> np.ndarray:
+def _strings(values, what: str, empty: bool = False) -> np.ndarray:
     """`values` (a list, a NumPy array or a tensor of strings) as a 1-D object array;
-    `TextInputError` naming the first element that is not a non-empty string."""
+    `TextInputError` naming the first element that is not a string, or is empty
+    (unless `empty`)."""
     if isinstance(values, (str, bytes)):
         values = [values]
     if isinstance(values, (tf.Tensor, tf.RaggedTensor)):
@@ -253,7 +255,7 @@ def _strings(values, what: str) -> np.ndarray:
             shown = value.item() if isinstance(value, np.generic) else value
             raise TextInputError(f"{what}[{i}] is {type(value).__name__} "
                                  f"{shown!r:.40}, not a string")
-        if not value.strip():
+        if not empty and not value.strip():
             raise TextInputError(f"{what}[{i}] is an empty text")
     return array.astype(object)
 
@@ -286,3 +288,37 @@ def check_texts(x, pair: bool | None):
             "this model reads pairs of texts: give (text_a, text_b), two lists" if pair
             else "this model reads one text per example; it was given pairs")
     return tuple(arrays)
+
+
+def check_choices(x, num_choices: int):
+    """The texts of a multiple-choice `fit`, `evaluate` or `predict`: a dict of
+    `context`, `question` and `choices`, or a tuple of the three; each example's
+    choices a list of 1 to `num_choices` options. Returns (contexts, questions, choices
+    [N, num_choices], fewer padded with "", as the SavedModel reads them), and how many
+    options each example has; `TextInputError` for anything else."""
+    keys = (names.CONTEXT, names.QUESTION, names.CHOICES)
+    if isinstance(x, dict) and sorted(x) == sorted(keys):
+        parts = [x[k] for k in keys]
+    elif isinstance(x, tuple) and len(x) == 3:
+        parts = list(x)
+    else:
+        raise TextInputError("multiple choice reads a dict of context, question and "
+                             "choices (or a tuple of the three)")
+    contexts = _strings(parts[0], names.CONTEXT)
+    questions = _strings(parts[1], names.QUESTION, empty=True)
+    rows = parts[2].tolist() if isinstance(parts[2], np.ndarray) else list(parts[2])
+    if not (len(contexts) == len(questions) == len(rows)):
+        raise TextInputError(f"{len(contexts)} contexts, {len(questions)} questions and "
+                             f"{len(rows)} lists of choices")
+    choices = np.full((len(rows), num_choices), "", dtype=object)
+    counts = np.zeros(len(rows), np.int64)
+    for i, row in enumerate(rows):
+        if isinstance(row, (str, bytes)) or not 1 <= len(row) <= num_choices:
+            raise TextInputError(
+                f"choices[{i}] must be a list of 1 to num_choices={num_choices} options, "
+                f"got {row!r:.60}")
+        row = [v for v in row if not (isinstance(v, str) and not v)]  # "" is no choice
+        options = _strings(row, f"choices[{i}]")
+        choices[i, :len(options)] = options
+        counts[i] = len(options)
+    return (contexts, questions, choices), counts

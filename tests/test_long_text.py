@@ -34,10 +34,10 @@ def chinese():
                          do_lower_case=True)
 
 
-def read_records(path, max_seq_length, regression=False):
-    """Every record of a sentence records file, as NumPy."""
-    task = sentence_records.SentenceTask("t", () if regression else ("neg", "pos"),
-                                         "eval_accuracy", regression, False)
+def read_records(path, max_seq_length):
+    """Every record of a classification's windows file, parsed."""
+    task = sentence_records.SentenceTask("t", ("neg", "pos"), "eval_accuracy", False,
+                                         False)
     spec = sentence_records.record_spec(task, max_seq_length, windows=True)
     return [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(path))]
 

@@ -244,3 +244,11 @@ def test_window_spans_cover_the_text_and_equal_their_tensorflow_form():
                                                           window, stride)
         assert list(zip(got_starts.numpy().tolist(), got_lengths.numpy().tolist())) == \
             spans, (starts, window, stride)
+    # traced once, for texts of any length (as a SavedModel would hold it)
+    traced = tf.function(lambda starts: packing.window_spans_tf(starts, 14, 7),
+                         input_signature=[tf.TensorSpec([None], tf.bool)])
+    for count in (0, 5, 14, 15, 40, 100):
+        starts = [rng.random() < 0.6 for _ in range(count)]
+        got_starts, got_lengths = traced(tf.constant(starts, tf.bool))
+        assert list(zip(got_starts.numpy().tolist(), got_lengths.numpy().tolist())) == \
+            packing.window_spans(starts, 14, 7)

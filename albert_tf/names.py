@@ -43,6 +43,8 @@ NEXT_SENTENCE_LABELS = "next_sentence_labels"  # the SOP label in ALBERT's recor
 TOKEN_BOUNDARY = "token_boundary"
 LABEL_IDS = "label_ids"
 IS_REAL_EXAMPLE = "is_real_example"
+# A window of a long text (`--long_text=windows`): the place of its example in its split.
+EXAMPLE_INDEX = "example_index"
 # SQuAD records (the original run_squad_v1.py / run_squad_v2.py FeatureWriter).
 UNIQUE_IDS = "unique_ids"
 START_POSITIONS = "start_positions"

@@ -16,6 +16,16 @@ preprocessor's `seq_length`, `albert_tf.export.reusable`)):
 - `choice_lengths`: RACE keeps the last `max_qa_length` pieces of question + option and
   the start of the article that still fits.
 
+Windows over a long text (`--long_text=windows`), defined once here too:
+
+- `window_layout`: which segment of a text or pair that does not fit is read in windows
+  (one text: itself; a pair: the longer, B on ties) and how long the windows are, the
+  other segment kept whole up to half of `max_seq_length - 3` (cut as `pair_lengths`
+  cuts it when longer);
+- `window_spans`: where the windows lie over that segment: every `stride` pieces, the
+  last ending at its end, each cut moved back to the nearest word start by at most
+  `window_back` pieces (`window_spans_tf`: the same in TensorFlow ops, for one text).
+
 Packing: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, with `input_mask` 1 on every packed
 position and `input_type_ids` 0 up to the first `[SEP]`, 1 after. `pack` is the Python
 form (lists of ids -> NumPy arrays; `pack_batch` for a batch), `pack_inputs` the
@@ -138,6 +148,133 @@ def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
     new_a, new_b = pair_lengths(len(tokens_a), len(tokens_b), max_length)
     del tokens_a[new_a:]
     del tokens_b[new_b:]
+
+
+# ------------------------------------------------------------------ long texts
+# What becomes of a text longer than `max_seq_length` (`--long_text`): cut as the
+# original's rules cut it, or read whole in windows.
+TRUNCATE = "truncate"
+WINDOWS = "windows"
+LONG_TEXT_MODES = (TRUNCATE, WINDOWS)
+
+
+def window_layout(lengths: Sequence, max_seq_length: int):
+    """How one text or a pair of segment `lengths` is read in windows: (the index of the
+    segment read in windows, or None where everything fits as `pack` packs it; what
+    each segment keeps, the windowed one whole; the window's length in pieces).
+
+    A single text that does not fit is windowed, `max_seq_length - 2` pieces a window.
+    A pair that does not fit is windowed over its longer segment (B on ties, where
+    `pair_lengths` cuts B first); the other keeps what `pair_lengths` would keep of it
+    beside a text at least as long as the budget (`max_seq_length - 3`): all of it up to
+    half the budget (A ceil, B floor), else that half, its first pieces, and the windows
+    get the rest."""
+    _check_segments(lengths)
+    if len(lengths) == 1:
+        window = segment_budget(max_seq_length, 1)
+        return (None if lengths[0] <= window else 0), list(lengths), window
+    budget = segment_budget(max_seq_length)
+    length_a, length_b = lengths
+    if length_a + length_b <= budget:
+        return None, list(lengths), budget
+    windowed = 0 if length_a > length_b else 1
+    if windowed:
+        kept = [pair_lengths(length_a, max(length_b, budget), budget)[0], length_b]
+    else:
+        kept = [length_a, pair_lengths(max(length_a, budget), length_b, budget)[1]]
+    return windowed, kept, budget - kept[1 - windowed]
+
+
+def smallest_window(max_seq_length: int, is_pair: bool) -> int:
+    """The shortest window `window_layout` can give a text (`max_seq_length - 2`) or a
+    pair (half the budget, the other segment keeping the ceiling of it): a stride
+    must be smaller."""
+    if not is_pair:
+        return segment_budget(max_seq_length, 1)
+    return segment_budget(max_seq_length) // 2
+
+
+def default_window_stride(window: int) -> int:
+    """The stride of a window of `window` pieces where none is given: half of it."""
+    return max(1, window // 2)
+
+
+def window_back(window: int, stride: int) -> int:
+    """How far (in pieces) a window's start or end moves back to reach a word start:
+    half the stride, and at most half what the stride leaves of the window (so that a
+    window never starts past the end of the one before, nor at or before its start)."""
+    return max(0, min(stride // 2, (window - stride) // 2))
+
+
+def _check_window(window: int, stride: int) -> None:
+    if not 1 <= stride < window:
+        raise ValueError(f"a window stride must be at least 1 and smaller than the window "
+                         f"({window} pieces), got {stride}")
+
+
+def window_spans(word_starts: Sequence[bool], window: int, stride: int
+                 ) -> list[tuple[int, int]]:
+    """(start, length) of each window over a segment of `len(word_starts)` pieces
+    (`word_starts[i]`: piece i begins a word): one window where it fits in `window`
+    pieces; else window k starts at `k * stride`, the last is the first that reaches the
+    end, and every other ends at `start + window`. A start or end that falls inside a
+    word moves back to the word's first piece, by at most `window_back(window, stride)`
+    pieces (else it cuts the word). With every piece a word start, these are SQuAD's
+    `doc_stride` windows (`albert_tf.data.squad.features.doc_spans`).
+
+    Starts increase and no piece is left out: window k ends at or after
+    `k * stride + stride`, at or after where window k + 1 starts (`window_back` is at
+    most half of `window - stride`)."""
+    _check_window(window, stride)
+    count = len(word_starts)
+    if count <= window:
+        return [(0, count)]
+    back = window_back(window, stride)
+    # The word starts, sorted; the first piece starts the first window whatever it is.
+    marks = np.flatnonzero(np.asarray(word_starts, bool) | (np.arange(count) == 0))
+
+    def snap(position: int) -> int:
+        """The last word start at or before `position` if it is at most `back` before."""
+        found = int(np.searchsorted(marks, position, side="right"))
+        last = int(marks[found - 1]) if found else -1
+        return last if last >= position - back else position
+
+    spans, k = [], 0
+    while True:
+        start = snap(k * stride)
+        if start + window >= count:
+            spans.append((start, count - start))
+            return spans
+        spans.append((start, snap(start + window) - start))
+        k += 1
+
+
+def window_spans_tf(word_starts, window: int, stride: int):
+    """`window_spans` in TensorFlow ops, for one segment: `word_starts` bool [T] ->
+    (starts, lengths), int32 [K] each. `window` and `stride` are Python ints. Each
+    window's start is computed from `k * stride` alone (no loop over the windows): the
+    `k` needed are those up to the first whose window reaches the end."""
+    _check_window(window, stride)
+    back = window_back(window, stride)
+    word_starts = tf.convert_to_tensor(word_starts, tf.bool)
+    count = tf.size(word_starts, out_type=tf.int32)
+    first = tf.range(count) == 0
+    marks = tf.cast(tf.where(word_starts | first)[:, 0], tf.int32)  # [M], sorted
+    after_none = tf.concat([[-1], marks], axis=0)  # [M + 1]: -1 where no mark is <= p
+
+    def snap(positions):  # [K] -> [K]
+        found = tf.searchsorted(marks, positions, side="right", out_type=tf.int32)
+        last = tf.gather(after_none, found)
+        return tf.where((last >= 0) & (last >= positions - back), last, positions)
+
+    # Window k starts at or after k * stride - back: it reaches the end once that does.
+    needed = tf.maximum(count - window + back, 0)
+    starts = snap(tf.range(needed // stride + 2) * stride)  # increasing
+    # the windows before the first that reaches the end, and that one
+    windows = tf.reduce_sum(tf.cast(starts + window < count, tf.int32)) + 1
+    starts = starts[:windows]
+    ends = tf.where(tf.range(windows) == windows - 1, count, snap(starts + window))
+    return starts, ends - starts
 
 
 # ------------------------------------------------------------------ packing, Python

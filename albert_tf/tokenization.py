@@ -21,6 +21,8 @@ import os
 import sys
 import unicodedata
 
+import numpy as np
+
 from albert_tf import fileio
 from albert_tf.errors import UserError
 from albert_tf.packing import truncate_seq_pair  # noqa: F401 (the original's place)
@@ -207,6 +209,7 @@ class FullTokenizer:
         else:
             raise TokenizerError("FullTokenizer needs a spm_model_file or a vocab_file")
         self.inv_vocab = {v: k for k, v in self.vocab.items()}
+        self._word_starts = None  # `word_start_table`, once asked for
         missing = [s for s in (CLS, SEP) if s not in self.vocab]
         if missing:
             raise TokenizerError(
@@ -262,6 +265,34 @@ class FullTokenizer:
     @property
     def vocab_size(self) -> int:
         return len(self.vocab)
+
+    def word_start_table(self):
+        """bool [largest id + 1]: whether the piece of each id begins a word, where
+        `--long_text=windows` may cut a long text (`albert_tf.packing.window_spans`):
+        a SentencePiece piece that starts with `▁` (and its control and unknown
+        pieces), a WordPiece piece that does not start with `##`, and with either a
+        piece that starts with a Chinese character (each is a word). Made once."""
+        if self._word_starts is None:
+            table = np.zeros(max(self.vocab.values()) + 1, bool)
+            for piece, index in self.vocab.items():
+                table[index] = starts_word(piece, sentencepiece=self.sp_model is not None)
+            if self.sp_model is not None:
+                for index in range(self.sp_model.GetPieceSize()):
+                    if self.sp_model.IsControl(index) or self.sp_model.IsUnknown(index):
+                        table[index] = True
+            self._word_starts = table
+        return self._word_starts
+
+
+def starts_word(piece: str, sentencepiece: bool) -> bool:
+    """Whether `piece` begins a word (`FullTokenizer.word_start_table`): SentencePiece's
+    pieces that start with `▁`, WordPiece's that do not start with `##`, and any piece
+    whose first character (after those marks) is a Chinese character."""
+    core = piece[2:] if piece.startswith("##") else piece.lstrip(SPIECE_UNDERLINE)
+    if core and _is_chinese_char(ord(core[0])):
+        return True
+    return piece.startswith(SPIECE_UNDERLINE) if sentencepiece else \
+        not piece.startswith("##")
 
 
 class BasicTokenizer:

@@ -171,3 +171,84 @@ def test_segment_budget_is_what_the_special_tokens_leave():
         assert packing.segment_budget(max_len) == max_len - 3     # [CLS] A [SEP] B [SEP]
         assert packing.packed_length([10**6], max_len) == max_len
         assert packing.packed_length([10**6, 10**6], max_len) == max_len
+
+
+# ------------------------------------------------------------- windows over long texts
+def test_window_layout_windows_the_longer_text_beside_the_other_kept_to_half():
+    # a single text: windows of max_seq_length - 2 where it does not fit
+    assert packing.window_layout([14], 16) == (None, [14], 14)
+    assert packing.window_layout([15], 16) == (0, [15], 14)
+    # a pair that fits is packed whole, as `pack` packs it
+    assert packing.window_layout([6, 7], 16) == (None, [6, 7], 13)
+    # budget 13: B the longer, A kept whole (4 <= 6) -> windows of 9 over B
+    assert packing.window_layout([4, 40], 16) == (1, [4, 40], 9)
+    # A longer than half (ceil 7): cut to 7 as pair_lengths cuts it -> windows of 6
+    assert packing.window_layout([20, 40], 16) == (1, [7, 40], 6)
+    # A the longer: B kept whole up to floor(13 / 2) = 6, A windowed
+    assert packing.window_layout([40, 3], 16) == (0, [40, 3], 10)
+    assert packing.window_layout([40, 30], 16) == (0, [40, 6], 7)
+    # ties: B, which pair_lengths cuts first
+    assert packing.window_layout([30, 30], 16) == (1, [7, 30], 6)
+    # what is kept of the other text is what the truncation keeps beside a long text
+    for a, b in ((4, 40), (20, 40), (40, 3), (40, 30), (30, 30)):
+        windowed, kept, window = packing.window_layout([a, b], 16)
+        other = 1 - windowed
+        assert kept[other] == packing.pair_lengths(a, b, 13)[other]
+        assert kept[other] + window == 13
+    assert packing.smallest_window(16, False) == 14 and packing.smallest_window(16, True) == 6
+
+
+def test_window_spans_with_every_piece_a_word_are_squads_doc_stride_windows():
+    from albert_tf.data.squad.features import doc_spans
+
+    for count in range(1, 60):
+        for window, stride in ((8, 4), (10, 3), (10, 9), (7, 1), (30, 15)):
+            assert packing.window_spans([True] * count, window, stride) == \
+                doc_spans(count, window, stride), (count, window, stride)
+
+
+def test_window_spans_cut_at_word_starts_where_near():
+    # words of 3 pieces (starts at 0, 3, 6, ...), 30 pieces, windows of 10 every 5:
+    # back = min(5 // 2, (10 - 5) // 2) = 2 pieces at most
+    starts = [i % 3 == 0 for i in range(30)]
+    assert packing.window_spans(starts, 10, 5) == [(0, 9), (3, 9), (9, 9), (15, 9),
+                                                   (18, 9), (24, 6)]
+    # nominal starts 5, 10, 15, 20, 25 move back to 3, 9, 15, 18, 24; ends 10 to 9 ...
+    for start, length in packing.window_spans(starts, 10, 5)[:-1]:
+        assert starts[start] and starts[start + length]
+    # a word longer than the window is cut where the windows fall (nothing near)
+    long_word = [True] + [False] * 24 + [True] * 5
+    assert packing.window_spans(long_word, 10, 5) == [(0, 10), (5, 10), (10, 10),
+                                                      (15, 10), (20, 10)]
+    # the stride checked: smaller than the window, at least 1
+    for stride in (0, 10, 11):
+        with pytest.raises(ValueError, match="smaller than the window"):
+            packing.window_spans(starts, 10, stride)
+
+
+def test_window_spans_cover_the_text_and_equal_their_tensorflow_form():
+    rng = random.Random(5)
+    for _ in range(400):
+        count, window = rng.randint(0, 70), rng.randint(2, 24)
+        stride = rng.randint(1, window - 1)
+        density = rng.choice([0.1, 0.4, 0.8, 1.0])
+        starts = [rng.random() < density for _ in range(count)]
+        spans = packing.window_spans(starts, window, stride)
+        assert spans[0][0] == 0 and sum(spans[-1]) == count
+        assert all(length <= window for _, length in spans)
+        for (start, length), (following, _) in zip(spans, spans[1:]):
+            assert start < following <= start + length  # no piece left out
+            # a cut moves back by window_back at most: starts are a stride apart, +- that
+            assert following - start <= stride + packing.window_back(window, stride)
+        got_starts, got_lengths = packing.window_spans_tf(tf.constant(starts, tf.bool),
+                                                          window, stride)
+        assert list(zip(got_starts.numpy().tolist(), got_lengths.numpy().tolist())) == \
+            spans, (starts, window, stride)
+    # traced once, for texts of any length (as a SavedModel would hold it)
+    traced = tf.function(lambda starts: packing.window_spans_tf(starts, 14, 7),
+                         input_signature=[tf.TensorSpec([None], tf.bool)])
+    for count in (0, 5, 14, 15, 40, 100):
+        starts = [rng.random() < 0.6 for _ in range(count)]
+        got_starts, got_lengths = traced(tf.constant(starts, tf.bool))
+        assert list(zip(got_starts.numpy().tolist(), got_lengths.numpy().tolist())) == \
+            packing.window_spans(starts, 14, 7)

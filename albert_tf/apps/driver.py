@@ -188,7 +188,7 @@ def check_metric(task, dev, model, strategy, options) -> None:
         dataset = task.data.dataset(path, count, False)
         outputs = predict(strategy, model, dataset, list(task.data.eval_outputs),
                           task.data.fetched_features(dataset))
-    results = task.metrics(head, outputs)
+    results = task.metrics(head, task.data.example_outputs(outputs))
     if task.metric not in results:
         raise TaskModuleError(
             f"{type(task).__name__}.metric is {task.metric!r}, which its metrics() does "
@@ -420,8 +420,8 @@ def predict_test(state: Run, best: dict) -> dict:
                       task.data.fetched_features(dataset))
     if not distribute.is_chief(state.strategy):
         return {}
-    written = task.write_predictions(state.data["test"], outputs, state.output_dir,
-                                     trainer.step)
+    written = task.write_predictions(state.data["test"], task.data.example_outputs(outputs),
+                                     state.output_dir, trainer.step)
     if isinstance(written, Mapping):
         return dict(written)
     if written:

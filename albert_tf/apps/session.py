@@ -398,7 +398,8 @@ def evaluate_checkpoints(task, dev, trainer, options, path, output_dir) -> dict:
     `model.ckpt-best` (TF1 format, readable by the original code) with
     `best_trial.txt`. `task` is an `albert_tf.tasks.Task`: `task.data.dataset` reads the
     dev records at `path` in order, `task.metrics(dev, outputs)` scores them (the model
-    outputs `task.data.eval_outputs` and the features `task.data.fetched_features`) and
+    outputs `task.data.eval_outputs` and the features `task.data.fetched_features`, a
+    row per example: `task.data.example_outputs`) and
     `task.metric` names the result to keep the best of, the highest or, where
     `task.metric_goal` is "min" (an error, a loss), the lowest; the first of ties."""
     dataset = task.data.dataset(path, options.eval_batch_size, False)
@@ -409,9 +410,9 @@ def evaluate_checkpoints(task, dev, trainer, options, path, output_dir) -> dict:
     for checkpoint in checkpoints_to_try:
         if checkpoint is not None and not trainer.load(checkpoint, partial=True):
             continue  # unreadable: reported, not evaluated
-        results = task.metrics(dev, predict(trainer.strategy, trainer.model, dataset,
-                                            list(task.data.eval_outputs),
-                                            task.data.fetched_features(dataset)))
+        results = task.metrics(dev, task.data.example_outputs(predict(
+            trainer.strategy, trainer.model, dataset, list(task.data.eval_outputs),
+            task.data.fetched_features(dataset))))
         results["global_step"] = trainer.step
         if distribute.is_chief(trainer.strategy):
             write_results(os.path.join(output_dir, "eval_results.txt"), results,

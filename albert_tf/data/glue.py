@@ -41,6 +41,7 @@ from albert_tf.data.records import InputFeatures
 from albert_tf.data.report import SkipLog
 from albert_tf.data.sentence_records import (
     InputExample,
+    LongText,
     SentenceDataError,
     SentenceTask,
 )
@@ -276,10 +277,10 @@ def convert_single_example(example: InputExample, task: str | SentenceTask,
 
 
 def write_examples(examples, task: str | SentenceTask, max_seq_length: int, tokenizer,
-                   output_file) -> int:
+                   output_file, long_text: LongText | None = None) -> int:
     """`sentence_records.write_examples` of the task (or its name)."""
     return sentence_records.write_examples(examples, get_task(task), max_seq_length,
-                                           tokenizer, output_file)
+                                           tokenizer, output_file, long_text)
 
 
 def glue_dataset(files, task: str | SentenceTask, max_seq_length: int, batch_size: int,
@@ -298,29 +299,33 @@ def cache_path(cache_dir, task: str | GlueTask, split: str) -> str:
 
 
 def cached_glue_records(task: str | GlueTask, split: str, data_dir, cache_dir, tokenizer,
-                        max_seq_length: int, examples: list[InputExample] | None = None
-                        ) -> CachedRecords:
+                        max_seq_length: int, examples: list[InputExample] | None = None,
+                        long_text: LongText | None = None) -> CachedRecords:
     """Converts a whole split of a task to a TFRecord file under `cache_dir`, or reuses
     the file converted before from the same data with the same settings. `examples`:
-    the split's examples already read (`GlueProcessor.for_tokenizer`), else read here.
+    the split's examples already read (`GlueProcessor.for_tokenizer`), else read here;
+    `long_text`: how a long text is read (default: cut, the original's records).
 
     The settings (task, split, source file and its SHA-256, `max_seq_length`, the
-    tokenizer's model path and SHA-256, `do_lower_case`) are kept in
-    `<file>.meta.json`; any difference converts again.
+    tokenizer's model path and SHA-256, `do_lower_case`, and windows with their stride
+    where the records are windows) are kept in `<file>.meta.json`; any difference
+    converts again.
     """
+    long_text = long_text or LongText()
     task = get_task(task)
     source = task.path(data_dir, split)
     if not tf.io.gfile.exists(source):
         raise _missing_file_error(task, data_dir, source)
     settings = {"format": CACHE_FORMAT, "task": task.name, "split": split,
                 "source": abspath_or_url(source), "source_sha256": file_sha256(source),
-                "max_seq_length": int(max_seq_length), **tokenizer_settings(tokenizer)}
+                "max_seq_length": int(max_seq_length), **tokenizer_settings(tokenizer),
+                **long_text.cache_settings()}
 
     def convert(path):
         processor = get_processor(task, tokenizer)
         read = processor.get_examples(data_dir, split) if examples is None else examples
-        count = write_examples(read, task, max_seq_length, tokenizer, path)
-        logging.info("wrote %d %s %s examples to %s", count, task.name, split, path)
+        count = write_examples(read, task, max_seq_length, tokenizer, path, long_text)
+        logging.info("wrote %d %s %s records to %s", count, task.name, split, path)
         return count, processor.last_skipped
 
     return cached_conversion(cache_path(cache_dir, task, split), settings, convert)

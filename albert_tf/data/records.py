@@ -66,24 +66,30 @@ class InputFeatures:
     """The original fine-tuning features of one example (`run_classifier.py`,
     `run_race.py`): the three sequences padded to `max_seq_length` (a multiple-choice
     example holds its choices' sequences one after another), the label (a float for
-    regression) and whether the example is real (not TPU batch padding)."""
+    regression) and whether the example is real (not TPU batch padding); a window of a
+    long text (`--long_text=windows`) says which example it is of (`example_index`,
+    the example's place in its split; None: no window, no such feature)."""
 
     input_ids: list[int]
     input_mask: list[int]
     segment_ids: list[int]
     label_id: int | float
     is_real_example: bool = True
+    example_index: int | None = None
 
     def to_record(self) -> bytes:
         """A serialized tf.Example in the original format."""
         label = float_feature if isinstance(self.label_id, float) else int64_feature
-        return make_example({
+        features = {
             names.INPUT_IDS: int64_feature(self.input_ids),
             names.INPUT_MASK: int64_feature(self.input_mask),
             names.SEGMENT_IDS: int64_feature(self.segment_ids),
             names.LABEL_IDS: label([self.label_id]),
             names.IS_REAL_EXAMPLE: int64_feature([int(self.is_real_example)]),
-        })
+        }
+        if self.example_index is not None:
+            features[names.EXAMPLE_INDEX] = int64_feature([self.example_index])
+        return make_example(features)
 
 
 def write_records(path: str | os.PathLike, records) -> int:

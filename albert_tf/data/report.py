@@ -23,8 +23,10 @@ sentence and multiple-choice tasks count each example they pack (`Truncation`, w
 lengths the rules of `albert_tf.packing` keep), the count is kept beside the cached
 records, and the run adds it to its report (`DataReport.truncated`), printing it and
 warning of each split with more than `TRUNCATION_WARNING_SHARE` of its examples cut
-(`long_text_warning`). SQuAD's and NER's windows read long texts whole: nothing of
-theirs is counted.
+(`long_text_warning`). With `--long_text=windows` the sentence records read a long text
+in windows instead: they count the windows too, and only what is still cut (a pair's
+shorter text past half of `max_seq_length`). SQuAD's and NER's windows read long texts
+whole: nothing of theirs is counted.
 """
 
 from __future__ import annotations
@@ -49,8 +51,15 @@ DEFAULT_MAX_SKIPPED = "0.01"
 # (a few percent: the texts a model never reads whole are then no rare exception).
 TRUNCATION_WARNING_SHARE = 0.05
 # What reads the cut texts whole, as the warning says it (`long_text_warning`).
-LONG_TEXT_ADVICE = ("To read them whole, raise --max_seq_length (up to the model's "
+LONG_TEXT_ADVICE = ("To read them whole, give --long_text=windows (classification, "
+                    "regression and multi-label: each text read in overlapping windows, "
+                    "its answers pooled) or raise --max_seq_length (up to the model's "
                     "max_position_embeddings, 512 in the released models).")
+# ... and where a pair is read in windows already, what still cuts its other text.
+WINDOWED_PAIR_ADVICE = ("With --long_text=windows the windows slide over a pair's "
+                        "longer text and the other keeps at most half of "
+                        "--max_seq_length - 3 pieces: raise --max_seq_length to read "
+                        "both whole.")
 
 
 class TooManySkipped(DataError):
@@ -200,20 +209,26 @@ class Truncation:
     the examples counted, those it cuts (pieces of their text dropped by the rules of
     `albert_tf.packing`), the pieces dropped in all, and the positions the longest
     example takes whole (`packing.whole_length`: `[CLS]`, its pieces, a `[SEP]` after
-    each segment; a `--max_seq_length` of at least that cuts none of it)."""
+    each segment; a `--max_seq_length` of at least that cuts none of it). Records
+    written in windows (`--long_text=windows`) count their `windows` too, and the
+    examples read in more than one (`examples_in_windows`); 0 where no example was read
+    in windows (then they are no part of the JSON, as before windows were)."""
 
     max_seq_length: int = 0
     examples: int = 0
     examples_cut: int = 0
     pieces_dropped: int = 0
     longest: int = 0
+    windows: int = 0
+    examples_in_windows: int = 0
 
-    def add(self, max_seq_length: int, sequences) -> None:
+    def add(self, max_seq_length: int, sequences, windows: int | None = None) -> None:
         """One example, packed as `sequences`: (its segments' lengths, the lengths the
         packing rule keeps of them) for each sequence of it (one for a text or a pair,
         one a choice). It is cut where any sequence is; its pieces dropped are the most
         any sequence drops (every choice reads the same context: the end they drop
-        counts once); its length, its longest sequence's whole."""
+        counts once); its length, its longest sequence's whole. `windows`: the windows
+        it is read in (`--long_text=windows`: its windowed segment is kept whole)."""
         sequences = list(sequences)
         dropped = int(max(sum(lengths) - sum(kept) for lengths, kept in sequences))
         self.max_seq_length = int(max_seq_length)
@@ -222,6 +237,9 @@ class Truncation:
         self.pieces_dropped += dropped
         self.longest = max(self.longest, *(packing.whole_length(lengths)
                                            for lengths, _ in sequences))
+        if windows is not None:
+            self.windows += int(windows)
+            self.examples_in_windows += int(windows > 1)
 
     @property
     def share(self) -> float:
@@ -234,10 +252,16 @@ class Truncation:
         cut = f"{self.examples_cut} of {self.examples} example(s) cut"
         if self.examples_cut:
             cut += (f" ({self.share:.1%}), {self.pieces_dropped} piece(s) dropped")
+        if self.windows:
+            cut += (f"; read in {self.windows} window(s), {self.examples_in_windows} "
+                    f"example(s) in more than one")
         return f"{cut}; the longest takes {self.longest} positions whole"
 
     def to_json(self) -> dict:
-        return dataclasses.asdict(self)
+        counted = dataclasses.asdict(self)
+        if not self.windows:
+            del counted["windows"], counted["examples_in_windows"]
+        return counted
 
     @classmethod
     def from_json(cls, value: dict) -> "Truncation":
@@ -252,7 +276,8 @@ def long_text_warning(name: str, truncation: Truncation) -> str:
             f"longer than --max_seq_length={t.max_seq_length} and are cut, "
             f"{t.pieces_dropped} piece(s) dropped in all (the longest takes {t.longest} "
             f"positions whole); the model never reads what is cut, in training, "
-            f"evaluation, prediction or serving. {LONG_TEXT_ADVICE}")
+            f"evaluation, prediction or serving. "
+            f"{WINDOWED_PAIR_ADVICE if t.windows else LONG_TEXT_ADVICE}")
 
 
 # The count of the records being written (`counting_truncation`), else None.

@@ -8,6 +8,12 @@ original's features: longest-first truncation of a pair (a single text keeps its
 start), zero padding to `max_seq_length`, records with `input_ids`, `input_mask`,
 `segment_ids`, `label_ids` (float for regression) and `is_real_example`.
 
+With `--long_text=windows` (`LongText`) a text that does not fit is read whole instead,
+in windows (`pack_windows`, by the rules of `albert_tf.packing`: `window_layout`,
+`window_spans`): a record per window, each with its example's label and
+`example_index`, the example's place in its split; `pool_windows` makes the model's
+outputs on them one row per example again.
+
 The readers are `albert_tf.data.glue` (GLUE's TSV files; its `GlueTask`s are
 `SentenceTask`s) and `albert_tf.data.tabular` (your CSV, TSV or JSONL files).
 """
@@ -15,8 +21,9 @@ The readers are `albert_tf.data.glue` (GLUE's TSV files; its `GlueTask`s are
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import Mapping, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 from albert_tf import names, packing
@@ -45,6 +52,39 @@ class SentenceTask:
     def num_labels(self) -> int:
         """Outputs of the classifier: 1 for regression, as the original's `[None]`."""
         return 1 if self.is_regression else len(self.labels)
+
+
+@dataclasses.dataclass(frozen=True)
+class LongText:
+    """How the records read a text longer than `max_seq_length` (`--long_text`,
+    `--window_stride`): cut by the original's rules (`truncate`: the original's
+    records), or whole in windows of `max_seq_length` every `stride` pieces (`windows`;
+    None: half the window, `packing.default_window_stride`)."""
+
+    mode: str = packing.TRUNCATE
+    stride: int | None = None
+
+    def __post_init__(self):
+        if self.mode not in packing.LONG_TEXT_MODES:
+            raise ValueError(f"long_text must be one of {', '.join(packing.LONG_TEXT_MODES)}"
+                             f", got {self.mode!r}")
+
+    @classmethod
+    def of(cls, options) -> "LongText":
+        """The options' `long_text` and `window_stride` (a task without them: truncate)."""
+        return cls(getattr(options, "long_text", packing.TRUNCATE),
+                   getattr(options, "window_stride", None))
+
+    @property
+    def windows(self) -> bool:
+        return self.mode == packing.WINDOWS
+
+    def cache_settings(self) -> dict:
+        """What cached records keep of it beside their other settings: nothing when
+        they truncate (their settings stay the original's), the mode and stride when
+        they are windows (so that neither is ever read for the other)."""
+        return {"long_text": self.mode, "window_stride": self.stride} if self.windows \
+            else {}
 
 
 @dataclasses.dataclass
@@ -90,43 +130,143 @@ def pack_pair(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length:
         sep_id=tokenizer.special_id(SEP)))
 
 
-def convert_single_example(example: InputExample, task: SentenceTask,
-                           max_seq_length: int, tokenizer) -> InputFeatures:
-    """The example's packed sequences (`pack_pair` of its pieces) and label."""
+def pack_windows(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length: int,
+                 tokenizer, stride: int | None = None) -> list[dict]:
+    """`pack_pair`'s records for `--long_text=windows`: one where the text or pair fits
+    (`pack_pair`'s), else one per window (`packing.window_layout`: over the single text,
+    or over the longer of a pair beside the other kept whole up to half;
+    `packing.window_spans`: every `stride` pieces, default half the window, cut at the
+    tokenizer's word starts where possible). Counted where records are being written,
+    with their windows."""
+    if max_seq_length < 3:
+        raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
+    segments = [list(ids_a), list(ids_b)] if ids_b else [list(ids_a)]
+    lengths = [len(segment) for segment in segments]
+    windowed, kept, window = packing.window_layout(lengths, max_seq_length)
+    spans = [None]
+    if windowed is not None:
+        starts = tokenizer.word_start_table()[np.asarray(segments[windowed], np.int64)]
+        spans = packing.window_spans(starts, window,
+                                     stride or packing.default_window_stride(window))
+    counter = report.truncation_counter()
+    if counter is not None:
+        counter.add(max_seq_length, [(lengths, kept)], windows=len(spans))
+    packed = []
+    for span in spans:
+        cut = [segment[:length] for segment, length in zip(segments, kept)]
+        if span is not None:
+            start, length = span
+            cut[windowed] = segments[windowed][start:start + length]
+        packed.append(names.to_record_features(packing.pack(
+            cut, max_seq_length, cls_id=tokenizer.special_id(CLS),
+            sep_id=tokenizer.special_id(SEP))))
+    return packed
+
+
+def _example_ids(example: InputExample, tokenizer):
     def ids(text):
         return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
 
-    packed = pack_pair(ids(example.text_a), ids(example.text_b) if example.text_b else None,
-                       max_seq_length, tokenizer)
+    return ids(example.text_a), ids(example.text_b) if example.text_b else None
+
+
+def _features(packed: dict, label, example_index: int | None = None) -> InputFeatures:
     return InputFeatures(input_ids=packed[names.INPUT_IDS].tolist(),
                          input_mask=packed[names.INPUT_MASK].tolist(),
                          segment_ids=packed[names.SEGMENT_IDS].tolist(),
-                         label_id=label_id(task, example.label))
+                         label_id=label, example_index=example_index)
+
+
+def convert_single_example(example: InputExample, task: SentenceTask,
+                           max_seq_length: int, tokenizer) -> InputFeatures:
+    """The example's packed sequences (`pack_pair` of its pieces) and label."""
+    packed = pack_pair(*_example_ids(example, tokenizer), max_seq_length, tokenizer)
+    return _features(packed, label_id(task, example.label))
+
+
+def convert_example_windows(example: InputExample, example_index: int,
+                            task: SentenceTask, max_seq_length: int, tokenizer,
+                            stride: int | None = None) -> list[InputFeatures]:
+    """The example's windows (`pack_windows`), each with its label and
+    `example_index`."""
+    label = label_id(task, example.label)
+    return [_features(packed, label, example_index) for packed in pack_windows(
+        *_example_ids(example, tokenizer), max_seq_length, tokenizer, stride)]
 
 
 def write_examples(examples: Sequence[InputExample], task: SentenceTask,
-                   max_seq_length: int, tokenizer, output_file) -> int:
-    """Writes the examples' features to `output_file` (atomically); returns how many."""
-    return records.write_records(output_file, (
-        convert_single_example(e, task, max_seq_length, tokenizer).to_record()
-        for e in examples))
+                   max_seq_length: int, tokenizer, output_file,
+                   long_text: LongText | None = None) -> int:
+    """Writes the examples' features to `output_file` (atomically), one record each, or
+    with `long_text` windows one per window; returns how many records."""
+    if long_text is not None and long_text.windows:
+        features = (f for index, e in enumerate(examples) for f in convert_example_windows(
+            e, index, task, max_seq_length, tokenizer, long_text.stride))
+    else:
+        features = (convert_single_example(e, task, max_seq_length, tokenizer)
+                    for e in examples)
+    return records.write_records(output_file, (f.to_record() for f in features))
 
 
-def record_spec(task: SentenceTask, max_seq_length: int) -> dict:
-    """The parsing spec of the task's records (`label_ids` float32 for regression)."""
+def record_spec(task: SentenceTask, max_seq_length: int, windows: bool = False) -> dict:
+    """The parsing spec of the task's records (`label_ids` float32 for regression; with
+    `windows`, each record's `example_index`)."""
     return records.fixed_length_spec(max_seq_length, {
         "label_ids": tf.io.FixedLenFeature([], tf.float32 if task.is_regression
                                            else tf.int64),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
+        **({names.EXAMPLE_INDEX: tf.io.FixedLenFeature([], tf.int64)} if windows else {}),
     })
 
 
 def sentence_dataset(files, task: SentenceTask, max_seq_length: int, batch_size: int, *,
                      training: bool, seed: int | None = None, drop_remainder: bool = False,
-                     bucket_boundaries: list[int] | None = None,
+                     bucket_boundaries: list[int] | None = None, windows: bool = False,
                      **kwargs) -> tf.data.Dataset:
     """Batches of the task's records (original feature names), each padded to its own
-    longest sequence; see `records.fine_tuning_dataset`."""
+    longest sequence (`windows`: records of windows, their `example_index` read too);
+    see `records.fine_tuning_dataset`."""
     return records.fine_tuning_dataset(
-        files, record_spec(task, max_seq_length), batch_size, training=training, seed=seed,
-        drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries, **kwargs)
+        files, record_spec(task, max_seq_length, windows), batch_size, training=training,
+        seed=seed, drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries,
+        **kwargs)
+
+
+# How `pool_windows` reduces an output over an example's windows.
+POOLINGS = ("mean", "max")
+
+
+def pool_windows(outputs: Mapping[str, np.ndarray], pooling: Mapping[str, str]
+                 ) -> dict[str, np.ndarray]:
+    """A prediction pass's outputs over window records as one row per example, in
+    order: each output `pooling` names reduced over its example's windows ("mean", in
+    float64, or "max"), every other one (the labels) its example's first window's.
+    `outputs[names.EXAMPLE_INDEX]` [W] says whose each row is: a split's windows in its
+    examples' order, an example's together (as `write_examples` writes them and an
+    evaluation reads them back)."""
+    index = np.asarray(outputs[names.EXAMPLE_INDEX]).reshape(-1)
+    firsts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]]) if index.size else \
+        np.zeros(0, np.int64)
+    if not np.array_equal(index[firsts], np.arange(firsts.size)):
+        raise ValueError(f"window records out of their examples' order (example indices "
+                         f"{index[:20].tolist()}...): each example's windows together, "
+                         f"the examples in order")
+    counts = np.diff(np.r_[firsts, index.size])
+    pooled = {}
+    for name, values in outputs.items():
+        values = np.asarray(values)
+        how = pooling.get(name)
+        if how is not None and how not in POOLINGS:
+            raise ValueError(f"pooling {name} by {how!r}: expected one of "
+                             f"{', '.join(POOLINGS)}")
+        if not firsts.size:
+            pooled[name] = values[:0]
+        elif how == "mean":
+            sums = np.add.reduceat(values.astype(np.float64), firsts, axis=0)
+            pooled[name] = (sums / counts.reshape((-1,) + (1,) * (values.ndim - 1))
+                            ).astype(values.dtype)
+        elif how == "max":
+            pooled[name] = np.maximum.reduceat(values, firsts, axis=0)
+        else:
+            pooled[name] = values[firsts]
+    return pooled

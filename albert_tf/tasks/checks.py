@@ -1,8 +1,8 @@
 """The checks of a run's options that the tasks make before any work, and that the
 scripts share (`albert_tf.apps` imports them from here): the splits a run reads
 (`wanted_splits`), the files its flags name (`check_file`), something to do, a tokenizer
-and a trained model where the run needs one (`check_run`). Options that cannot make a
-run raise `albert_tf.errors.UsageError`.
+and a trained model where the run needs one (`check_run`), and windows that can be cut
+(`check_long_text`). Options that cannot make a run raise `albert_tf.errors.UsageError`.
 
 A module of the tasks' layer: it imports nothing of the scripts (`albert_tf.apps`).
 """
@@ -13,7 +13,7 @@ import os
 
 import tensorflow as tf
 
-from albert_tf import fileio
+from albert_tf import fileio, packing
 from albert_tf.errors import UsageError
 
 BEST_CHECKPOINT = "model.ckpt-best"  # the original's name for the kept checkpoint
@@ -63,3 +63,31 @@ def check_run(options) -> None:
             f"--do_eval/--do_predict without --do_train need a trained model in "
             f"--output_dir={options.output_dir}, and there is none")
 
+
+def check_long_text(options, is_pair: bool) -> None:
+    """`--long_text` and `--window_stride` (of the sentence tasks' options) that can cut
+    a text of the run (`is_pair`: a pair) into windows: `--window_stride` only with
+    windows, and smaller than the shortest window `--max_seq_length` gives (a pair's:
+    half of `max_seq_length - 3`, beside its other text kept to the other half), which
+    must hold two pieces at least (for a stride of one)."""
+    stride, length = options.window_stride, options.max_seq_length
+    if options.long_text != packing.WINDOWS:
+        if stride is not None:
+            raise UsageError(f"--window_stride={stride} is for --long_text=windows "
+                             f"(--long_text={options.long_text} reads no window)")
+        return
+    window = packing.smallest_window(length, is_pair)
+    what = (f"a pair's windows {window} piece(s) (half of --max_seq_length - 3, the "
+            "other text keeping up to the other half)" if is_pair else
+            f"a text's windows {window} piece(s) (--max_seq_length - 2)")
+    if window < 2:
+        least = next(m for m in range(length, length + 8)
+                     if packing.smallest_window(m, is_pair) >= 2)
+        raise UsageError(f"--long_text=windows: --max_seq_length={length} leaves {what}, "
+                         f"too few to slide (two at least): give --max_seq_length="
+                         f"{least} or more")
+    if stride is not None and stride >= window:
+        raise UsageError(f"--window_stride={stride} must be smaller than the window: "
+                         f"--max_seq_length={length} gives {what}; give "
+                         f"--window_stride={packing.default_window_stride(window)} (half "
+                         f"the window) or less, or a larger --max_seq_length")

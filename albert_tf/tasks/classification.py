@@ -7,6 +7,13 @@ GLUE records are the original's (`albert_tf.data.glue`: `<task>_{train,eval,pred
 (`num_labels == 1`: regression, STS-B). `--do_predict` writes `test_results.tsv` (each
 example's probabilities, or its score), and GLUE's submission file or, for your files,
 `<task>_predictions.jsonl`.
+
+`--long_text=windows` reads a text longer than `--max_seq_length` whole, in windows
+(`albert_tf.data.sentence_records.pack_windows`): each window trains as an example of
+its text's label, of weight 1 as SQuAD's windows are (a text of more windows weighs
+more), and a text's answer at evaluation and prediction is the mean of its windows'
+logits (`Data.example_outputs`), its probabilities their softmax, its class their
+argmax; a regression's score is the mean of its windows'.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import losses, names, task_heads
+from albert_tf import losses, names, packing, task_heads
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue, sentence_records, tabular
 from albert_tf.errors import UsageError
@@ -35,7 +42,7 @@ from albert_tf.modeling.task_model import (
 )
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.checks import wanted_splits
+from albert_tf.tasks.checks import check_long_text, wanted_splits
 from albert_tf.tasks.options import option
 from albert_tf.training.objectives import MeanObjective
 
@@ -139,6 +146,19 @@ class ClassificationTask(Task):
         label_field: str | None = option("label", "The label's field.")
         header: bool = option(
             True, "CSV / TSV files start with a header row (else fields are indices).")
+        long_text: str = option(
+            packing.TRUNCATE, "classification, regression, multi_label: what becomes of "
+            "a text longer than --max_seq_length. truncate: it is cut, as the original "
+            "cuts it. windows: it is read whole, in windows of --max_seq_length every "
+            "--window_stride pieces, cut at word starts where possible (a pair: the "
+            "windows slide over its longer text, the other kept whole up to half the "
+            "length); each window trains with its text's label, and a text's answer is "
+            "pooled over its windows (the mean of their logits; for multi_label, the "
+            "max of each label's probability).", choices=packing.LONG_TEXT_MODES)
+        window_stride: int | None = option(
+            None, "With --long_text=windows: the pieces from one window's start to the "
+            "next's, as SQuAD's --doc_stride (default: half the window); smaller than "
+            "the window.", minimum=1)
 
         def validate(self) -> None:
             name = (self.task_name or "").lower()
@@ -148,6 +168,19 @@ class ClassificationTask(Task):
             super().validate()
             if name in FILE_TASKS and not self.text_a_field:
                 raise UsageError(f"--task_name={name} needs --text_a_field")
+            check_long_text(self, self.is_pair)
+
+        @property
+        def is_pair(self) -> bool:
+            """Whether each example is a pair of texts: a GLUE task's, or files with
+            --text_b_field."""
+            name = (self.task_name or "").lower()
+            if name in FILE_TASKS:
+                return self.text_b_field is not None
+            try:
+                return glue.get_task(name).is_pair
+            except glue.GlueDataError:
+                return self.text_b_field is not None  # (the run names the task unknown)
 
     def __init__(self, options, tokenizer=None):
         super().__init__(options, tokenizer)
@@ -193,16 +226,49 @@ class ClassificationTask(Task):
         example, as GLUE's are packed."""
 
         data_sets = (*glue.GLUE_TASKS, *FILE_TASKS, *glue.TASK_ALIASES)
-        label_features = (names.LABEL_IDS,)
+
+        @property
+        def long_text(self) -> sentence_records.LongText:
+            return sentence_records.LongText.of(self.options)
 
         @property
         def has_labels(self) -> bool:
             return self.task.is_file and not self.task.is_regression
 
         @property
+        def label_features(self) -> tuple[str, ...]:
+            return (names.LABEL_IDS,) + ((names.EXAMPLE_INDEX,) if self.long_text.windows
+                                         else ())
+
+        @property
+        def eval_outputs(self) -> tuple[str, ...]:
+            if self.long_text.windows and not self.task.is_regression:
+                return (names.LOGITS,)  # pooled, then the class (`example_outputs`)
+            return (names.PREDICTIONS,)
+
+        @property
         def predict_outputs(self) -> tuple[str, ...]:
-            return (names.PREDICTIONS,) if self.task.is_regression else (
-                names.PROBABILITIES, names.PREDICTIONS)
+            if self.task.is_regression:
+                return (names.PREDICTIONS,)
+            if self.long_text.windows:
+                return (names.LOGITS,)
+            return (names.PROBABILITIES, names.PREDICTIONS)
+
+        def example_outputs(self, outputs):
+            """With windows, a text's answer from its windows': the mean of their
+            logits, its probabilities the softmax of that and its class the argmax (a
+            regression: the mean of their scores)."""
+            if not self.long_text.windows:
+                return outputs
+            if self.task.is_regression:
+                return sentence_records.pool_windows(outputs, {names.PREDICTIONS: "mean"})
+            pooled = sentence_records.pool_windows(outputs, {names.LOGITS: "mean"})
+            logits = pooled[names.LOGITS].astype(np.float64)  # [N, num_labels]
+            exp = np.exp(logits - logits.max(-1, keepdims=True))
+            pooled[names.PROBABILITIES] = (exp / exp.sum(-1, keepdims=True)).astype(
+                np.float32)
+            pooled[names.PREDICTIONS] = np.argmax(logits, -1).astype(np.int32)
+            return pooled
 
         def data_files(self) -> dict[str, list[str]]:
             if not self.task.is_file:  # GLUE: found (or named missing) as records are made
@@ -222,25 +288,27 @@ class ClassificationTask(Task):
                 return super().cached_records(split, examples, paths, cache_dir)
             return glue.cached_glue_records(task.sentence_task, split, self.options.data_dir,
                                             cache_dir, task.tokenizer,
-                                            self.options.max_seq_length, examples)
+                                            self.options.max_seq_length, examples,
+                                            self.long_text)
 
         def cache_settings(self) -> dict:
             o = self.options
             return {"labels": list(self.task.sentence_task.labels),  # [] for regression
                     "fields": [o.text_a_field, o.text_b_field, o.label_field],
-                    "header": o.header}
+                    "header": o.header, **self.long_text.cache_settings()}
 
         def write_records(self, split, examples, path) -> int:
             return sentence_records.write_examples(examples, self.task.sentence_task,
                                                    self.options.max_seq_length,
-                                                   self.task.tokenizer, path)
+                                                   self.task.tokenizer, path,
+                                                   self.long_text)
 
         def dataset(self, path, batch_size, training, drop_remainder=False,
                     extra_spec=None):
             return sentence_records.sentence_dataset(
                 path, self.task.sentence_task, self.options.max_seq_length, batch_size,
                 training=training, seed=self.options.seed, drop_remainder=drop_remainder,
-                extra_spec=extra_spec)
+                windows=self.long_text.windows, extra_spec=extra_spec)
 
     class Teaching(Task.Teaching):
         """The teacher's logits (softmax), or its score (a regression); its class or

@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from albert_tf import names
 from albert_tf.data import cache, records, tabular
-from albert_tf.data.sentence_records import pack_pair
+from albert_tf.data.sentence_records import LongText, pack_pair, pack_windows
 from albert_tf.errors import UsageError
 from albert_tf.tasks.checks import check_file, given_file, wanted_splits
 
@@ -109,6 +109,23 @@ class TaskData:
                            self.options.max_seq_length, tokenizer)
         return {name: values.tolist() for name, values in packed.items()}
 
+    def pack_windows(self, text_a: str, text_b: str | None = None
+                     ) -> list[dict[str, list[int]]]:
+        """`pack`'s record features of the raw texts for `--long_text=windows`: the one
+        record where they fit, else one per window of the text (of a pair's longer
+        text, the other kept whole up to half), every `--window_stride` pieces
+        (`albert_tf.data.sentence_records.pack_windows`). A task whose options have
+        no `long_text`: `pack`'s one record."""
+        long_text = LongText.of(self.options)
+        if not long_text.windows:
+            return [self.pack(text_a, text_b)]
+        tokenizer = self.task.tokenizer
+        windows = pack_windows(tokenizer.encode(text_a),
+                               tokenizer.encode(text_b) if text_b else None,
+                               self.options.max_seq_length, tokenizer, long_text.stride)
+        return [{name: values.tolist() for name, values in window.items()}
+                for window in windows]
+
     def split_records(self, split: str, data) -> Iterable[Mapping[str, Sequence]]:
         """The records of a split, in order: by default one per example
         (`Task.features`)."""
@@ -185,6 +202,14 @@ class TaskData:
             drop_remainder=drop_remainder,
             sequence_features=records.SEQUENCE_FEATURES + tuple(self.sequence_features),
             padding_values=self.padding_values or None, extra_spec=extra_spec)
+
+    def example_outputs(self, outputs: Mapping[str, np.ndarray]) -> Mapping:
+        """The outputs of a prediction pass over a split's records (and the features
+        fetched beside them) as `metrics` and `write_predictions` read them, one row
+        per example: by default as they are (a record an example); a task that reads an
+        example in several records pools them here (the sentence tasks' windows of a
+        long text, by their `example_index`)."""
+        return outputs
 
     def fetched_features(self, dataset: tf.data.Dataset) -> list[str]:
         """The record features of `dataset`'s batches that a prediction pass hands

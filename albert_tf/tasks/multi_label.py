@@ -19,6 +19,9 @@ else the one `--tune_threshold` chose on dev (kept as threshold.txt beside the m
 else 0.5. Results: micro and macro F1, precision and recall, subset accuracy and each
 label's precision, recall and F1 (scikit-learn's definitions); the best checkpoint by
 micro F1. Predictions: `multi_label_predictions.jsonl`, every label's probability.
+With `--long_text=windows` a long text is read in windows (classification's), each
+trained with the text's labels; a text's probability of a label is the most any of its
+windows gives it (the max: a label is the text's where some part of it says so).
 This module is written with the public task API (`albert_tf.tasks.Task`) alone.
 """
 
@@ -33,13 +36,14 @@ import tensorflow as tf
 from absl import logging
 
 from albert_tf import fileio, names
-from albert_tf.data import tabular
+from albert_tf.data import sentence_records, tabular
 from albert_tf.data.report import SkipLog
 from albert_tf.errors import UsageError
 from albert_tf.evaluation.results import write_results
 from albert_tf.export import kinds, serving_text, tflite_text
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
+from albert_tf.tasks.checks import check_long_text
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
 from albert_tf.tasks.options import FineTuningOptions, option
 from albert_tf.training.objectives import MeanObjective
@@ -191,6 +195,7 @@ class MultiLabelTask(Task):
                     check_threshold(self.threshold, "--threshold")
                 except ValueError as e:
                     raise UsageError(str(e)) from None
+            check_long_text(self, self.text_b_field is not None)
 
     @property
     def fields(self) -> tabular.Fields:
@@ -254,20 +259,51 @@ class MultiLabelTask(Task):
 
     class Data(Task.Data):
         eval_outputs = (names.PROBABILITIES,)
-        label_features = (names.LABEL_IDS,)
+
+        @property
+        def long_text(self) -> sentence_records.LongText:
+            return sentence_records.LongText.of(self.options)
+
+        @property
+        def label_features(self) -> tuple[str, ...]:
+            return (names.LABEL_IDS,) + ((names.EXAMPLE_INDEX,) if self.long_text.windows
+                                         else ())
 
         def discover_labels(self, examples) -> list[str]:
             return sorted({label for e in examples for label in (e.labels or ())})
 
         def record_spec(self) -> dict:
-            return {names.LABEL_IDS: tf.io.FixedLenFeature([len(self.task.labels)],
+            spec = {names.LABEL_IDS: tf.io.FixedLenFeature([len(self.task.labels)],
                                                            tf.int64)}
+            if self.long_text.windows:
+                spec[names.EXAMPLE_INDEX] = tf.io.FixedLenFeature([], tf.int64)
+            return spec
+
+        def split_records(self, split, data):
+            """A record per example (`features`), or with windows one per window of it
+            (`pack_windows`), each with the example's labels and `example_index`."""
+            if not self.long_text.windows:
+                yield from super().split_records(split, data)
+                return
+            for index, example in enumerate(data):
+                labels = self.task.multi_hot(example.labels)
+                for window in self.pack_windows(example.text_a, example.text_b):
+                    yield {**window, names.LABEL_IDS: labels,
+                           names.EXAMPLE_INDEX: [index]}
+
+        def example_outputs(self, outputs):
+            """With windows, each label's probability of a text: the most any of its
+            windows gives it."""
+            if not self.long_text.windows:
+                return outputs
+            return sentence_records.pool_windows(outputs, {names.PROBABILITIES: "max"})
 
         def cache_settings(self) -> dict:
             o = self.options
             return {**super().cache_settings(),
                     "fields": [o.text_a_field, o.text_b_field, o.label_field],
-                    "header": o.header, "label_separator": o.label_separator}
+                    "header": o.header, "label_separator": o.label_separator,
+                    **self.long_text.cache_settings()}
 
     def multi_hot(self, labels) -> list[int]:
         index = {label: i for i, label in enumerate(self.labels)}

@@ -1,0 +1,450 @@
+"""Long texts read whole (`--long_text=windows`, issue 68): the windows the sentence
+records write (where they lie, their stride, word boundaries, the pair rule, Chinese
+WordPiece), the labels they carry, the answers pooled over them at evaluation and
+prediction (one row per text, equal to the mean of the window logits computed here
+from the trained model; the max for multi-label), what data_report.json says of them,
+the records' cache keyed by the mode, and bad input refused in one line."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from albert_tf import names, packing
+from albert_tf.data import records, sentence_records
+from albert_tf.data.sentence_records import InputExample, LongText
+from tests.helpers.scripts import FIXTURES, SPM, one_line_error, run_script
+from tests.helpers.scripts import read_results as results
+from tests.helpers.tiny import write_tiny_config
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from albert_tf.tokenization import FullTokenizer
+
+    return FullTokenizer(spm_model_file=SPM, do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def chinese():
+    from albert_tf.tokenization import FullTokenizer
+
+    return FullTokenizer(vocab_file=str(FIXTURES / "ner" / "vocab_chinese.txt"),
+                         do_lower_case=True)
+
+
+def read_records(path, max_seq_length):
+    """Every record of a classification's windows file, parsed."""
+    task = sentence_records.SentenceTask("t", ("neg", "pos"), "eval_accuracy", False,
+                                         False)
+    spec = sentence_records.record_spec(task, max_seq_length, windows=True)
+    return [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(path))]
+
+
+def pieces(tokenizer, record):
+    """The pieces of a record's real positions."""
+    ids = record[names.INPUT_IDS].numpy()[:int(record[names.INPUT_MASK].numpy().sum())]
+    return tokenizer.convert_ids_to_tokens(ids)
+
+
+# ------------------------------------------------------------------ which pieces start words
+def test_word_starts_of_sentencepiece_and_wordpiece(tokenizer, chinese):
+    table = tokenizer.word_start_table()
+    words = tokenizer.tokenize(tokenizer.preprocess("Unbelievably wonderfully good"))
+    assert words == ["▁un", "be", "liev", "ably", "▁wonderful", "ly", "▁good"]
+    assert table[tokenizer.convert_tokens_to_ids(words)].tolist() == [
+        True, False, False, False, True, False, True]
+    assert table[[tokenizer.special_id("[CLS]"), tokenizer.vocab["<unk>"]]].all()
+    zh = chinese.tokenize("今天很好playing北京")
+    assert zh == ["今", "天", "很", "好", "play", "##ing", "北", "京"]
+    assert chinese.word_start_table()[chinese.convert_tokens_to_ids(zh)].tolist() == [
+        True, True, True, True, True, False, True, True]
+
+
+# ---------------------------------------------------------------- the windows written
+# "unbelievably good" is 5 pieces, ▁un be liev ably ▁good: word starts at 0 and 4 of each.
+LONG = "unbelievably good " * 5  # 25 pieces
+
+
+def test_a_long_text_is_written_in_windows_with_its_label_and_index(tmp_path, tokenizer):
+    """--max_seq_length=16: windows of 14 pieces. The default stride is 7 and a cut
+    moves back to a word start by at most 3 (min(7 // 2, (14 - 7) // 2)): starts 0,
+    7 -> 5, 14; the first window ends at 14 (a word start), the second at 19; the last
+    reaches the end. --window_stride=10 (back 2): starts 0, 10, 20."""
+    task = sentence_records.SentenceTask("t", ("neg", "pos"), "eval_accuracy", False, False)
+    examples = [InputExample("a", "a good film", None, "pos"),
+                InputExample("b", LONG, None, "neg"),
+                InputExample("c", "a bad film", None, "neg")]
+    path = tmp_path / "windows.tf_record"
+    count = sentence_records.write_examples(examples, task, 16, tokenizer, path,
+                                            LongText("windows"))
+    written = read_records(path, 16)
+    assert count == len(written) == 5
+    assert [int(r[names.EXAMPLE_INDEX]) for r in written] == [0, 1, 1, 1, 2]
+    assert [int(r[names.LABEL_IDS]) for r in written] == [1, 0, 0, 0, 0]
+    long_pieces = tokenizer.tokenize(tokenizer.preprocess(LONG))
+    for record, (start, end) in zip(written[1:4], ((0, 14), (5, 19), (14, 25))):
+        assert pieces(tokenizer, record) == ["[CLS]", *long_pieces[start:end], "[SEP]"]
+    assert pieces(tokenizer, written[2])[1] == "▁un"  # 7 moved back to a word's start
+    # a text that fits is the truncating record itself, with its index
+    truncated = sentence_records.convert_single_example(examples[0], task, 16, tokenizer)
+    assert written[0][names.INPUT_IDS].numpy().tolist() == truncated.input_ids
+
+    strided = tmp_path / "strided.tf_record"
+    sentence_records.write_examples(examples[1:2], task, 16, tokenizer, strided,
+                                    LongText("windows", stride=10))
+    assert [pieces(tokenizer, r)[1:-1] for r in read_records(strided, 16)] == [
+        long_pieces[0:14], long_pieces[10:24], long_pieces[20:25]]
+    # truncate: the original's records, no index
+    plain = tmp_path / "plain.tf_record"
+    assert sentence_records.write_examples(examples, task, 16, tokenizer, plain) == 3
+    first = tf.train.Example.FromString(next(tf.data.TFRecordDataset(str(plain))
+                                             .as_numpy_iterator()))
+    assert names.EXAMPLE_INDEX not in first.features.feature
+
+
+def test_a_pair_slides_over_its_longer_text_beside_the_other(tokenizer):
+    """--max_seq_length=16 (13 pieces for the pair): a question of 2 pieces is kept
+    whole and the 25-piece passage read in windows of 11; a first text longer than
+    half (ceil 13 / 2 = 7) is cut to 7, as the truncation cuts it."""
+    long_ids = tokenizer.encode(LONG)
+    question = tokenizer.encode("why good")  # ▁why ▁good
+    windows = sentence_records.pack_windows(question, long_ids, 16, tokenizer)
+    cls, sep = tokenizer.special_id("[CLS]"), tokenizer.special_id("[SEP]")
+    # window 11, stride 5, back min(2, 3) = 2: starts 0, 5, 10 -> 10, 15 -> 15 (+11 >= 25)
+    spans = [(0, 10), (5, 15), (10, 20), (15, 25)]
+    assert [w[names.INPUT_IDS][:int(w[names.INPUT_MASK].sum())].tolist() for w in windows] \
+        == [[cls, *question, sep, *long_ids[a:b], sep] for a, b in spans]
+    assert all(w[names.SEGMENT_IDS][:4].tolist() == [0, 0, 0, 0] for w in windows)
+    # the first text the longer: windows over it, the second kept (3 <= 6) whole
+    windows = sentence_records.pack_windows(long_ids, question, 16, tokenizer)
+    assert all(w[names.INPUT_IDS][int(w[names.INPUT_MASK].sum()) - 3:
+                                  int(w[names.INPUT_MASK].sum())].tolist()
+               == [*question, sep] for w in windows)
+    # both long: the passage B in windows of 6 beside A's first 7
+    windows = sentence_records.pack_windows(long_ids, long_ids, 16, tokenizer)
+    assert all(w[names.INPUT_IDS][1:9].tolist() == [*long_ids[:7], sep] for w in windows)
+    assert len(windows) == len(packing.window_spans(
+        tokenizer.word_start_table()[long_ids], 6, 3))
+
+
+def test_chinese_windows_cut_between_characters_never_inside_a_wordpiece(chinese):
+    """Each Chinese character is a word; "playing" is play ##ing. --max_seq_length=7
+    (windows of 5), --window_stride=3 (back 1): the second window would end inside
+    "playing" at 8 and moves back to its start, 7."""
+    task = sentence_records.SentenceTask("zh", ("neg", "pos"), "eval_accuracy", False,
+                                         False)
+    text = "今天天气很好吗playing北京"
+    assert chinese.tokenize(text)[6:9] == ["吗", "play", "##ing"]
+    features = sentence_records.convert_example_windows(
+        InputExample("z", text, None, "pos"), 4, task, 7, chinese, stride=3)
+    assert [chinese.convert_ids_to_tokens(f.input_ids[1:sum(f.input_mask) - 1])
+            for f in features] == [["今", "天", "天", "气", "很"], ["气", "很", "好", "吗"],
+                                   ["吗", "play", "##ing", "北", "京"]]
+    assert {(f.example_index, f.label_id) for f in features} == {(4, 1)}
+
+
+def test_the_report_counts_windows_and_what_is_still_cut(tokenizer):
+    from albert_tf.data.report import Truncation, counting_truncation, long_text_warning
+
+    with counting_truncation() as counted:
+        sentence_records.pack_windows(tokenizer.encode(LONG), None, 16, tokenizer)  # 3
+        sentence_records.pack_windows(tokenizer.encode("a good film"), None, 16, tokenizer)
+        # a pair whose first text (25) passes half (7): 18 of it cut
+        sentence_records.pack_windows(tokenizer.encode(LONG), tokenizer.encode(LONG), 16,
+                                      tokenizer)
+    assert counted.to_json() == {"max_seq_length": 16, "examples": 3, "examples_cut": 1,
+                                 "pieces_dropped": 18, "longest": 53, "windows": 3 + 1 + 8,
+                                 "examples_in_windows": 2}
+    assert counted.describe() == (
+        "1 of 3 example(s) cut (33.3%), 18 piece(s) dropped; read in 12 window(s), 2 "
+        "example(s) in more than one; the longest takes 53 positions whole")
+    assert "raise --max_seq_length to read both whole" in long_text_warning("x", counted)
+    assert "give --long_text=windows" in long_text_warning("x", Truncation(16, 3, 1, 5, 20))
+    assert Truncation.from_json(counted.to_json()) == counted
+
+
+# ------------------------------------------------------------------ pooling the answers
+def test_answers_are_pooled_per_text_mean_of_logits_or_max():
+    from albert_tf.tasks.classification import ClassificationTask
+    from albert_tf.tasks.multi_label import MultiLabelTask
+
+    outputs = {names.LOGITS: np.array([[0., 0.], [4., 0.], [1., 3.], [-2., 2.]], np.float32),
+               names.LABEL_IDS: np.array([1, 1, 0, 0]),
+               names.EXAMPLE_INDEX: np.array([0, 0, 1, 1])}
+    options = {"task_name": "classification", "text_a_field": "t", "output_dir": "x",
+               "do_train": True, "long_text": "windows"}
+    pooled = ClassificationTask(options).data.example_outputs(outputs)
+    np.testing.assert_allclose(pooled[names.LOGITS], [[2, 0], [-0.5, 2.5]])
+    # the softmax of the mean logits (0.881), not the mean of the softmaxes (0.741)
+    np.testing.assert_allclose(pooled[names.PROBABILITIES][0],
+                               [np.exp(2) / (1 + np.exp(2)), 1 / (1 + np.exp(2))], rtol=1e-6)
+    assert pooled[names.PREDICTIONS].tolist() == [0, 1]
+    assert pooled[names.LABEL_IDS].tolist() == [1, 0]
+    regression = ClassificationTask({**options, "task_name": "regression"})
+    scores = regression.data.example_outputs({
+        names.PREDICTIONS: np.array([1., 2., 4.], np.float32),
+        names.LABEL_IDS: np.array([3., 3., 1.]), names.EXAMPLE_INDEX: np.array([0, 0, 1])})
+    assert scores[names.PREDICTIONS].tolist() == [1.5, 4.0]
+    multi = MultiLabelTask({**options, "task_name": "multi_label"})
+    probabilities = multi.data.example_outputs({
+        names.PROBABILITIES: np.array([[.1, .9], [.7, .2], [.3, .3]], np.float32),
+        names.LABEL_IDS: np.array([[1, 1], [1, 1], [0, 1]]),
+        names.EXAMPLE_INDEX: np.array([0, 0, 1])})
+    np.testing.assert_allclose(probabilities[names.PROBABILITIES], [[.7, .9], [.3, .3]])
+    # truncate: as they are
+    assert ClassificationTask({**options, "long_text": "truncate"}).data.example_outputs(
+        outputs) is outputs
+    with pytest.raises(ValueError, match="out of their examples' order"):
+        sentence_records.pool_windows({**outputs, names.EXAMPLE_INDEX: np.array([0, 1, 0, 1])},
+                                      {names.LOGITS: "mean"})
+
+
+# ---------------------------------------------------------------- end to end, a CSV task
+# Words of one to four pieces that say nothing of a review's label.
+FILLER = ["unbelievably", "extraordinarily", "wonderfully", "the", "plot", "actors",
+          "story", "screenplay", "music", "long", "and", "then"]
+
+
+def write_reviews(path, count, long_rows, seed):
+    """A CSV of `count` reviews: short ones, and at `long_rows` texts of 20 to 50
+    pieces (several windows at --max_seq_length=16) whose label word comes first;
+    returns [(text, label)]."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(count):
+        label = "pos" if rng.random() < 0.5 else "neg"
+        word = "good" if label == "pos" else "bad"
+        if i in long_rows:
+            filler = rng.choice(FILLER, int(rng.integers(10, 22)))
+            text = f"the film was {word} " + " ".join(filler)
+        else:
+            text = f"a {word} film"
+        rows.append((text.strip(), label))
+    path.write_text("text,label\n" + "".join(f"{t},{x}\n" for t, x in rows))
+    return rows
+
+
+def window_logits(model, tokenizer, texts, max_seq_length):
+    """The model's logits on each window of each text, by text."""
+    by_text = []
+    for text in texts:
+        windows = sentence_records.pack_windows(tokenizer.encode(text), None,
+                                                max_seq_length, tokenizer)
+        inputs = names.to_model_inputs({k: np.stack([w[k] for w in windows])
+                                        for k in names.RECORD_SEQUENCES})
+        by_text.append(model(inputs, training=False)[names.LOGITS].numpy())
+    return by_text
+
+
+@pytest.fixture(scope="module")
+def classified(tmp_path_factory):
+    """run_classifier.py --task_name=classification --long_text=windows: 40 training
+    rows (five batches of 8) with 8 long ones, 20 dev rows (6 long), 12 test rows (5
+    long), trained, evaluated, predicted."""
+    root = tmp_path_factory.mktemp("long_reviews")
+    splits = {"train": write_reviews(root / "train.csv", 40, set(range(3, 40, 5)), 0),
+              "dev": write_reviews(root / "dev.csv", 20, {1, 4, 8, 11, 15, 19}, 1),
+              "test": write_reviews(root / "test.csv", 12, {0, 3, 4, 7, 11}, 2)}
+    out = root / "out"
+    run_script("run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+               "--text_a_field=text", "--label_field=label", "--long_text=windows",
+               "--do_train", "--do_eval", "--do_predict", f"--spm_model_file={SPM}",
+               f"--albert_config_file={write_tiny_config(root)}", f"--output_dir={out}",
+               "--max_seq_length=16", "--train_batch_size=8", "--eval_batch_size=8",
+               "--predict_batch_size=8", "--train_step=10", "--save_checkpoints_steps=10",
+               "--iterations_per_loop=10", "--learning_rate=1e-2", "--dropout_prob=0")
+    return root, out, splits
+
+
+def test_the_run_trains_on_windows_and_reports_them(classified, tokenizer):
+    root, out, splits = classified
+    records_file = out / "classification_train.tf_record"
+    written = read_records(records_file, 16)
+    expected = [len(sentence_records.pack_windows(tokenizer.encode(text), None, 16,
+                                                  tokenizer)) for text, _ in splits["train"]]
+    assert sum(n > 1 for n in expected) == 8 and len(written) == sum(expected)
+    assert [int(r[names.EXAMPLE_INDEX]) for r in written] == [
+        i for i, n in enumerate(expected) for _ in range(n)]
+    assert [int(r[names.LABEL_IDS]) for r in written] == [
+        ["neg", "pos"].index(label) for (_, label), n in zip(splits["train"], expected)
+        for _ in range(n)]
+    report = json.loads((out / "data_report.json").read_text())["splits"]
+    assert report["train"]["truncated"] == {
+        "max_seq_length": 16, "examples": 40, "examples_cut": 0, "pieces_dropped": 0,
+        "longest": max(len(tokenizer.encode(t)) + 2 for t, _ in splits["train"]),
+        "windows": len(written), "examples_in_windows": 8}
+    settings = json.loads((out / "classification_train.tf_record.meta.json").read_text())
+    assert settings["settings"]["long_text"] == "windows"
+    assert settings["num_examples"] == len(written)
+
+
+def test_predictions_and_metrics_are_the_texts_pooled_windows(classified, tokenizer):
+    """One row per text in test_results.tsv and the predictions file, each the softmax
+    of the mean of its windows' logits as the trained model gives them here; the dev
+    accuracy is that of the pooled answers."""
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from albert_tf.config import AlbertConfig
+    from albert_tf.tasks.classification import AlbertClassifier
+
+    root, out, splits = classified
+    model = AlbertClassifier(AlbertConfig.from_json_file(out / "albert_config.json"), 2)
+    load_tf1_checkpoint(model, str(out / "model.ckpt-best"))
+    test_logits = window_logits(model, tokenizer, [t for t, _ in splits["test"]], 16)
+    mean = np.array([logits.mean(0) for logits in test_logits])
+    expected = np.exp(mean) / np.exp(mean).sum(-1, keepdims=True)
+    # (the windows of a long text answer differently: the first alone would not do)
+    spread = max(np.abs(logits - logits[0]).max() for logits in test_logits)
+    assert spread > 1e-4, spread
+
+    predicted = [json.loads(line) for line in
+                 (out / "classification_predictions.jsonl").read_text().splitlines()]
+    assert [row["id"] for row in predicted] == [f"test-{i}" for i in range(12)]
+    np.testing.assert_allclose([row["probabilities"] for row in predicted], expected,
+                               atol=2e-6)
+    assert [row["prediction"] for row in predicted] == [
+        ["neg", "pos"][i] for i in mean.argmax(-1)]
+    tsv = np.loadtxt(out / "test_results.tsv", ndmin=2)
+    assert tsv.shape == (12, 2)
+    np.testing.assert_allclose(tsv, expected, atol=2e-6)
+
+    dev_logits = window_logits(model, tokenizer, [t for t, _ in splits["dev"]], 16)
+    guessed = [["neg", "pos"][int(logits.mean(0).argmax())] for logits in dev_logits]
+    accuracy = np.mean([g == label for g, (_, label) in zip(guessed, splits["dev"])])
+    assert results(out / "eval_results.txt")["eval_accuracy"] == pytest.approx(accuracy)
+
+
+def test_multi_label_pools_each_labels_most_probable_window(tmp_path, tokenizer):
+    """--task_name=multi_label --long_text=windows: a text's probability of a label is
+    the most any of its windows gives it."""
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from albert_tf.config import AlbertConfig
+    from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier
+
+    rows = []
+    for i in range(20):
+        text = ("the plot was good " + LONG * (i % 3)) if i % 2 else "a bad film"
+        rows.append({"text": text.strip(), "labels": ["plot", "good"] if i % 2 else ["bad"]})
+    for split, part in (("train", rows), ("dev", rows[:10]), ("test", rows[10:])):
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in part))
+    out = tmp_path / "out"
+    run_script("run_classifier.py", "--task_name=multi_label", f"--data_dir={tmp_path}",
+               "--text_a_field=text", "--label_field=labels", "--long_text=windows",
+               "--window_stride=5", "--do_train", "--do_eval", "--do_predict",
+               f"--spm_model_file={SPM}", f"--albert_config_file={write_tiny_config(tmp_path)}",
+               f"--output_dir={out}", "--max_seq_length=16", "--train_batch_size=8",
+               "--eval_batch_size=4", "--predict_batch_size=4", "--train_step=6",
+               "--save_checkpoints_steps=6", "--iterations_per_loop=6",
+               "--learning_rate=1e-2", "--dropout_prob=0")
+    model = AlbertMultiLabelClassifier(
+        AlbertConfig.from_json_file(out / "albert_config.json"), 3)
+    load_tf1_checkpoint(model, str(out / "model.ckpt-best"))
+    expected = []
+    for row in rows[10:]:
+        windows = sentence_records.pack_windows(tokenizer.encode(row["text"]), None, 16,
+                                                tokenizer, stride=5)
+        inputs = names.to_model_inputs({k: np.stack([w[k] for w in windows])
+                                        for k in names.RECORD_SEQUENCES})
+        expected.append(model(inputs, training=False)[names.PROBABILITIES].numpy().max(0))
+    predicted = [json.loads(line) for line in
+                 (out / "multi_label_predictions.jsonl").read_text().splitlines()]
+    assert len(predicted) == 10
+    np.testing.assert_allclose([list(r["probabilities"].values()) for r in predicted],
+                               expected, atol=2e-6)
+    assert list(predicted[0]["probabilities"]) == ["bad", "good", "plot"]
+    assert "micro_f1" in results(out / "eval_results.txt")
+
+
+# ------------------------------------------------------------------------ the cache
+def test_cached_records_are_keyed_by_the_mode_and_stride(tmp_path, tokenizer):
+    """A split's records cached by a truncating run are never read by a windows run
+    (nor those of one stride by another), for your files and GLUE's alike."""
+    from albert_tf.apps import driver, session
+    from albert_tf.data import glue
+
+    write_reviews(tmp_path / "train.csv", 12, {2, 5}, 3)
+    options = {"task_name": "classification", "text_a_field": "text", "label_field": "label",
+               "train_file": str(tmp_path / "train.csv"), "spm_model_file": SPM,
+               "albert_config_file": str(write_tiny_config(tmp_path)), "max_seq_length": 16,
+               "do_train": True, "cached_dir": str(tmp_path / "cache")}
+    seen = []
+    for run, changes in (("a", {}), ("b", {"long_text": "windows"}),
+                         ("c", {"long_text": "windows"}),
+                         ("d", {"long_text": "windows", "window_stride": 3}), ("e", {})):
+        state = driver.read("classification", {**options, **changes,
+                                               "output_dir": str(tmp_path / run)})
+        state.context = session.setup(state.options)
+        driver.convert(state)
+        seen.append((state.records["train"].reused, state.records["train"].num_examples))
+    assert [reused for reused, _ in seen] == [False, False, True, False, False]
+    assert seen[0][1] == 12 and seen[1][1] > 12
+    meta = json.loads((tmp_path / "cache" / "classification_train.tf_record.meta.json")
+                      .read_text())
+    assert "long_text" not in meta["settings"]  # truncate's settings are the original's
+
+    glue_examples = glue.get_processor("MRPC", tokenizer).get_examples(FIXTURES / "glue",
+                                                                       "dev")
+    made = [glue.cached_glue_records("MRPC", "dev", FIXTURES / "glue", tmp_path / "glue",
+                                     tokenizer, 24, glue_examples, long_text)
+            for long_text in (None, LongText("windows"), LongText("windows"))]
+    assert [m.reused for m in made] == [False, False, True]
+    assert made[1].num_examples > made[0].num_examples == len(glue_examples)
+    windows = records.spec_of_first_record(made[1].path)
+    assert names.EXAMPLE_INDEX in windows
+
+
+# ---------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("changes, message", [
+    ({"long_text": "windows", "window_stride": 14},
+     "--window_stride=14 must be smaller than the window: --max_seq_length=16 gives a "
+     "text's windows 14 piece(s) (--max_seq_length - 2); give --window_stride=7 (half "
+     "the window) or less, or a larger --max_seq_length"),
+    ({"long_text": "windows", "window_stride": 6, "text_b_field": "b"},
+     "--window_stride=6 must be smaller than the window: --max_seq_length=16 gives a "
+     "pair's windows 6 piece(s) (half of --max_seq_length - 3, the other text keeping up "
+     "to the other half); give --window_stride=3 (half the window) or less"),
+    ({"long_text": "windows", "text_b_field": "b", "max_seq_length": 6},
+     "--long_text=windows: --max_seq_length=6 leaves a pair's windows 1 piece(s) (half of "
+     "--max_seq_length - 3, the other text keeping up to the other half), too few to "
+     "slide (two at least): give --max_seq_length=7 or more"),
+    ({"window_stride": 4}, "--window_stride=4 is for --long_text=windows"),
+])
+def test_windows_that_cannot_be_cut_are_refused_before_any_work(changes, message):
+    from albert_tf.errors import UsageError
+    from albert_tf.tasks.classification import ClassificationTask
+    from albert_tf.tasks.multi_label import MultiLabelTask
+
+    options = {"task_name": "classification", "text_a_field": "a", "output_dir": "x",
+               "do_train": True, "spm_model_file": SPM, "max_seq_length": 16, **changes}
+    for task, name in ((ClassificationTask, "classification"), (MultiLabelTask, "multi_label")):
+        with pytest.raises(UsageError) as refused:
+            task.Options.build({**options, "task_name": name}).validate()
+        assert message in str(refused.value)
+    # GLUE's pairs are pairs
+    mrpc = ClassificationTask.Options.build({
+        **options, "task_name": "MRPC", "data_dir": str(FIXTURES / "glue"),
+        "long_text": "windows", "window_stride": 6, "max_seq_length": 16})
+    with pytest.raises(UsageError, match="a pair's windows 6"):
+        mrpc.validate()
+
+
+def test_the_scripts_refuse_in_one_line(tmp_path):
+    """A stride too long for the window; windows for a task that has windows of its
+    own (SQuAD, NER) or none to pool (pretraining): one line, before any work."""
+    common = [f"--spm_model_file={SPM}", f"--output_dir={tmp_path / 'out'}", "--do_train"]
+    line = one_line_error(run_script(
+        "run_classifier.py", "--task_name=sst-2", f"--data_dir={FIXTURES / 'glue'}",
+        "--long_text=windows", "--window_stride=20", "--max_seq_length=16", *common,
+        check=False))
+    assert line.startswith("error: --window_stride=20 must be smaller than the window")
+    line = one_line_error(run_script(
+        "run_classifier.py", "--task_name=squad", "--long_text=windows",
+        f"--train_file={FIXTURES / 'squad' / 'dev-v1.1-excerpt.json'}", *common,
+        check=False))
+    assert line == "error: --long_text: not an option of the task 'squad'"
+    for script in ("run_ner.py", "run_squad.py", "run_pretraining.py"):
+        refused = run_script(script, "--long_text=windows", *common, check=False)
+        assert refused.returncode != 0 and "Unknown command line flag 'long_text'" in \
+            refused.stderr, (script, refused.stderr[-2000:])
+    assert not (tmp_path / "out").exists()

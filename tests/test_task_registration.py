@@ -106,8 +106,9 @@ def test_a_python_run_trains_what_the_script_trained(trained, tmp_path):
         return [line for line in log.splitlines() if line.startswith(("  train: ",
                                                                       "  dev: "))]
 
-    # (logged from Python as by the script: absl at INFO unless a script set it)
-    assert len(what_was_read(trained["log"])) == 2
+    # (logged from Python as by the script: absl at INFO unless a script set it; the
+    # rows read, then the texts --max_seq_length cut, of each split)
+    assert len(what_was_read(trained["log"])) == 4
     assert what_was_read(result.stderr) == what_was_read(trained["log"])
     assert results(tmp_path / "out" / "best_trial.txt") == \
         results(trained["out"] / "best_trial.txt")

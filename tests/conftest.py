@@ -68,6 +68,7 @@ LONGEST_MODULES = (
     "test_export.py", "test_training_loop.py", "test_readme_sections.py",  # 121-137
     "test_benchmarks.py", "test_multi_worker.py", "test_tflite.py",  # 110-117
     "test_recompute.py", "test_keras_native.py", "test_run_classifier.py",  # 101-107
+    "test_text_models.py",  # 110 (2026-12-02, on one core)
     "test_bench_serving.py", "test_optimizers.py", "test_reusable_export.py",  # 57-60
     "test_dynamic_masking.py", "test_demo.py", "test_multi_label.py",  # 47-57
     "test_bench_precision_agreement.py", "test_run_squad.py", "test_distillation.py",  # 39-46
@@ -75,7 +76,7 @@ LONGEST_MODULES = (
     "test_run_ner.py", "test_tasks.py", "test_modeling.py",  # 23-31
     "test_run_pretraining.py", "test_dynamic_masking_masker.py", "test_text.py",
     "test_task_module.py", "test_fused.py", "test_dynamic_masking_pairs.py",
-    "test_huggingface.py")  # 5-17
+    "test_huggingface.py", "test_long_text.py")  # 5-28
 
 
 def pytest_collection_modifyitems(items):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -25,6 +23,7 @@ from albert_tf.text_models import (
     TextPreprocessor,
 )
 from albert_tf.tokenization import FullTokenizer
+from tests.helpers.forked import run_python
 from tests.helpers.layouts import brightmart_release
 from tests.helpers.paths import REPO, SPM_MODEL
 from tests.helpers.text_cases import ORIGINAL_PIECES
@@ -207,8 +206,7 @@ def test_keras_file_loads_in_a_fresh_process_with_its_vocabulary(release, chines
         model.save(path)
         shutil.rmtree(copy)
         saved.append((str(path), texts))
-    result = subprocess.run([sys.executable, "-c", FRESH, json.dumps(saved)],
-                            capture_output=True, text=True, cwd=REPO)
+    result = run_python(["-c", FRESH, json.dumps(saved)], cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     got = [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]]
     assert [g["kind"] for g in got] == ["sentencepiece", "wordpiece"]

@@ -176,9 +176,10 @@ class AlbertTextModel(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     # ------------------------------------------------------------------ data
-    def check_labels(self, y, count: int) -> np.ndarray:
-        """`y` as the labels of `count` examples; `TextInputError` where one cannot be
-        learned (a class outside [0, num_classes), a wrong count or shape)."""
+    def check_labels(self, y, texts, count: int) -> np.ndarray:
+        """`y` as the labels of the `count` examples of `texts` (`texts_of`'s);
+        `TextInputError` where one cannot be learned (a class outside [0,
+        num_classes), a wrong count or shape)."""
         labels = np.asarray(y)
         if labels.shape[:1] != (count,):
             raise TextInputError(f"{count} texts and {labels.shape[0] if labels.ndim else 0} "
@@ -189,7 +190,7 @@ class AlbertTextModel(keras.Model):
         """(the texts of `x` as arrays for `tf.data.Dataset.from_tensor_slices`, how
         many examples); `TextInputError` for what the preprocessor cannot read. Here
         one text or a pair (`check_texts`)."""
-        texts = check_texts(x, self.pair)
+        texts = check_texts(x)
         self.preprocessor.check_pairing(len(texts) == 2)
         return (texts if len(texts) == 2 else texts[0]), len(texts[0])
 
@@ -211,14 +212,19 @@ class AlbertTextModel(keras.Model):
         if isinstance(x, tf.data.Dataset):
             self.preprocessor.check_loaded()
             return self._batches(x), None
+        dataset, count = self._examples(x, y, sample_weight)
+        return self._batches(dataset.batch(batch_size or _TRAINING.train_batch_size)), count
+
+    def _examples(self, x, y=None, sample_weight=None) -> tuple:
+        """(a dataset of the examples of `x` with their labels and weights, unbatched;
+        how many), every part checked first."""
         texts, count = self._texts(x)
         parts = [texts]
         if y is not None:
-            parts.append(self.check_labels(y, count))
+            parts.append(self.check_labels(y, texts, count))
         if sample_weight is not None:
             parts.append(np.asarray(sample_weight, np.float32))
-        dataset = tf.data.Dataset.from_tensor_slices(tuple(parts))
-        return self._batches(dataset.batch(batch_size or _TRAINING.train_batch_size)), count
+        return tf.data.Dataset.from_tensor_slices(tuple(parts)), count
 
     # ------------------------------------------------------------------ Keras' API
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
@@ -244,11 +250,8 @@ class AlbertTextModel(keras.Model):
             else:
                 steps = steps_per_epoch
         else:
-            texts, count = self._texts(x)
-            parts = [texts, self.check_labels(y, count)]
-            if sample_weight is not None:
-                parts.append(np.asarray(sample_weight, np.float32))
-            dataset = tf.data.Dataset.from_tensor_slices(tuple(parts))
+            # (labels required: None becomes an array that check_labels refuses)
+            dataset, count = self._examples(x, np.asarray(y), sample_weight)
             if shuffle:
                 with _global_seed(self.seed):
                     dataset = records.shuffled(dataset, self.seed)
@@ -378,8 +381,8 @@ class AlbertTextClassifier(AlbertTextModel):
             return [keras.metrics.MeanSquaredError(name="mse")]
         return super().default_metrics()
 
-    def check_labels(self, y, count: int) -> np.ndarray:
-        labels = super().check_labels(y, count)
+    def check_labels(self, y, texts, count: int) -> np.ndarray:
+        labels = super().check_labels(y, texts, count)
         if self.num_classes == 1:
             if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.number):
                 raise TextInputError("a regression's labels are one number per text")
@@ -436,20 +439,20 @@ class AlbertTextMultipleChoice(AlbertTextModel):
         return self.model.num_choices
 
     def texts_of(self, x) -> tuple:
-        texts, counts = check_choices(x, self.num_choices)
-        self._counts = counts  # what check_labels reads next
-        return texts, len(counts)
+        texts = check_choices(x, self.num_choices)
+        return texts, len(texts[0])
 
-    def check_labels(self, y, count: int) -> np.ndarray:
-        labels = super().check_labels(y, count)
+    def check_labels(self, y, texts, count: int) -> np.ndarray:
+        labels = super().check_labels(y, texts, count)
         if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
             raise TextInputError(f"labels must be one integer (the right option) per "
                                  f"example; got {labels.dtype} of shape {labels.shape}")
-        bad = np.flatnonzero((labels < 0) | (labels >= self._counts))
+        options = (texts[2] != "").sum(1)  # each example's options (the rest padding)
+        bad = np.flatnonzero((labels < 0) | (labels >= options))
         if bad.size:
             i = bad[0]
             raise TextInputError(f"label {labels[i].tolist()} of example {i} is not one "
-                                 f"of its {self._counts[i]} choices; {bad.size} such")
+                                 f"of its {options[i]} choices; {bad.size} such")
         return labels.astype(np.int32)
 
     @classmethod

@@ -260,7 +260,7 @@ def _strings(values, what: str, empty: bool = False) -> np.ndarray:
     return array.astype(object)
 
 
-def check_texts(x, pair: bool | None):
+def check_texts(x):
     """The texts of `fit`, `evaluate` or `predict` (a list or array of strings, or a
     tuple of two for pairs, or a dict of `text_a` and `text_b`) as a tuple of 1-D string arrays of
     one length; `TextInputError` for anything else."""
@@ -283,10 +283,6 @@ def check_texts(x, pair: bool | None):
     if len(arrays) == 2 and len(arrays[0]) != len(arrays[1]):
         raise TextInputError(f"text_a has {len(arrays[0])} texts and text_b "
                              f"{len(arrays[1])}")
-    if pair is not None and pair != (len(arrays) == 2):
-        raise TextInputError(
-            "this model reads pairs of texts: give (text_a, text_b), two lists" if pair
-            else "this model reads one text per example; it was given pairs")
     return tuple(arrays)
 
 
@@ -294,8 +290,8 @@ def check_choices(x, num_choices: int):
     """The texts of a multiple-choice `fit`, `evaluate` or `predict`: a dict of
     `context`, `question` and `choices`, or a tuple of the three; each example's
     choices a list of 1 to `num_choices` options. Returns (contexts, questions, choices
-    [N, num_choices], fewer padded with "", as the SavedModel reads them), and how many
-    options each example has; `TextInputError` for anything else."""
+    [N, num_choices], fewer padded with "", as the SavedModel reads them);
+    `TextInputError` for anything else."""
     keys = (names.CONTEXT, names.QUESTION, names.CHOICES)
     if isinstance(x, dict) and sorted(x) == sorted(keys):
         parts = [x[k] for k in keys]
@@ -311,7 +307,6 @@ def check_choices(x, num_choices: int):
         raise TextInputError(f"{len(contexts)} contexts, {len(questions)} questions and "
                              f"{len(rows)} lists of choices")
     choices = np.full((len(rows), num_choices), "", dtype=object)
-    counts = np.zeros(len(rows), np.int64)
     for i, row in enumerate(rows):
         if isinstance(row, (str, bytes)) or not 1 <= len(row) <= num_choices:
             raise TextInputError(
@@ -320,5 +315,4 @@ def check_choices(x, num_choices: int):
         row = [v for v in row if not (isinstance(v, str) and not v)]  # "" is no choice
         options = _strings(row, f"choices[{i}]")
         choices[i, :len(options)] = options
-        counts[i] = len(options)
-    return (contexts, questions, choices), counts
+    return contexts, questions, choices

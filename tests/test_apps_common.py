@@ -17,7 +17,8 @@ MODEL_FLAGS = {
     "albert_config_file", "init_checkpoint", "output_dir", "spm_model_file", "vocab_file",
     "do_lower_case", "do_train", "do_eval", "learning_rate", "optimizer",
     "save_checkpoints_steps", "keep_checkpoint_max", "iterations_per_loop",
-    "distribution_strategy", "tpu", "heartbeat_timeout", "precision", "enable_xla",
+    "distribution_strategy", "tpu", "num_gpus", "intra_op_threads", "inter_op_threads",
+    "heartbeat_timeout", "precision", "enable_xla",
     "gradient_accumulation_steps", "seed", "recompute", "recompute_unit", "export_dir",
     "serving_precision", "export_tflite", "tflite_precision", "tflite_text",
     "export_hf_dir"}

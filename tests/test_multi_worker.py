@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 
 from tests.helpers import faults
+from tests.helpers.forked import run_python
 from tests.helpers.scripts import (
     FIXTURES,
+    ROOT,
     SPM,
     read_results,
     run_cluster,
@@ -233,3 +235,38 @@ def test_the_heartbeat_timeout_is_a_positive_number_of_seconds():
     for wrong in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(distribute.DistributionError, match="positive number"):
             distribute.get_strategy("multi_worker_mirrored", heartbeat_timeout=wrong)
+
+
+def test_threads_are_set_before_tensorflow_starts_and_refused_after():
+    """--intra_op_threads / --inter_op_threads: set in a process TensorFlow has not
+    started in; a different value after it started is one line naming the flag; the
+    value it runs with passes. --num_gpus is mirrored's, and at most the host's GPUs."""
+    code = (
+        "import tensorflow as tf\n"
+        "from albert_tf.training import distribute\n"
+        "distribute.set_threads(1, 2)\n"
+        "tf.constant(1.0) + 1\n"
+        "distribute.set_threads(1, 2)\n"
+        "print(tf.config.threading.get_intra_op_parallelism_threads(),\n"
+        "      tf.config.threading.get_inter_op_parallelism_threads())\n"
+        "try:\n"
+        "    distribute.set_threads(3, None)\n"
+        "except distribute.DistributionError as e:\n"
+        "    print(e)\n")
+    result = run_python(["-c", code], cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    first, second = result.stdout.splitlines()
+    assert first == "1 2"
+    assert second.startswith("--intra_op_threads=3: TensorFlow has started in this "
+                             "process already")
+    import tensorflow as tf
+
+    from albert_tf.training import distribute
+
+    with pytest.raises(distribute.DistributionError, match="--num_gpus is for "
+                       "--distribution_strategy=mirrored, not one_device"):
+        distribute.get_strategy("one_device", num_gpus=1)
+    gpus = len(tf.config.list_logical_devices("GPU"))
+    with pytest.raises(distribute.DistributionError,
+                       match=f"--num_gpus={gpus + 1}: this host has {gpus} GPU"):
+        distribute.get_strategy("mirrored", num_gpus=gpus + 1)

@@ -82,10 +82,13 @@ def easy_sst2(directory, seed=0):
 def test_a_tiny_model_learns_an_easy_task(tmp_path, config_file):
     easy_sst2(tmp_path / "glue")
     out = tmp_path / "easy"
-    run("--task_name=sst-2", f"--data_dir={tmp_path / 'glue'}", "--do_train", "--do_eval",
-        *common_flags(config_file, out, max_seq_length=16, train_batch_size=16,
-                      train_step=150, warmup_step=10, save_checkpoints_steps=150,
-                      iterations_per_loop=50, learning_rate=3e-3, dropout_prob=0))
+    # The runtime's threads are set before TensorFlow starts in the script.
+    log = run("--task_name=sst-2", f"--data_dir={tmp_path / 'glue'}", "--do_train",
+              "--do_eval", "--intra_op_threads=2", "--inter_op_threads=1",
+              *common_flags(config_file, out, max_seq_length=16, train_batch_size=16,
+                            train_step=150, warmup_step=10, save_checkpoints_steps=150,
+                            iterations_per_loop=50, learning_rate=3e-3, dropout_prob=0))
+    assert "TensorFlow's threads: 2 within an op, 1 ops at once" in log.stderr
     accuracy = results(out / "eval_results.txt")["eval_accuracy"]
     assert accuracy >= 0.9, accuracy  # chance is 0.5
 

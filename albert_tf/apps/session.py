@@ -64,8 +64,10 @@ def checked_tflite_path(path):
 def checked_task(task_class, options):
     """(the task, the run's options) of `options` (a mapping, or `task_class.Options`),
     completed with what --init_checkpoint brings and checked before any work: the
-    task's own checks (`validate`), --recompute and the exports asked for."""
+    task's own checks (`validate`), --recompute and the exports asked for. The threads
+    are set first, before anything starts TensorFlow."""
     options = task_class.Options.build(options)
+    distribute.set_threads(options.intra_op_threads, options.inter_op_threads)
     check_distilled(task_class, options)
     options = complete_model_files(options)
     task = task_class(options)
@@ -132,6 +134,7 @@ def setup(options: RunOptions) -> RunContext:
     output_dir = options.output_dir
     seed_and_precision(options)
     strategy = distribute.get_strategy(options.distribution_strategy, tpu=options.tpu,
+                                       num_gpus=options.num_gpus,
                                        heartbeat_timeout=options.heartbeat_timeout)
     created = not tf.io.gfile.isdir(output_dir)
     try:

@@ -420,13 +420,22 @@ class ExportOptions(LiteRTOptions):
 
 @dataclasses.dataclass(frozen=True)
 class RuntimeOptions(Options):
-    """Where and how the work runs: the strategy and its devices, the precision, XLA and
-    recomputation."""
+    """Where and how the work runs: the strategy and its devices, the threads, the
+    precision, XLA and recomputation."""
 
     distribution_strategy: str = option(
         "one_device", "How to spread the work: one device, the GPUs of this host, "
         "several hosts (TF_CONFIG) or a TPU (--tpu).", choices=DISTRIBUTION_STRATEGIES)
     tpu: str | None = option(None, "TPU name or address for distribution_strategy=tpu.")
+    num_gpus: int | None = option(
+        None, "mirrored: the first N GPUs of this host (default: all of them; on a host "
+        "without GPUs, its CPU).", minimum=1)
+    intra_op_threads: int | None = option(
+        None, "Threads one op may use (default: TensorFlow's, every core); set before "
+        "TensorFlow starts in the process.", minimum=1)
+    inter_op_threads: int | None = option(
+        None, "Ops that may run at once (default: TensorFlow's); set before TensorFlow "
+        "starts in the process.", minimum=1)
     heartbeat_timeout: float | None = option(
         None, "multi_worker_mirrored: the seconds a worker may stay silent before the "
         "others stop with an error naming it (default: TensorFlow's, 10); give every "

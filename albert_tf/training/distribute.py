@@ -44,19 +44,26 @@ class PeerLost(DistributionError):
 def get_strategy(name: str = "one_device", *, tpu: str | None = None,
                  num_gpus: int | None = None,
                  heartbeat_timeout: float | None = None) -> tf.distribute.Strategy:
-    """The strategy named by `--distribution_strategy`; `heartbeat_timeout`: how long
-    (seconds) a worker of multi_worker_mirrored may stay silent before it is lost
-    (None: TensorFlow's default)."""
+    """The strategy named by `--distribution_strategy`; `num_gpus`: mirrored's first
+    GPUs of the host (None: all); `heartbeat_timeout`: how long (seconds) a worker of
+    multi_worker_mirrored may stay silent before it is lost (None: TensorFlow's
+    default)."""
     check_heartbeat_timeout(heartbeat_timeout)
     if name not in STRATEGIES:
         raise DistributionError(
             f"unknown distribution_strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+    if num_gpus is not None and name != "mirrored":
+        raise DistributionError(f"--num_gpus is for --distribution_strategy=mirrored, "
+                                f"not {name}")
     if name == "one_device":
         device = "/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0"
         return tf.distribute.OneDeviceStrategy(device)
     if name == "mirrored":
         gpus = [d.name for d in tf.config.list_logical_devices("GPU")]
         if num_gpus is not None:
+            if num_gpus > len(gpus):
+                raise DistributionError(f"--num_gpus={num_gpus}: this host has "
+                                        f"{len(gpus)} GPU(s)")
             gpus = gpus[:num_gpus]
         devices = gpus or [d.name for d in tf.config.list_logical_devices("CPU")]
         return tf.distribute.MirroredStrategy(devices)
@@ -83,6 +90,32 @@ def get_strategy(name: str = "one_device", *, tpu: str | None = None,
             f"--tpu={tpu}: no TPU found there ({type(e).__name__}: {short_reason(e)}); "
             "on a machine without a TPU, leave --distribution_strategy=tpu out") from None
     return tf.distribute.TPUStrategy(resolver)
+
+
+def set_threads(intra_op: int | None, inter_op: int | None) -> None:
+    """`--intra_op_threads` and `--inter_op_threads` (None: TensorFlow's own). TensorFlow
+    takes them only before it starts in the process: a different value after that is a
+    DistributionError naming the flag."""
+    threading = tf.config.threading
+    if intra_op is None and inter_op is None:
+        return
+    for flag, value, get, set_ in (
+            ("intra_op_threads", intra_op, threading.get_intra_op_parallelism_threads,
+             threading.set_intra_op_parallelism_threads),
+            ("inter_op_threads", inter_op, threading.get_inter_op_parallelism_threads,
+             threading.set_inter_op_parallelism_threads)):
+        if value is None or value == get():
+            continue
+        try:
+            set_(value)
+        except RuntimeError:
+            raise DistributionError(
+                f"--{flag}={value}: TensorFlow has started in this process already; "
+                f"from Python, call tf.config.threading.set_{flag.split('_threads')[0]}"
+                "_parallelism_threads before anything else of TensorFlow") from None
+    logging.info("TensorFlow's threads: %d within an op, %d ops at once (0: its own)",
+                 threading.get_intra_op_parallelism_threads(),
+                 threading.get_inter_op_parallelism_threads())
 
 
 def check_heartbeat_timeout(seconds: float | None) -> None:

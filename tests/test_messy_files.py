@@ -423,8 +423,8 @@ def test_the_cases_users_met(tmp_path, caplog):
     from albert_tf.data.report import DataReport, TooManySkipped
 
     task = MultiLabelTask({"text_a_field": "text", "text_b_field": None,
-                           "label_field": "labels", "header": True, "label_separator": ","})
-    task.labels = ["joy", "anger"]
+                           "label_field": "labels", "header": True, "label_separator": ",",
+                           "labels": ("joy", "anger")})
     report = DataReport()
     caplog.clear()
     with caplog.at_level("WARNING"), report.reading("train"):
@@ -436,7 +436,6 @@ def test_the_cases_users_met(tmp_path, caplog):
                                              r"more\)"):
         report.check()
     outside = MultiLabelTask(task.options)
-    outside.labels = task.labels
     caplog.clear()
     with caplog.at_level("WARNING"):
         outside.read("train", [str(many)])

@@ -225,8 +225,7 @@ def test_rows_name_their_labels_as_lists_or_separated(tmp_path, caplog):
         '{"t": "a", "y": ["x", "z"]}\n{"t": "b", "y": "z | x | z"}\n{"t": "c", "y": ""}\n'
         '{"t": "d", "y": "x|w"}\n')
     task = MultiLabelTask({"text_a_field": "t", "text_b_field": None, "label_field": "y",
-                           "header": True, "label_separator": "|"})
-    task.labels = ["x", "z"]
+                           "header": True, "label_separator": "|", "labels": ("x", "z")})
     examples = task.read("train", [str(tmp_path / "rows.jsonl")])
     assert [(e.text_a, e.labels) for e in examples] == [
         ("a", ("x", "z")), ("b", ("z", "x")), ("c", ())]

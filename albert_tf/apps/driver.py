@@ -142,26 +142,56 @@ def skip_limit(options) -> SkipLimit:
         raise UsageError(str(e)) from None
 
 
-def read_splits(task, options, files, report: DataReport) -> dict:
-    """Every split's data, read once the labels are known (`--labels`, else a model's
-    labels.txt, else the task's `discover_labels` of the training split), each inside
-    `report.reading(split)`. Nothing is written."""
-    data = {}
+class SplitData(Mapping):
+    """The run's data as it is read: split -> what `Task.read` returned, each split
+    read once (inside `report.reading(split)`), when first looked at, by the task
+    `reader` at that moment; in the files' order."""
 
-    def read(split):
-        if split not in data:
-            with report.reading(split):
-                data[split] = task.read(split, files[split])
-            if isinstance(data[split], list):
-                report.examples[split] = len(data[split])
-        return data[split]
+    def __init__(self, files, report: DataReport):
+        self.files, self.report = files, report
+        self.reader = None
+        self.read = {}
 
-    if task.data.has_labels:
-        task.labels = resolve_labels(
-            options, options.output_dir, lambda: task.data.discover_labels(read("train")))
-    for split in files:
-        read(split)
-    return data
+    def __getitem__(self, split):
+        if split not in self.read:
+            if split not in self.files:
+                raise KeyError(split)
+            with self.report.reading(split):
+                self.read[split] = self.reader.read(split, self.files[split])
+            if isinstance(self.read[split], list):
+                self.report.examples[split] = len(self.read[split])
+        return self.read[split]
+
+    def __iter__(self):
+        return iter(self.files)
+
+    def __len__(self):
+        return len(self.files)
+
+
+def made_task(task_class, options, tokenizer, files, report: DataReport):
+    """(the run's task, its options, every split's data): the task made whole, with
+    what the run derives from its data in its options (`--labels`, else a model's
+    labels.txt, else the task's `discover_labels` of the training split; then
+    `Data.derived_options`). A split read before the task is made is read by a task
+    of the options known then, and not again. Nothing is written."""
+    data = SplitData(files, report)
+    data.reader = task_class(options, tokenizer)
+    if data.reader.data.has_labels:
+        labels = resolve_labels(options, options.output_dir,
+                                lambda: data.reader.data.discover_labels(data["train"]))
+        if "labels" not in options.names():
+            from albert_tf.tasks import TaskModuleError
+
+            raise TaskModuleError(f"{task_class.__name__} has labels but its Options no "
+                                  "labels field: derive them from Task.Options")
+        options = options.replace(labels=tuple(labels))
+        data.reader = task_class(options, tokenizer)
+    derived = data.reader.data.derived_options(data)
+    if derived:
+        options = options.replace(**derived)
+    task = data.reader = task_class(options, tokenizer)
+    return task, options, {split: data[split] for split in files}
 
 
 def check_data(task, report: DataReport) -> None:
@@ -220,10 +250,8 @@ def read_task(task_class, options):
         check_labels_known(options)
     config = session.check_setup(options)
     report = DataReport(skip_limit(options))
-    # The run's task: its options checked, its tokenizer made (its labels, where it has
-    # them, once the training split or labels.txt gives them).
-    task = task_class(options, session.tokenizer(options))
-    data = read_splits(task, options, files, report)
+    task, options, data = made_task(task_class, options, session.tokenizer(options),
+                                    files, report)
     check_data(task, report)
     return task, options, config, files, report, data
 

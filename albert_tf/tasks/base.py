@@ -28,10 +28,12 @@ from albert_tf.tasks.teaching import TaskTeaching
 
 
 class Task:
-    """Base of every fine-tuning task; see the module's docstring. Made by the driver for
-    one run with the run's `options` (an instance of the task's `Options`, or a mapping
-    that makes one) and its `tokenizer`; a task with labels gets them as `labels` once
-    the training split has given them (`Data.has_labels`)."""
+    """Base of every fine-tuning task; see the module's docstring. Made whole by the
+    driver for one run, with the run's `options` (an instance of the task's `Options`,
+    or a mapping that makes one) and its `tokenizer`: what the run derives from its data
+    is in the options before the task is made (the labels of a task with labels,
+    `Data.has_labels`, as `options.labels`; `Data.derived_options`), and nothing is set
+    on a task afterwards."""
 
     # The task's options: a frozen dataclass (`albert_tf.tasks.options`) deriving from
     # `TaskOptions`, or from `FineTuningOptions` where the task reads its data its own
@@ -57,7 +59,9 @@ class Task:
         self.options = self.Options.build(options)
         self.serving_kind = self.serving_kinds[0] if self.serving_kinds else None
         self.tokenizer = tokenizer
-        self.labels: list[str] | None = None  # `Data.has_labels`: set by the driver
+        # `Data.has_labels`: --labels, a model's labels.txt or the training split's.
+        labels = getattr(self.options, "labels", None)
+        self.labels: list[str] | None = list(labels) if labels else None
         self.data = self.Data(self)
         self.teaching = self.Teaching(self)
 

@@ -81,8 +81,17 @@ class TaskData:
     def has_labels(self) -> bool:
         """Whether the task has labels: --labels, or those of the training split
         (`discover_labels`), kept as labels.txt beside the checkpoints and given to the
-        task as `task.labels`. By default: where `discover_labels` is defined."""
+        task in its options (`options.labels`, `task.labels`). By default: where
+        `discover_labels` is defined."""
         return type(self).discover_labels is not TaskData.discover_labels
+
+    def derived_options(self, data: Mapping) -> dict:
+        """Options the run derives from its data (fields of `Options` with
+        `flag=False`, left None by the user), given to the run's task when it is made:
+        `data` maps each split to what `Task.read` returns, each read once, when first
+        looked at, by a task made with the run's other options and labels (what a
+        derived option says must not change how a split is read). By default none."""
+        return {}
 
     def discover_labels(self, examples) -> list[str]:
         """The labels of the training examples, sorted (a task with labels defines

@@ -156,6 +156,10 @@ class MultipleChoiceTask(Task):
             "after [CLS] and 2 x [SEP]).")
         high_only: bool = option(False, "RACE: only the high-school part.")
         middle_only: bool = option(False, "RACE: only the middle-school part.")
+        num_choices: int | None = option(
+            None, "The choices per question, derived from the data: RACE's 4; else the "
+            "most of any question read, transfer questions included (at least 4 for "
+            "C3 and SWAG).", minimum=2, flag=False)
         # run_classifier.py's, as GLUE's (`ClassificationTask.Options`)
         train_step: int | None = option(1000)
         warmup_step: int | None = option(0)
@@ -177,17 +181,16 @@ class MultipleChoiceTask(Task):
         self.options = with_max_qa_length(self.options)
         self.name = self.options.task_name.lower()
         self.is_race = self.name == RACE
-        self.examples: dict[str, list] = {}
 
     @property
     def num_choices(self) -> int:
-        """RACE's 4; else the most of any example read (at least 4 for C3 and SWAG)."""
+        """RACE's 4; else the run's (`Data.derived_options`)."""
         if self.is_race:
             return race.NUM_CHOICES
-        most = max(len(e.endings) for examples in self.examples.values() for e in examples)
-        if self.name in ("c3", "swag"):
-            return max(most, choice_records.DEFAULT_NUM_CHOICES)
-        return most
+        if self.options.num_choices is None:
+            raise ValueError("MultipleChoiceTask: options.num_choices is derived from "
+                             "the data (Data.derived_options) before the task is made")
+        return self.options.num_choices
 
     # -------------------------------------------------------------------- data
     def read(self, split, paths):
@@ -197,9 +200,7 @@ class MultipleChoiceTask(Task):
                 self.tokenizer, o.high_only, o.middle_only).get_examples(
                     o.data_dir, split)
         labelled = split != "test" or None  # training and dev questions need answers
-        examples = self._read_files(paths, labelled)
-        self.examples[split] = examples
-        return examples
+        return self._read_files(paths, labelled)
 
     def _read_files(self, paths, labelled):
         process = self.tokenizer.preprocess
@@ -239,6 +240,21 @@ class MultipleChoiceTask(Task):
                 files[split] = [check_file(path, f"{split}_file") for path in paths]
             return files
 
+        def derived_options(self, data) -> dict:
+            """The choices per question: the most of any question of the splits and of
+            --transfer_file (at least 4 for C3 and SWAG); RACE's are 4."""
+            o, task = self.options, self.task
+            if task.is_race or o.num_choices is not None:
+                return {}
+            counts = [len(e.endings) for examples in data.values() for e in examples]
+            if getattr(o, "transfer_file", None) and tf.io.gfile.exists(o.transfer_file):
+                counts += [len(e.endings) for e in
+                           task.teaching.read_transfer(o.transfer_file) or ()]
+            most = max(counts, default=choice_records.DEFAULT_NUM_CHOICES)
+            if task.name in ("c3", "swag"):
+                most = max(most, choice_records.DEFAULT_NUM_CHOICES)
+            return {"num_choices": most}
+
         def cached_records(self, split, examples, paths, cache_dir):
             o, task = self.options, self.task
             if not task.is_race:
@@ -276,9 +292,7 @@ class MultipleChoiceTask(Task):
             task = self.task
             if task.is_race:
                 return None
-            examples = task._read_files([path], None)
-            task.examples["transfer"] = examples  # their choices count (`num_choices`)
-            return examples
+            return task._read_files([path], None)
 
         def write_transfer_records(self, examples, path) -> int:
             return self.task.data.write_records("train", examples, path)

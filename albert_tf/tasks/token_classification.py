@@ -124,10 +124,11 @@ class TokenClassificationTask(Task):
             None, "The tags, comma-separated (default: those of the training file, \"O\" "
             "first, saved as labels.txt in --output_dir).")
         dropout_prob: float = option(0.1, "Dropout of the tagging head.")
-
-    def __init__(self, options, tokenizer=None):
-        super().__init__(options, tokenizer)
-        self.word_split: str | None = None
+        word_split: str | None = option(
+            None, "How raw text is cut into words as the data's were (the exports' "
+            "serve_text, --transfer_file): derived from the first file read, the "
+            "training file if any (`ner.word_split_of`).", choices=ner.WORD_SPLITS,
+            flag=False)
 
     def read(self, split, paths) -> ner.NerFile:
         """The split's file (errors name file and line); training and dev files must have
@@ -139,8 +140,6 @@ class TokenClassificationTask(Task):
         ner.warn_about_unopened_entities(data)
         if split != "train":
             data.windows = self._windows(data)
-        if self.word_split is None:  # the first file read (training's, if any)
-            self.word_split = ner.word_split_of(data)
         return data
 
     def _windows(self, data: ner.NerFile) -> list[ner.NerFeature]:
@@ -178,6 +177,12 @@ class TokenClassificationTask(Task):
 
         def discover_labels(self, data: ner.NerFile) -> list[str]:
             return ner.labels_of([data])
+
+        def derived_options(self, data) -> dict:
+            """The word split of the first file read (the training file, if any)."""
+            if self.options.word_split is not None or not data:
+                return {}
+            return {"word_split": ner.word_split_of(next(iter(data.values())))}
 
         def head(self, split, data: ner.NerFile, count: int) -> ner.NerFile:
             small = data.head(count)
@@ -219,7 +224,7 @@ class TokenClassificationTask(Task):
             task, sentences = self.task, []
             for line, (text, _) in enumerate(texts, 1):
                 words = [w for w, _, _ in ner.split_words(text,
-                                                          task.word_split or "whitespace")]
+                                                          task.options.word_split or "whitespace")]
                 sentences.append(ner.NerSentence(words, [task.labels[0]] * len(words),
                                                  line))
             return task.data.write_records("train", ner.NerFile(
@@ -263,4 +268,4 @@ class TokenClassificationTask(Task):
 
     def export_options(self) -> dict:
         # serve_text cuts raw text into words as the data read here were cut.
-        return {"word_split": self.word_split}
+        return {"word_split": self.options.word_split}

@@ -41,6 +41,7 @@ from albert_tf.tasks import serving_kinds as _serving_kinds  # noqa: E402
 from albert_tf.text_models import (  # noqa: E402
     AlbertTextClassifier,
     AlbertTextMultipleChoice,
+    AlbertTextTokenClassifier,
     TextPreprocessor,
 )
 
@@ -80,6 +81,7 @@ __all__ = [
     "AlbertPretrainer",
     "AlbertTextClassifier",
     "AlbertTextMultipleChoice",
+    "AlbertTextTokenClassifier",
     "CheckpointError",
     "ConfigError",
     "LoadReport",

@@ -398,9 +398,9 @@ def _exists(path: str) -> bool:
 KERAS_FILE_SUFFIX = ".keras"
 
 
-def read_keras_file_config(path: str) -> dict:
-    """The Keras config of an albert_tf model's `.keras` file; `ConfigError` naming the
-    file for one that is not a .keras file, or holds another package's model."""
+def read_keras_file_values(path: str) -> dict:
+    """The Keras config of any model's `.keras` file (its `registered_name` names the
+    model's class); `ConfigError` naming the file for one that is not a .keras file."""
     import zipfile
 
     if not _exists(path):
@@ -412,6 +412,13 @@ def read_keras_file_config(path: str) -> dict:
             values = json.loads(archive.read("config.json"))
     except (zipfile.BadZipFile, KeyError, ValueError) as e:
         raise ConfigError(f"{path} is not a Keras .keras file ({e})") from None
+    return values
+
+
+def read_keras_file_config(path: str) -> dict:
+    """The Keras config of an albert_tf model's `.keras` file; `ConfigError` naming the
+    file for one that is not a .keras file, or holds another package's model."""
+    values = read_keras_file_values(path)
     config = values.get("config") if isinstance(values, dict) else None
     if not (isinstance(config, dict) and isinstance(config.get("config"), dict)
             and "vocab_size" in config["config"]):

@@ -89,6 +89,8 @@ TEXT = "text"
 CHOICES = "choices"
 WORD_START = "word_start"
 TAGS = "tags"
+# A Keras text model's: the input position of each word's first piece (-1: none).
+WORD_POSITIONS = "word_positions"
 
 # ------------------------------------------------ Hugging Face `transformers` classes
 # The class with the same weights as each of our models (`AlbertModel.hf_architecture`;

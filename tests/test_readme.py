@@ -167,7 +167,7 @@ def test_examples_run_in_order(release_dir, capsys):
     assert "keras file 0.0" in printed
     # The Keras way: text models on strings, their .keras file and SavedModel
     for line in ("taste (2, 2)", "logits (2, 4)", "pairs (4, 2)", "choices (1, 3)",
-                 "中文 (2,)", "served (2, 4)"):
+                 "tags (2, 30, 4)", "中文 (2,)", "served (2, 4)"):
         assert line in printed
     assert (release_dir.parent / "pairs_savedmodel" / "saved_model.pb").exists()
     assert "fit on 4 examples; dev predictions (3,)" in printed

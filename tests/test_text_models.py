@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from albert_tf import AlbertPretrainer, names, packing, save_tf1_checkpoint
+from albert_tf import AlbertPretrainer, losses, names, packing, save_tf1_checkpoint
+from albert_tf.data import ner
 from albert_tf.text_models import (
     AlbertTextClassifier,
     AlbertTextMultipleChoice,
+    AlbertTextTokenClassifier,
     TextInputError,
     TextPreprocessor,
 )
@@ -32,6 +34,9 @@ from tests.helpers.tiny import tiny_config
 GOLDEN = [case["text"] for case in ORIGINAL_PIECES["texts"]]
 CHINESE = ["中文句子的分类。", "今天天气很好，我们去公园散步吧！", "他说：“这部电影真好看”",
            "北京2008年奥运会", "ALBERT 中文模型 albert_zh"]
+SENTENCES = ["John Smith lives in New York", "the film was unbelievably good",
+             "ALBERT is a lite BERT", "Paris"]
+TAGS = [[1, 2, 0, 0, 1, 2], [0, 0, 0, 0, 0], [1, 0, 0, 0, 1], [1]]
 WORDS = ["a good film", "a bad film, really bad", "great acting", "awful, boring plot",
          "i loved it", "i hated it", "wonderful", "terrible"]
 
@@ -51,6 +56,13 @@ def release(tmp_path_factory):
 def chinese_release(tmp_path_factory):
     """brightmart's albert_zh fixture as released (WordPiece vocab.txt)."""
     return brightmart_release(tmp_path_factory.mktemp("zh") / "albert_tiny_zh")
+
+
+@pytest.fixture(scope="module")
+def tagger(release):
+    """The module's token classifier: English SentencePiece, 3 labels, windows of 16."""
+    return AlbertTextTokenClassifier.from_release(release, num_classes=3,
+                                                  sequence_length=16)
 
 
 def records_inputs(tokenizer: FullTokenizer, texts, sequence_length: int) -> dict:
@@ -189,14 +201,19 @@ for path, texts in json.loads(sys.argv[1]):
 
 
 def test_keras_file_loads_in_a_fresh_process_with_its_vocabulary(release, chinese_release,
-                                                                    tmp_path):
+                                                                    tagger, tmp_path):
     """`.keras` holds the tokenizer file as an asset: `import albert_tf` and
     `keras.models.load_model` in a new process (the release gone) give the same
-    logits, English SentencePiece and Chinese WordPiece; a model whose asset is gone
-    refuses its first use in one line."""
+    logits, English SentencePiece and Chinese WordPiece, a token classifier's too
+    (its word split kept); `from_release` of a text model's `.keras` file loads it
+    as saved, refusing another kind's file or an argument the file does not hold; a
+    model whose asset is gone refuses its first use in one line."""
     import zipfile
 
-    saved, expected = [], []
+    tagger.predict(SENTENCES[:1], verbose=0)  # its word split decided
+    tagger.save(tmp_path / "tagger.keras")
+    saved = [(str(tmp_path / "tagger.keras"), SENTENCES)]
+    expected = [tagger.predict(SENTENCES, verbose=0)]
     for directory, texts in ((release, WORDS[:3]), (chinese_release, CHINESE[:3])):
         copy = tmp_path / directory.name
         shutil.copytree(directory, copy)
@@ -208,11 +225,28 @@ def test_keras_file_loads_in_a_fresh_process_with_its_vocabulary(release, chines
         saved.append((str(path), texts))
     result = run_python(["-c", FRESH, json.dumps(saved)], cwd=REPO, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    got = [json.loads(line) for line in result.stdout.strip().splitlines()[-2:]]
-    assert [g["kind"] for g in got] == ["sentencepiece", "wordpiece"]
+    got = [json.loads(line) for line in result.stdout.strip().splitlines()[-3:]]
+    assert [g["kind"] for g in got] == ["sentencepiece", "sentencepiece", "wordpiece"]
+    assert [(g["class"], g["pair"]) for g in got] == [
+        ("AlbertTextTokenClassifier", None), ("AlbertTextClassifier", False),
+        ("AlbertTextClassifier", False)]
     for one, logits in zip(got, expected):
-        assert one["class"] == "AlbertTextClassifier" and one["pair"] is False
         np.testing.assert_allclose(one["logits"], logits, atol=1e-6)
+    again = AlbertTextTokenClassifier.from_release(saved[0][0], num_classes=3)
+    assert again.word_split == tagger.word_split == "whitespace"
+    np.testing.assert_allclose(again.predict(SENTENCES, verbose=0), expected[0], atol=1e-6)
+    classifier = AlbertTextClassifier.from_release(path)
+    np.testing.assert_allclose(classifier.predict(CHINESE[:3], verbose=0), expected[2],
+                               atol=1e-6)
+    for make, message in (
+            (lambda: AlbertTextClassifier.from_release(path, num_classes=3),
+             r"is a saved AlbertTextClassifier, loaded as saved: it does not hold "
+             r"num_classes=3$"),
+            (lambda: AlbertTextMultipleChoice.from_release(saved[0][0]),
+             r"holds an AlbertTextTokenClassifier, not an AlbertTextMultipleChoice: load "
+             r"it with AlbertTextTokenClassifier.from_release$")):
+        with pytest.raises(TextInputError, match=message):
+            make()
     stripped = tmp_path / "stripped.keras"
     with zipfile.ZipFile(path) as source, zipfile.ZipFile(stripped, "w") as target:
         for item in source.infolist():
@@ -315,3 +349,134 @@ def test_multiple_choice_on_raw_text_as_its_records(release, tmp_path):
                        "kinds that pack one text or a pair") as raised:
         model.export(str(tmp_path / "never.tflite"), format="litert")
     assert "\n" not in str(raised.value)
+
+
+def ner_records(tokenizer, sentences, sequence_length: int, tags=None):
+    """run_ner.py's records of `sentences` (lists of words): `ner.file_features`, one
+    window each here; (model inputs, label_ids, the word each position predicts)."""
+    data = ner.NerFile("texts", "conll", [
+        ner.NerSentence(words, None if tags is None else [str(t) for t in tags[i]], i)
+        for i, words in enumerate(sentences)])
+    features = ner.file_features(data, tokenizer, sequence_length, ["0", "1", "2"])
+    assert [f.sentence for f in features] == list(range(len(sentences)))  # one window
+    arrays = ner.feature_arrays(features)
+    return ({k: arrays[k] for k in names.MODEL_INPUTS}, arrays["label_ids"],
+            arrays["words"])
+
+
+def assert_words_as_records(model, texts, tokenizer, sentences, atol=1e-5):
+    """predict on `texts` = the id model on the NER records of `sentences` (their
+    words), read at each word's first piece; zeros past the words."""
+    got = model.predict(texts, verbose=0)
+    assert got.shape == (len(texts), model.max_words, model.num_classes)
+    inputs, _, words = ner_records(tokenizer, sentences, model.preprocessor.sequence_length)
+    logits = model.model(inputs)[names.LOGITS].numpy()
+    for row, sentence in enumerate(sentences):
+        positions = np.flatnonzero(words[row] >= 0)
+        np.testing.assert_array_equal(words[row][positions], np.arange(len(sentence)))
+        np.testing.assert_allclose(got[row, :len(sentence)], logits[row, positions],
+                                   atol=atol)
+        assert not got[row, len(sentence):].any()
+    return got
+
+
+def test_token_classifier_predicts_as_the_ner_records(tagger, chinese_release):
+    """predict on texts = the id model on run_ner.py's records of the same sentences,
+    at each word's first piece (1e-5): English SentencePiece cut at whitespace; Chinese
+    WordPiece given as characters (word_split decided "characters", as run_ner.py
+    decides from a file of one-character words), then as raw text. A text longer than
+    the window is cut: the words without a kept piece get zeros."""
+    python = FullTokenizer(vocab_file=None, spm_model_file=tagger.preprocessor._file)
+    words = [s.split() for s in SENTENCES]
+    got = assert_words_as_records(tagger, SENTENCES, python, words)
+    np.testing.assert_allclose(tagger.predict(words, verbose=0), got, atol=1e-6)
+    assert tagger.word_split == "whitespace"
+    long = " ".join(["unbelievably"] * 20)
+    cut = tagger.predict([long], verbose=0)[0]
+    first = len(ner.word_pieces(python, "unbelievably"))
+    answered = -(-(tagger.max_words) // first)  # words with a first piece kept
+    assert cut[:answered].any(-1).all() and not cut[answered:].any()
+    zh = AlbertTextTokenClassifier.from_release(chinese_release, num_classes=3,
+                                                sequence_length=16)
+    zh_python = FullTokenizer(vocab_file=str(chinese_release / "vocab.txt"))
+    characters = [[c for c in text if not c.isspace()] for text in CHINESE]
+    assert_words_as_records(zh, characters, zh_python, [c[:14] for c in characters])
+    assert zh.word_split == "characters"
+    np.testing.assert_allclose(zh.predict(CHINESE, verbose=0),
+                               zh.predict(characters, verbose=0), atol=1e-6)
+
+
+def test_token_classifier_fits_with_the_scripts_loss(tagger):
+    """evaluate's loss is the scripts' (`losses.token_classification_loss` on the NER
+    records' label_ids: the mean over the labelled words), its accuracy that of
+    predict's tags on the labelled words; fit on more rows than a batch lowers it;
+    Keras' own compile (ignore_class=-1) trains too."""
+    python = FullTokenizer(vocab_file=None, spm_model_file=tagger.preprocessor._file)
+    words = [s.split() for s in SENTENCES]
+    inputs, label_ids, _ = ner_records(python, words, 16, TAGS)
+    expected = losses.token_classification_loss(tagger.model(inputs)[names.LOGITS],
+                                                label_ids).numpy()
+    result = tagger.evaluate(SENTENCES, TAGS, verbose=0, return_dict=True)
+    assert result["loss"] == pytest.approx(expected, rel=1e-5)
+    tags = tagger.predict(SENTENCES, verbose=0).argmax(-1)
+    right = [t == tags[i, j] for i, row in enumerate(TAGS) for j, t in enumerate(row)]
+    assert result["accuracy"] == pytest.approx(np.mean(right))
+    tagger.learning_rate = 5e-3
+    history = tagger.fit(SENTENCES * 3, TAGS * 3, batch_size=4, epochs=2, verbose=0)
+    assert int(tagger.optimizer.iterations) == 6
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    after = losses.token_classification_loss(tagger.model(inputs)[names.LOGITS],
+                                             label_ids).numpy()
+    assert after < expected
+    dataset = tf.data.Dataset.from_tensor_slices((SENTENCES, tf.ragged.constant(TAGS)))
+    with_data = tagger.evaluate(dataset.batch(4).map(lambda x, y: (x, y.to_tensor(-1))),
+                                verbose=0, return_dict=True)  # [B, words] labels
+    assert with_data["loss"] == pytest.approx(after, rel=1e-5)
+    tagger.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.
+                   SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1))
+    history = tagger.fit(SENTENCES, TAGS, batch_size=4, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+
+
+def test_token_classifier_bad_input_is_one_line_before_any_step(tagger, release):
+    tagger.predict(SENTENCES[:1], verbose=0)
+    before = tagger.optimizer.iterations.numpy()
+    cases = [
+        ((SENTENCES[:2], [[0, 1], [0] * 5]), r"example 0 has 6 words \(word_split="
+         r"'whitespace'\) and 2 labels"),
+        ((SENTENCES[:2], TAGS[:1]), r"2 texts and 1 lists of labels"),
+        ((SENTENCES[:1], [[0, 1, 3, 0, 0, 0]]), r"label 3 of word 2 of example 0 is "
+         r"outside 0..2 \(num_classes=3; -1: not scored\)"),
+        ((SENTENCES[:1], [["O"] * 6]), r"labels must be a list of integer classes"),
+        (([1, 2], [[0], [0]]), r"x\[0\] is int 1, not a string"),
+        ((["ok", " "], [[0], []]), r"x\[1\] is an empty text"),
+        (((SENTENCES[:1], SENTENCES[:1]), TAGS[:1]), r"reads one text per example"),
+        (([["New York", "is"]], [[1, 0]]), r"x\[0\]: word 0, 'New York', is not one "
+         r"word as word_split='whitespace' cuts text"),
+        (([["a", 3]], [[1, 0]]), r"x\[0\] \(words\)\[1\] is int 3"),
+    ]
+    for (x, y), message in cases:
+        with pytest.raises(TextInputError, match=message) as raised:
+            tagger.fit(x, y, verbose=0)
+        assert "\n" not in str(raised.value)
+    with pytest.raises(TextInputError, match="takes no sample_weight"):
+        tagger.fit(SENTENCES, TAGS, sample_weight=[1.0] * 4, verbose=0)
+    assert tagger.optimizer.iterations.numpy() == before
+    with pytest.raises(TextInputError, match="word_split must be one of"):
+        AlbertTextTokenClassifier.from_release(release, num_classes=3,
+                                               word_split="words")
+
+
+def test_token_classifier_export_answers_as_predict(tagger, tmp_path):
+    """The SavedModel's `serve` on raw text returns predict's per-word logits (1e-5);
+    a LiteRT file of raw text is refused in one line."""
+    texts = SENTENCES + [" ".join(["unbelievably"] * 20)]
+    expected = tagger.predict(texts, verbose=0)
+    tagger.export(tmp_path / "saved")
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    np.testing.assert_allclose(loaded.serve(tf.constant(texts)).numpy(), expected,
+                               atol=1e-5)
+    with pytest.raises(TextInputError, match="no LiteRT export of raw text") as raised:
+        tagger.export(str(tmp_path / "never.tflite"), format="litert")
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "never.tflite").exists()

@@ -288,7 +288,12 @@ def word_split_of(ner_file: NerFile) -> str:
     """"characters" when every word of the file is one character (CLUENER, MSRA's
     character-per-line files), else "whitespace": how `split_words` cuts raw text into
     words like those the model was trained on."""
-    single = all(len(w) == 1 for s in ner_file.sentences for w in s.words)
+    return word_split_of_words(s.words for s in ner_file.sentences)
+
+
+def word_split_of_words(sentences) -> str:
+    """`word_split_of` for sentences given as lists of words."""
+    single = all(len(w) == 1 for words in sentences for w in words)
     return "characters" if single else "whitespace"
 
 

@@ -37,10 +37,13 @@ class TextSettings:
 @dataclasses.dataclass(frozen=True)
 class PackedText:
     """`inputs`: the model inputs (a kind's model takes those it names); `returned`:
-    tensors that `serve_text` returns beside the model's outputs."""
+    tensors that `serve_text` returns beside the model's outputs; `text_model`: what a
+    Keras text model (`albert_tf.text_models`) reads beside the model inputs (token
+    classification's `word_positions`), which `serve_text` does not return."""
 
     inputs: dict
     returned: dict = dataclasses.field(default_factory=dict)
+    text_model: dict = dataclasses.field(default_factory=dict)
 
 
 def _string_spec(name: str, shape=(None,)) -> tf.TensorSpec:
@@ -233,7 +236,10 @@ def pack_words(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     Returns, besides the outputs, `input_mask`, `word_start` [B, S] (int32 1 at the
     first piece of each word: the position whose prediction is the word's tag) and
     `token_start_char` / `token_end_char` [B, S] (the code points [start, end) of the
-    piece's word in `text`, -1 at [CLS], [SEP] and padding)."""
+    piece's word in `text`, -1 at [CLS], [SEP] and padding). For a Keras text model,
+    `word_positions` int32 [B, max_seq_length - 2]: the position of the first piece of
+    each of the text's first max_seq_length - 2 words, -1 for a word with no piece kept
+    (cut off, or no piece at all) and past the text's words."""
     words, starts, ends = split_words(texts[names.TEXT], settings.word_split)
     pieces = tokenizer.tokenize(words.flat_values)  # [W, (P)], W words of the batch
     per_word = pieces.row_lengths()
@@ -263,5 +269,13 @@ def pack_words(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
         names.TOKEN_START_CHAR: positions(per_piece(starts)),
         names.TOKEN_END_CHAR: positions(per_piece(ends)),
     }
-    return PackedText(inputs, returned)
+    # Each word's first piece: after [CLS] and the pieces of the words before it.
+    row_of_word = words.value_rowids()
+    before = tf.cumsum(per_word, exclusive=True) - tf.gather(
+        tf.cumsum(per_row, exclusive=True), row_of_word)
+    first_position = tf.where((per_word > 0) & (before < tf.gather(kept, row_of_word)),
+                              before + 1, -1)
+    word_positions = words.with_flat_values(tf.cast(first_position, tf.int32)).to_tensor(
+        default_value=-1, shape=[None, packing.segment_budget(settings.max_seq_length, 1)])
+    return PackedText(inputs, returned, {names.WORD_POSITIONS: word_positions})
 

@@ -19,14 +19,18 @@ script's weights on the same rows and settings (dropout 0: the dropout draws dif
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import math
+import os
+import warnings
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import losses, names
-from albert_tf.data import records
+from albert_tf import losses, names, packing
+from albert_tf.data import ner, records
 from albert_tf.modeling import common, real_tokens
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
 from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, multi_label_loss
@@ -36,9 +40,14 @@ from albert_tf.tasks.multiple_choice import (
     with_max_qa_length,
 )
 from albert_tf.tasks.options import FineTuningTraining, RuntimeOptions, TaskOptions
+from albert_tf.tasks.token_classification import (
+    AlbertTokenClassifier,
+    TokenClassificationTask,
+)
 from albert_tf.text_models.preprocessing import (
     TextInputError,
     TextPreprocessor,
+    _strings,
     check_choices,
     check_texts,
 )
@@ -47,13 +56,17 @@ from albert_tf.training.optimizers import create_optimizer
 AUTO = "auto"
 _TRAINING = FineTuningTraining()  # the scripts' defaults, read once
 _RUNTIME = RuntimeOptions()
-# What each loss reads: the logits the model returns and the labels -> per example [B].
+# What each loss reads: the logits the model returns and the labels -> per example [B]
+# (token classification's: the batch's, a scalar: the mean over the batch's labelled
+# words, as the scripts' `TokenObjective`, not a mean of the examples' means).
 PER_EXAMPLE_LOSSES = {
     "classification": lambda labels, logits: losses.classification_loss(
         logits, labels, per_example=True),
     "regression": lambda labels, logits: losses.regression_loss(
         logits, labels, per_example=True),
     "multi_label": lambda labels, logits: multi_label_loss(logits, labels),
+    "token_classification": lambda labels, logits: losses.token_classification_loss(
+        logits, labels),
 }
 
 
@@ -90,6 +103,79 @@ def _global_seed(seed: int):
         tf.random.set_seed(previous)
 
 
+@common.serializable
+class TokenAccuracy(keras.metrics.Mean):
+    """Token classification's accuracy: the share of labelled words (label >= 0; -1,
+    `data.ner.IGNORE`, is not scored) whose highest logit is their label, over every
+    batch seen."""
+
+    def __init__(self, name: str = "accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labels = tf.cast(y_true, tf.int32)
+        right = tf.equal(tf.argmax(y_pred, -1, output_type=tf.int32), labels)
+        scored = tf.cast(labels >= 0, self.dtype)
+        if sample_weight is not None:
+            scored *= tf.cast(sample_weight, self.dtype)
+        return super().update_state(tf.cast(right, self.dtype), sample_weight=scored)
+
+
+def _saved_text_model(cls, path):
+    """The text model of `path` if it is a text model's `.keras` file (Keras' own
+    `load_model`); None for anything else (a release, an id-level model's `.keras`
+    file); `TextInputError` for a `.keras` file of another text model than `cls`."""
+    from albert_tf import fileio
+    from albert_tf.checkpoints import keras_file
+    from albert_tf.config import read_keras_file_values
+
+    if not (keras_file.is_keras_file(path) and fileio.exists(os.fspath(path))):
+        return None
+    values = read_keras_file_values(os.fspath(path))
+    held = keras.saving.get_registered_object(
+        (values.get("registered_name") or "") if isinstance(values, dict) else "")
+    if not (isinstance(held, type) and issubclass(held, AlbertTextModel)):
+        return None
+    if not issubclass(held, cls):
+        raise TextInputError(f"{path} holds an {held.__name__}, not an {cls.__name__}: "
+                             f"load it with {held.__name__}.from_release")
+    return keras.saving.load_model(os.fspath(path))
+
+
+_ABSENT = object()
+
+
+def _held(model, name: str):
+    """What a loaded text model holds for `from_release`'s argument `name`."""
+    if name not in ("name", "compile"):
+        for part in (model, model.preprocessor, model.model):
+            if hasattr(part, name):
+                return getattr(part, name)
+    return model.preprocessor.text_settings.get(name, _ABSENT)
+
+
+def _or_saved(from_release):
+    """`from_release` that also takes the `.keras` file a text model of its class saved
+    (`model.save`): the model as saved, which needs no argument; any given must be what
+    the file holds (`num_classes`, ...), else `TextInputError` names them."""
+    signature = inspect.signature(from_release)
+
+    @functools.wraps(from_release)
+    def from_release_or_saved(cls, directory, *args, **kwargs):
+        saved = _saved_text_model(cls, directory)
+        if saved is None:
+            return from_release(cls, directory, *args, **kwargs)
+        given = dict(signature.bind_partial(cls, directory, *args, **kwargs).arguments)
+        given = {**given.pop("kwargs", {}), **given}
+        differ = [f"{name}={value!r}" for name, value in given.items()
+                  if name not in ("cls", "directory") and _held(saved, name) != value]
+        if differ:
+            raise TextInputError(f"{directory} is a saved {type(saved).__name__}, loaded "
+                                 f"as saved: it does not hold {', '.join(differ)}")
+        return saved
+    return from_release_or_saved
+
+
 class _CompileArguments:
     """What `compile` was given, kept for the "auto" optimizer's compile at `fit` (an
     object of its own: a tuple attribute of a Keras model would track its metrics as
@@ -102,13 +188,19 @@ class _CompileArguments:
 class AlbertTextModel(keras.Model):
     """What the text models share: `preprocessor`, `model` (the id-level model), the
     training settings of the "auto" compile (`learning_rate`, `warmup_proportion`,
-    `optimizer_name`) and `seed` (the data order; the model's initial head)."""
+    `optimizer_name`) and `seed` (the data order; the model's initial head).
+
+    Each kind's `from_release` also takes the `.keras` file a model of its kind saved:
+    the model as saved, with no argument needed (those given must be what the file
+    holds); a `.keras` file of another kind is refused in one line."""
 
     task_loss = "classification"  # PER_EXAMPLE_LOSSES' key
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         common.serializable(cls)
+        if "from_release" in cls.__dict__:
+            cls.from_release = classmethod(_or_saved(cls.__dict__["from_release"].__func__))
 
     def __init__(self, model, preprocessor: TextPreprocessor, *, seed: int = _TRAINING.seed,
                  learning_rate: float = _TRAINING.learning_rate,
@@ -200,7 +292,15 @@ class AlbertTextModel(keras.Model):
 
     def _preprocessed(self, *element):
         x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
-        return keras.utils.pack_x_y_sample_weight(self.preprocessor(x), y, weights)
+        inputs = self.preprocessor(x)
+        if y is not None:
+            y = self.batch_labels(y, inputs)
+        return keras.utils.pack_x_y_sample_weight(inputs, y, weights)
+
+    def batch_labels(self, labels, inputs):
+        """A batch's labels as the loss reads them, given its model inputs (in the
+        graph): here as they are."""
+        return labels
 
     def _batches(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         return dataset.map(self._preprocessed, num_parallel_calls=tf.data.AUTOTUNE,
@@ -215,12 +315,12 @@ class AlbertTextModel(keras.Model):
         dataset, count = self._examples(x, y, sample_weight)
         return self._batches(dataset.batch(batch_size or _TRAINING.train_batch_size)), count
 
-    def _examples(self, x, y=None, sample_weight=None) -> tuple:
-        """(a dataset of the examples of `x` with their labels and weights, unbatched;
-        how many), every part checked first."""
+    def _examples(self, x, y=None, sample_weight=None, *, labelled=False) -> tuple:
+        """(a dataset of the examples of `x` with their labels (required with
+        `labelled`) and weights, unbatched; how many), every part checked first."""
         texts, count = self._texts(x)
         parts = [texts]
-        if y is not None:
+        if y is not None or labelled:
             parts.append(self.check_labels(y, texts, count))
         if sample_weight is not None:
             parts.append(np.asarray(sample_weight, np.float32))
@@ -250,8 +350,7 @@ class AlbertTextModel(keras.Model):
             else:
                 steps = steps_per_epoch
         else:
-            # (labels required: None becomes an array that check_labels refuses)
-            dataset, count = self._examples(x, np.asarray(y), sample_weight)
+            dataset, count = self._examples(x, y, sample_weight, labelled=True)
             if shuffle:
                 with _global_seed(self.seed):
                     dataset = records.shuffled(dataset, self.seed)
@@ -404,16 +503,20 @@ class AlbertTextClassifier(AlbertTextModel):
         return labels.astype(np.int32)
 
     @classmethod
-    def from_release(cls, directory, num_classes: int, *, multi_label: bool = False,
+    def from_release(cls, directory, num_classes: int | None = None, *,
+                     multi_label: bool = False,
                      sequence_length: int = ClassificationTask.Options().max_seq_length,
                      pair: bool | None = None, seed: int = _TRAINING.seed,
                      dropout_rate: float = TaskOptions().dropout_prob, **kwargs):
-        """The release's encoder under a new head of `num_classes`, and its tokenizer:
-        any release directory the package reads (Google's, albert_zh, Hugging Face,
-        keras-hub presets, a `.keras` file)."""
+        """The release's encoder under a new head of `num_classes` (None: the
+        release's own head's, where it has one), and its tokenizer: any release
+        directory the package reads (Google's, albert_zh, Hugging Face, keras-hub
+        presets, a `.keras` file). A text classifier's own `.keras` file loads as saved
+        (any argument given must be what it holds)."""
         model_class = AlbertMultiLabelClassifier if multi_label else AlbertClassifier
-        model = model_class.from_release(directory, num_labels=num_classes, seed=seed,
-                                         dropout_rate=dropout_rate)
+        model = model_class.from_release(
+            directory, seed=seed, dropout_rate=dropout_rate,
+            **({} if num_classes is None else {"num_labels": num_classes}))
         kind = "multi_label" if multi_label else "classifier"
         preprocessor = TextPreprocessor.from_release(
             directory, kind=kind, sequence_length=sequence_length, pair=pair)
@@ -471,3 +574,195 @@ class AlbertTextMultipleChoice(AlbertTextModel):
             directory, kind="multiple_choice", sequence_length=sequence_length,
             text_settings={"num_choices": num_choices, "max_qa_length": max_qa_length})
         return cls(model, preprocessor, seed=seed, **kwargs)
+
+
+def word_logits(logits, word_positions):
+    """Per-position logits [B, S, N] -> per word [B, W, N]: each word's at its first
+    piece (`word_positions` [B, W], -1: no piece kept, which gets zeros)."""
+    answered = word_positions >= 0
+    picked = tf.gather(logits, tf.maximum(word_positions, 0), batch_dims=1)
+    return tf.where(answered[..., None], picked, tf.zeros_like(picked))
+
+
+class AlbertTextTokenClassifier(AlbertTextModel):
+    """Token classification (NER) on raw text: a tag per word. Its model is
+    `AlbertTokenClassifier`, and its words and windows are `run_ner.py`'s and its
+    SavedModel's (`serving_text.pack_words`).
+
+    `x`: texts (a list or array of strings), each cut into words as `run_ner.py`'s
+    data are (`data.ner.split_words`, `word_split`: "whitespace" takes runs of
+    non-space characters, each CJK character a word of its own; "characters" every
+    non-space character, as CLUENER's and MSRA's files); or the words themselves (a
+    list of lists of strings), which must be what the split gives back for them joined
+    by spaces (else refused). `word_split` (None) is decided by the first data read,
+    as `run_ner.py` decides it from its training file (`data.ner.word_split_of`):
+    "characters" when every given word is one character, else (and for texts)
+    "whitespace".
+
+    `y`: one list of integer labels per text, one per word (-1, `data.ner.IGNORE`: not
+    scored); a tf.data.Dataset's batches of labels are [B, words] padded with -1. The
+    label goes on the word's first piece, as the NER records put it, the other pieces
+    are not scored. `call` and `predict` return logits per word [B,
+    sequence_length - 2, num_classes]: word i's in row i, `argmax(-1)` its tag.
+
+    One window per text, as the export's `serve_text`: a text is cut after its first
+    `sequence_length - 2` pieces (not windowed as `run_ner.py` windows a long
+    sentence). A word with no piece kept (cut off, or no piece at all), and each
+    position past the text's words, gets zero logits (argmax 0, the first label: "O"
+    in `run_ner.py`'s label lists) and is not trained on. The loss is the scripts'
+    (the mean over the batch's labelled words); the metric the accuracy over labelled
+    words (`TokenAccuracy`). A LiteRT export is refused (LiteRT has no kernels to cut
+    words)."""
+
+    task_loss = "token_classification"
+
+    def __init__(self, model, preprocessor: TextPreprocessor, **kwargs):
+        kwargs.setdefault("name", "albert_text_token_classifier")
+        super().__init__(model, preprocessor, **kwargs)
+
+    def call(self, inputs, training=None):
+        inputs = dict(inputs)
+        positions = inputs.pop(names.WORD_POSITIONS)
+        return word_logits(self.model(inputs, training=training)[names.LOGITS], positions)
+
+    @property
+    def num_classes(self) -> int:
+        return self.model.num_labels
+
+    @property
+    def word_split(self) -> str | None:
+        """How texts are cut into words (`data.ner.WORD_SPLITS`); None until decided."""
+        return self.preprocessor.text_settings.get("word_split")
+
+    @property
+    def max_words(self) -> int:
+        """The words answered per text (the width of `predict`'s logits)."""
+        return packing.segment_budget(self.preprocessor.sequence_length, 1)
+
+    def default_metrics(self) -> list:
+        return [TokenAccuracy(name="accuracy")]
+
+    def _decide_word_split(self, word_split: str) -> str:
+        if self.word_split is None:
+            self.preprocessor.text_settings["word_split"] = word_split
+        return self.word_split
+
+    def text_signature(self):
+        self._decide_word_split("whitespace")
+        return super().text_signature()
+
+    def texts_of(self, x) -> tuple:
+        if isinstance(x, dict) and list(x) == [names.TEXT]:
+            x = x[names.TEXT]
+        if isinstance(x, (list, np.ndarray)) and len(x) and not isinstance(
+                x[0], (str, bytes, np.str_, np.bytes_)) and isinstance(
+                x[0], (list, tuple, np.ndarray)):
+            return self._texts_of_words(x)
+        texts = check_texts(x)
+        if len(texts) != 1:
+            raise TextInputError("a token classifier reads one text per example (or its "
+                                 "words), not pairs")
+        self._decide_word_split("whitespace")
+        return texts[0], len(texts[0])
+
+    def _texts_of_words(self, rows) -> tuple:
+        """Lists of words -> their texts (joined by spaces), each checked to split back
+        into its words."""
+        rows = [list(row) if isinstance(row, (list, tuple, np.ndarray)) else row
+                for row in rows]
+        for i, row in enumerate(rows):
+            if not isinstance(row, list):
+                raise TextInputError(f"x[{i}] is {type(row).__name__}, where x[0] is a "
+                                     "list of words: give texts or lists of words")
+            _strings(row, f"x[{i}] (words)")
+        split = self._decide_word_split(ner.word_split_of_words(rows))
+        texts = np.array([" ".join(map(_text, row)) for row in rows], dtype=object)
+        for i, (row, text) in enumerate(zip(rows, texts)):
+            got = [w for w, _, _ in ner.split_words(text, split)]
+            if got != [_text(w) for w in row]:
+                j = next((j for j, w in enumerate(row) if j >= len(got) or got[j] != w),
+                         len(row))
+                raise TextInputError(
+                    f"x[{i}]: word {j}, {_text(row[j])!r:.30}, is not one word as "
+                    f"word_split={split!r} cuts text (run_ner.py's rule), which the model "
+                    "applies to the texts it predicts")
+        return texts, len(texts)
+
+    def check_labels(self, y, texts, count: int) -> np.ndarray:
+        """Per-word labels -> [count, max_words], padded (and a text's words past
+        max_words marked) with `ner.IGNORE`."""
+        rows = [] if y is None or isinstance(y, (str, bytes)) else list(y)
+        if len(rows) != count:
+            raise TextInputError(f"{count} texts and {len(rows)} lists of labels")
+        labels = np.full((count, self.max_words), ner.IGNORE, np.int32)
+        for i, (text, row) in enumerate(zip(texts, rows)):
+            row = np.asarray(row)
+            if row.ndim != 1 or row.size and not np.issubdtype(row.dtype, np.integer):
+                raise TextInputError(
+                    f"labels must be a list of integer classes per text, one per word; "
+                    f"example {i} has {row.dtype} of shape {row.shape}")
+            words = len(ner.split_words(_text(text), self.word_split))
+            if row.size != words:
+                raise TextInputError(
+                    f"example {i} has {words} words (word_split={self.word_split!r}) and "
+                    f"{row.size} labels")
+            bad = np.flatnonzero((row < ner.IGNORE) | (row >= self.num_classes))
+            if bad.size:
+                raise TextInputError(
+                    f"label {row[bad[0]]} of word {bad[0]} of example {i} is outside "
+                    f"0..{self.num_classes - 1} (num_classes={self.num_classes}; "
+                    f"{ner.IGNORE}: not scored)")
+            labels[i, :min(words, self.max_words)] = row[:self.max_words]
+        return labels
+
+    def batch_labels(self, labels, inputs):
+        """[B, words] labels -> [B, max_words]: padded or cut, and `ner.IGNORE` for
+        each word that has no piece in the window."""
+        positions = inputs[names.WORD_POSITIONS]
+        labels = tf.cast(labels, tf.int32)[:, :self.max_words]
+        labels = tf.pad(labels, [[0, 0], [0, self.max_words - tf.shape(labels)[1]]],
+                        constant_values=ner.IGNORE)
+        return tf.where(positions >= 0, labels, ner.IGNORE)
+
+    def fit(self, *args, **kwargs):
+        """`AlbertTextModel.fit` on texts (or words) and per-word labels."""
+        with warnings.catch_warnings():  # the encoder's pooler, which tagging never reads
+            warnings.filterwarnings("ignore", r"Gradients do not exist for variables "
+                                    r"\['bert/pooler/dense/kernel', 'bert/pooler")
+            return super().fit(*args, **kwargs)
+
+    def _examples(self, x, y=None, sample_weight=None, **kwargs) -> tuple:
+        if sample_weight is not None:
+            raise TextInputError("a token classifier takes no sample_weight (its loss is "
+                                 "the mean over the batch's labelled words): give a word "
+                                 "the label -1 to leave it out")
+        return super()._examples(x, y, **kwargs)
+
+    def _export_litert(self, filepath, **kwargs):
+        raise TextInputError("a token classifier has no LiteRT export of raw text "
+                             "(LiteRT has no kernels to cut words): export it as a "
+                             "SavedModel")
+
+    @classmethod
+    def from_release(cls, directory, num_classes: int | None = None, *,
+                     sequence_length: int = TokenClassificationTask.Options().max_seq_length,
+                     word_split: str | None = None, seed: int = _TRAINING.seed,
+                     dropout_rate: float = TokenClassificationTask.Options().dropout_prob,
+                     **kwargs):
+        """The release's encoder under a new tagging head of `num_classes` labels, and
+        its tokenizer; `sequence_length` (default run_ner.py's 128) the window;
+        `word_split` (see the class)."""
+        if word_split is not None and word_split not in ner.WORD_SPLITS:
+            raise TextInputError(f"word_split must be one of {', '.join(ner.WORD_SPLITS)}, "
+                                 f"got {word_split!r}")
+        model = AlbertTokenClassifier.from_release(
+            directory, seed=seed, dropout_rate=dropout_rate,
+            **({} if num_classes is None else {"num_labels": num_classes}))
+        preprocessor = TextPreprocessor.from_release(
+            directory, kind="token_classifier", sequence_length=sequence_length,
+            text_settings={"word_split": word_split} if word_split else {})
+        return cls(model, preprocessor, seed=seed, **kwargs)
+
+
+def _text(value) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)

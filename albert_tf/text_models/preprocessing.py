@@ -217,11 +217,19 @@ class TextPreprocessor(keras.layers.Layer):
         return self.serving_kind.pack_text(self.tokenizer, self.settings(), texts)
 
     def call(self, inputs):
-        return self.pack(inputs).inputs
+        packed = self.pack(inputs)
+        return {**packed.inputs, **packed.text_model}
+
+    @property
+    def words(self) -> bool:
+        """Whether the kind reads words (token classification: `word_positions` too)."""
+        return self.serving_kind.text_specs is serving_text.word_specs
 
     def compute_output_spec(self, inputs):
         shape = (None, None, None) if self.serving_kind.per_choice else (None, None)
-        return {name: keras.KerasTensor(shape, "int32") for name in names.MODEL_INPUTS}
+        extra = (names.WORD_POSITIONS,) if self.words else ()
+        return {name: keras.KerasTensor(shape, "int32")
+                for name in names.MODEL_INPUTS + extra}
 
     def get_config(self):
         return {**super().get_config(), "kind": self.kind,

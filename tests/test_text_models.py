@@ -262,10 +262,11 @@ def test_keras_file_loads_in_a_fresh_process_with_its_vocabulary(release, chines
     assert not (tmp_path / "never").exists()
 
 
-def test_exports_take_text_and_answer_as_predict(release, tmp_path):
+def test_exports_take_text_and_answer_as_predict(release, chinese_release, tmp_path):
     """`export(format="tf_saved_model")`: `serve` on raw strings (a pair model: text_a,
     text_b) returns predict's logits; `format="litert"`: the file's `serve_text` too
-    (1e-5)."""
+    (1e-5). Chinese WordPiece too: predict = the id model on the records' ids = `serve`
+    = the LiteRT file's `serve_text`."""
     model = AlbertTextClassifier.from_release(release, num_classes=2, pair=True,
                                               sequence_length=16)
     a, b = WORDS[:5], WORDS[3:]
@@ -301,6 +302,23 @@ def test_exports_take_text_and_answer_as_predict(release, tmp_path):
         "serve_text")
     for i in range(len(a)):  # one request per text pair
         out = runner(text_a=np.array([a[i]]), text_b=np.array([b[i]]))
+        np.testing.assert_allclose(out[names.LOGITS][0], expected[i], atol=1e-5)
+
+    zh = AlbertTextClassifier.from_release(chinese_release, num_classes=3,
+                                           sequence_length=16)
+    expected = zh.predict(CHINESE, verbose=0)
+    python = FullTokenizer(vocab_file=str(chinese_release / "vocab.txt"))
+    ids = records_inputs(python, [[t] for t in CHINESE], 16)
+    np.testing.assert_allclose(zh.model(ids)[names.LOGITS].numpy(), expected, atol=1e-5)
+    zh.export(tmp_path / "zh_saved")
+    loaded = tf.saved_model.load(str(tmp_path / "zh_saved"))
+    np.testing.assert_allclose(loaded.serve(tf.constant(CHINESE)).numpy(), expected,
+                               atol=1e-5)
+    zh.export(str(tmp_path / "zh.tflite"), format="litert")
+    runner = tflite_interpreter(str(tmp_path / "zh.tflite")).get_signature_runner(
+        "serve_text")
+    for i, text in enumerate(CHINESE):
+        out = runner(text_a=np.array([text]))
         np.testing.assert_allclose(out[names.LOGITS][0], expected[i], atol=1e-5)
 
 

@@ -208,21 +208,29 @@ def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
                           f"{word_split!r}")
 
 
+def check_windows_kind(kind: str | ServingKind, long_text: str | None) -> None:
+    """`ExportError` unless `long_text` (None: "truncate") is a mode the kind's
+    `serve_text` reads: "windows" only for the kinds that pool windows (scripts call
+    it before any work)."""
+    entry = serving_kind(kind)
+    if long_text is not None and long_text not in packing.LONG_TEXT_MODES:
+        raise ExportError(f"long_text must be one of {', '.join(packing.LONG_TEXT_MODES)}"
+                          f", got {long_text!r}")
+    if long_text == packing.WINDOWS and entry.window_pooling is None:
+        raise ExportError(f"kind {entry.name!r} reads no windows of a long text "
+                          "(long_text=windows is for the classifier, regression and "
+                          "multi_label kinds)")
+
+
 def _check_windows(entry: ServingKind, long_text: str, window_stride, max_seq_length: int,
                    is_pair: bool) -> None:
     """`long_text` and `window_stride` that the kind's `serve_text` can read: windows
     for the kinds that pool them, a stride smaller than the shortest window."""
-    if long_text not in packing.LONG_TEXT_MODES:
-        raise ExportError(f"long_text must be one of {', '.join(packing.LONG_TEXT_MODES)}"
-                          f", got {long_text!r}")
+    check_windows_kind(entry, long_text)
     if long_text != packing.WINDOWS:
         if window_stride is not None:
             raise ExportError(f"window_stride={window_stride} is for long_text=windows")
         return
-    if entry.window_pooling is None:
-        raise ExportError(f"kind {entry.name!r} reads no windows of a long text "
-                          "(long_text=windows is for the classifier, regression and "
-                          "multi_label kinds)")
     window = packing.smallest_window(max_seq_length, is_pair)
     if window < 2 or (window_stride is not None and not
                       (is_int_at_least(window_stride, 1) and window_stride < window)):

@@ -132,6 +132,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     from albert_tf.export import export_savedmodel, export_tflite, load_model_from_checkpoint
+    from albert_tf.export.savedmodel import check_windows_kind
 
     if FLAGS.kind == PREPROCESSOR:
         return export_preprocessor_only()
@@ -147,6 +148,8 @@ def main(argv):
         if FLAGS.export_preprocessor:
             _check_tokenizer_files(files)
         _check_exports(files)
+        options = _export_options(kind)
+        check_windows_kind(kind, options.get("long_text"))
         config = model_files.load_config(files.albert_config_file)
         max_seq_length = export_max_seq_length(
             config.max_position_embeddings,
@@ -166,7 +169,6 @@ def main(argv):
             labels = None  # (export_savedmodel takes them from the task)
         else:
             labels = labels_file.saved_labels(FLAGS.checkpoint)
-        options = _export_options(kind)
         written = []
         if FLAGS.export_dir:
             written.append(export_savedmodel(

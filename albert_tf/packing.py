@@ -485,21 +485,19 @@ def pack_windows_tf(segments, word_starts, max_seq_length: int, *, stride: int |
     strides = default_window_stride(window) if stride is None else \
         tf.fill([batch], stride)
 
-    def spans(row):  # one text's windows: [K, 2], (start, length) each
-        starts, lengths_ = window_spans_tf(*row)
-        return tf.stack([starts, lengths_], axis=1)
-
-    spans = tf.map_fn(spans, (flags, window, strides), fn_output_signature=(
-        tf.RaggedTensorSpec([None, 2], tf.int32, ragged_rank=0)))  # [B, (K), 2]
-    text = tf.cast(spans.value_rowids(), tf.int32)  # [W]: the text of each window
+    # each text's windows: (starts, lengths) [B, (K)] each
+    spec = tf.RaggedTensorSpec([None], tf.int32, ragged_rank=0)
+    starts, sizes = tf.map_fn(lambda row: window_spans_tf(*row), (flags, window, strides),
+                              fn_output_signature=(spec, spec))
+    text = tf.cast(starts.value_rowids(), tf.int32)  # [W]: the text of each window
     cut = []
     for segment, is_windowed, length in zip(segments, windowed, kept):
         # a window's piece of the windowed segment, else what the other keeps
         here = tf.gather(is_windowed, text)
-        start = tf.where(here, spans.values[:, 0], 0)
-        size = tf.where(here, spans.values[:, 1], tf.gather(length, text))
+        start = tf.where(here, starts.values, 0)
+        size = tf.where(here, sizes.values, tf.gather(length, text))
         first = tf.gather(tf.cast(segment.row_splits[:-1], tf.int32), text) + start
         positions = tf.ragged.range(first, first + size)
         cut.append((tf.gather(segment.values, positions.values), positions.row_splits))
     packed = pack_dense(cut, max_seq_length, cls_id=cls_id, sep_id=sep_id, pad_id=pad_id)
-    return packed, spans.row_splits
+    return packed, starts.row_splits

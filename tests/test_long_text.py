@@ -490,6 +490,13 @@ def test_the_graphs_windows_and_pooling_are_the_records(tokenizer):
                     assert packed[name][row, :length].numpy().tolist() == \
                         window[record_name][:length].tolist(), (max_seq_length, stride,
                                                                 pair, row)
+    # a request of no texts: no windows, no answers
+    packed, splits = packing.pack_windows_tf([ids(["x"])[:0]] * 2, lambda x: tf.gather(
+        table, x), 16, stride=None, cls_id=cls, sep_id=sep)
+    assert packed[names.INPUT_WORD_IDS].shape[0] == 0 and splits.numpy().tolist() == [0]
+    assert sentence_records.pool_windows_tf({names.LOGITS: tf.zeros([0, 2])}, splits,
+                                            CLASSIFICATION_POOLING)[names.PROBABILITIES
+                                                                    ].shape == (0, 2)
     rng = np.random.default_rng(0)
     index = np.array([0, 0, 0, 1, 2, 2])
     outputs = {names.LOGITS: rng.normal(size=(6, 3)).astype(np.float32),

@@ -16,7 +16,9 @@ pair (classifier, regression, multi-label, encoder, mlm), tokenized inside the f
 TensorFlow Text's tokenizer ops (SentencePiece models and WordPiece vocabularies;
 built-in ops around them, no Flex): custom ops whose kernels the app's runtime registers
 (`tflite_interpreter` does in Python; `<path>.json` names them; see
-`albert_tf.export.tflite_text`).
+`albert_tf.export.tflite_text`). A text is cut at `max_seq_length`, also for a run
+that reads long texts in windows (`long_text`: one warning line, and the .json says
+`"long_text": "truncate"`): the SavedModel's `serve_text` reads the windows.
 
 Precisions (`TFLITE_PRECISIONS`): "float32"; "float16", weights stored in float16 (half
 the size, computed in float32 on CPU); "int8", dynamic-range quantization: weights

@@ -411,7 +411,7 @@ def test_exports_of_pairs_regression_and_wordpiece_pool_as_the_run(case, tmp_pat
     texts and pairs (either side the longer, both long, empty, short) equals the
     pooled answers of the records' windows (1e-5), with the given stride or the
     default; texts that fit are answered as the truncating export answers them."""
-    from albert_tf.export import export_savedmodel
+    from albert_tf.export import export_savedmodel, read_export_info
     from albert_tf.tasks.classification import AlbertClassifier, window_pooling
     from tests.helpers.tiny import tiny_config
 
@@ -454,6 +454,8 @@ def test_exports_of_pairs_regression_and_wordpiece_pool_as_the_run(case, tmp_pat
         short = {k: v[3:] for k, v in texts.items()}
         for name, values in serve_text(cut, **short).items():
             np.testing.assert_allclose(values, served[name][3:], atol=1e-6)
+        # the same signature: names, dtypes and shapes (one row per text)
+        assert read_export_info(path)["signatures"] == read_export_info(cut)["signatures"]
 
 
 def test_the_graphs_windows_and_pooling_are_the_records(tokenizer):

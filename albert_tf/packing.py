@@ -26,6 +26,10 @@ Windows over a long text (`--long_text=windows`), defined once here too:
   last ending at its end, each cut moved back to the nearest word start by at most
   `window_back` pieces (`window_spans_tf`: the same in TensorFlow ops, for one text).
 
+`pack_windows_tf` packs the windows of a batch of texts by these rules in TensorFlow
+ops (`pair_window_layout`: `window_layout` of a batch of pairs), for the SavedModel's
+`serve_text` of a run that reads windows; tested equal to the records'.
+
 Packing: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, with `input_mask` 1 on every packed
 position and `input_type_ids` 0 up to the first `[SEP]`, 1 after. `pack` is the Python
 form (lists of ids -> NumPy arrays; `pack_batch` for a batch), `pack_inputs` the

@@ -26,6 +26,10 @@ Windows over a long text (`--long_text=windows`), defined once here too:
   last ending at its end, each cut moved back to the nearest word start by at most
   `window_back` pieces (`window_spans_tf`: the same in TensorFlow ops, for one text).
 
+`pack_windows_tf` packs the windows of a batch of texts by these rules in TensorFlow
+ops (`pair_window_layout`: `window_layout` of a batch of pairs), for the SavedModel's
+`serve_text` of a run that reads windows; tested equal to the records'.
+
 Packing: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, with `input_mask` 1 on every packed
 position and `input_type_ids` 0 up to the first `[SEP]`, 1 after. `pack` is the Python
 form (lists of ids -> NumPy arrays; `pack_batch` for a batch), `pack_inputs` the
@@ -174,15 +178,29 @@ def window_layout(lengths: Sequence, max_seq_length: int):
         window = segment_budget(max_seq_length, 1)
         return (None if lengths[0] <= window else 0), list(lengths), window
     budget = segment_budget(max_seq_length)
-    length_a, length_b = lengths
-    if length_a + length_b <= budget:
+    b_windowed, fits, kept_a, kept_b, window = pair_window_layout(*lengths, budget)
+    if fits:
         return None, list(lengths), budget
-    windowed = 0 if length_a > length_b else 1
-    if windowed:
-        kept = [pair_lengths(length_a, max(length_b, budget), budget)[0], length_b]
-    else:
-        kept = [length_a, pair_lengths(max(length_a, budget), length_b, budget)[1]]
-    return windowed, kept, budget - kept[1 - windowed]
+    return int(b_windowed), [int(kept_a), int(kept_b)], int(window)
+
+
+def pair_window_layout(length_a, length_b, budget):
+    """`window_layout` of a pair in closed form, on Python ints, NumPy arrays or
+    TensorFlow tensors alike (a batch of pairs): (whether B is the segment read in
+    windows (else A), whether the pair fits in `budget` as it is, what A keeps, what B
+    keeps (the windowed one all of itself), the window's length (`budget` where the
+    pair fits))."""
+    where, _, maximum = _ops(length_a, length_b)
+    is_tensor = isinstance(length_a, tf.Tensor) or isinstance(length_b, tf.Tensor)
+    a_windowed = length_a > length_b  # B on ties
+    b_windowed = (tf.logical_not if is_tensor else np.logical_not)(a_windowed)
+    fits = length_a + length_b <= budget
+    kept_a = where(fits | a_windowed, length_a,
+                   pair_lengths(length_a, maximum(length_b, budget), budget)[0])
+    kept_b = where(fits | b_windowed, length_b,
+                   pair_lengths(maximum(length_a, budget), length_b, budget)[1])
+    window = where(fits, budget, budget - where(b_windowed, kept_a, kept_b))
+    return b_windowed, fits, kept_a, kept_b, window
 
 
 def smallest_window(max_seq_length: int, is_pair: bool) -> int:
@@ -195,15 +213,19 @@ def smallest_window(max_seq_length: int, is_pair: bool) -> int:
 
 
 def default_window_stride(window: int) -> int:
-    """The stride of a window of `window` pieces where none is given: half of it."""
-    return max(1, window // 2)
+    """The stride of a window of `window` pieces where none is given: half of it (an
+    int, or a tensor of them)."""
+    _, _, maximum = _ops(window)
+    return _result(maximum(1, window // 2), window)
 
 
 def window_back(window: int, stride: int) -> int:
     """How far (in pieces) a window's start or end moves back to reach a word start:
     half the stride, and at most half what the stride leaves of the window (so that a
-    window never starts past the end of the one before, nor at or before its start)."""
-    return max(0, min(stride // 2, (window - stride) // 2))
+    window never starts past the end of the one before, nor at or before its start).
+    Ints, or tensors of them."""
+    _, minimum, maximum = _ops(window, stride)
+    return _result(maximum(0, minimum(stride // 2, (window - stride) // 2)), window, stride)
 
 
 def _check_window(window: int, stride: int) -> None:
@@ -249,12 +271,15 @@ def window_spans(word_starts: Sequence[bool], window: int, stride: int
         k += 1
 
 
-def window_spans_tf(word_starts, window: int, stride: int):
+def window_spans_tf(word_starts, window, stride):
     """`window_spans` in TensorFlow ops, for one segment: `word_starts` bool [T] ->
-    (starts, lengths), int32 [K] each. `window` and `stride` are Python ints. Each
-    window's start is computed from `k * stride` alone (no loop over the windows): the
-    `k` needed are those up to the first whose window reaches the end."""
-    _check_window(window, stride)
+    (starts, lengths), int32 [K] each. `window` and `stride` are Python ints (checked),
+    or int32 scalar tensors (a pair's window depends on its other text: the caller
+    keeps the stride smaller). Each window's start is computed from `k * stride` alone
+    (no loop over the windows): the `k` needed are those up to the first whose window
+    reaches the end."""
+    if isinstance(window, int) and isinstance(stride, int):
+        _check_window(window, stride)
     back = window_back(window, stride)
     word_starts = tf.convert_to_tensor(word_starts, tf.bool)
     count = tf.size(word_starts, out_type=tf.int32)
@@ -429,3 +454,54 @@ def pack_dense(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
         names.INPUT_MASK: tf.cast(positions < total, tf.int32),
         names.INPUT_TYPE_IDS: type_ids,
     }
+
+
+def pack_windows_tf(segments, word_starts, max_seq_length: int, *, stride: int | None,
+                    cls_id: int, sep_id: int, pad_id: int = 0):
+    """`sentence_records.pack_windows` on a batch, in TensorFlow ops: each text (or
+    pair) of ragged int ids [B, (T)] per segment -> the windows of all of them as one
+    batch, packed as `pack_inputs` packs (int32 `input_word_ids`, `input_mask`,
+    `input_type_ids` [W, S]), and `row_splits` int64 [B + 1]: text b's windows are
+    rows `row_splits[b]` to `row_splits[b + 1]` (one at least: a text that fits is
+    its one record, packed as `pack_inputs` packs it).
+
+    The rules are those of the records: `pair_window_layout` (a pair's longer
+    segment in windows, the other kept whole up to half) and `window_spans_tf` per
+    text (every `stride` pieces, default half the window; cuts moved back to a word
+    start). `word_starts(ids)`: bool of the same shape as ragged int ids, whether each
+    piece begins a word (`FullTokenizer.word_start_table`)."""
+    _check_segments(segments)
+    lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]
+    batch = segments[0].nrows(out_type=tf.int32)
+    if len(segments) == 1:
+        windowed = [tf.ones([batch], tf.bool)]
+        kept = lengths
+        window = tf.fill([batch], segment_budget(max_seq_length, 1))
+        flags = word_starts(segments[0])
+    else:
+        b_windowed, _, kept_a, kept_b, window = pair_window_layout(
+            *lengths, segment_budget(max_seq_length))
+        windowed = [tf.logical_not(b_windowed), b_windowed]
+        kept = [kept_a, kept_b]
+        # the windowed segment's word starts: B's rows where B is windowed, else A's
+        flags = tf.gather(tf.concat([word_starts(s) for s in segments], axis=0),
+                          tf.range(batch) + batch * tf.cast(b_windowed, tf.int32))
+    strides = default_window_stride(window) if stride is None else \
+        tf.fill([batch], stride)
+
+    # each text's windows: (starts, lengths) [B, (K)] each
+    spec = tf.RaggedTensorSpec([None], tf.int32, ragged_rank=0)
+    starts, sizes = tf.map_fn(lambda row: window_spans_tf(*row), (flags, window, strides),
+                              fn_output_signature=(spec, spec))
+    text = tf.cast(starts.value_rowids(), tf.int32)  # [W]: the text of each window
+    cut = []
+    for segment, is_windowed, length in zip(segments, windowed, kept):
+        # a window's piece of the windowed segment, else what the other keeps
+        here = tf.gather(is_windowed, text)
+        start = tf.where(here, starts.values, 0)
+        size = tf.where(here, sizes.values, tf.gather(length, text))
+        first = tf.gather(tf.cast(segment.row_splits[:-1], tf.int32), text) + start
+        positions = tf.ragged.range(first, first + size)
+        cut.append((tf.gather(segment.values, positions.values), positions.row_splits))
+    packed = pack_dense(cut, max_seq_length, cls_id=cls_id, sep_id=sep_id, pad_id=pad_id)
+    return packed, starts.row_splits

@@ -3,7 +3,9 @@ records write (where they lie, their stride, word boundaries, the pair rule, Chi
 WordPiece), the labels they carry, the answers pooled over them at evaluation and
 prediction (one row per text, equal to the mean of the window logits computed here
 from the trained model; the max for multi-label), what data_report.json says of them,
-the records' cache keyed by the mode, and bad input refused in one line."""
+the records' cache keyed by the mode, the exports (the SavedModel's serve_text reads
+the same windows in its graph and answers as the run's predictions; the LiteRT file
+cuts and says so), and bad input refused in one line."""
 
 import json
 
@@ -248,18 +250,20 @@ def classified(tmp_path_factory):
               "dev": write_reviews(root / "dev.csv", 20, {1, 4, 8, 11, 15, 19}, 1),
               "test": write_reviews(root / "test.csv", 12, {0, 3, 4, 7, 11}, 2)}
     out = root / "out"
-    run_script("run_classifier.py", "--task_name=classification", f"--data_dir={root}",
-               "--text_a_field=text", "--label_field=label", "--long_text=windows",
-               "--do_train", "--do_eval", "--do_predict", f"--spm_model_file={SPM}",
-               f"--albert_config_file={write_tiny_config(root)}", f"--output_dir={out}",
-               "--max_seq_length=16", "--train_batch_size=8", "--eval_batch_size=8",
-               "--predict_batch_size=8", "--train_step=10", "--save_checkpoints_steps=10",
-               "--iterations_per_loop=10", "--learning_rate=1e-2", "--dropout_prob=0")
-    return root, out, splits
+    ran = run_script(
+        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+        "--text_a_field=text", "--label_field=label", "--long_text=windows",
+        "--do_train", "--do_eval", "--do_predict", f"--spm_model_file={SPM}",
+        f"--albert_config_file={write_tiny_config(root)}", f"--output_dir={out}",
+        "--max_seq_length=16", "--train_batch_size=8", "--eval_batch_size=8",
+        "--predict_batch_size=8", "--train_step=10", "--save_checkpoints_steps=10",
+        "--iterations_per_loop=10", "--learning_rate=1e-2", "--dropout_prob=0",
+        f"--export_dir={out / 'export'}", f"--export_tflite={out / 'model.tflite'}")
+    return root, out, splits, ran.stderr
 
 
 def test_the_run_trains_on_windows_and_reports_them(classified, tokenizer):
-    root, out, splits = classified
+    root, out, splits, _ = classified
     records_file = out / "classification_train.tf_record"
     written = read_records(records_file, 16)
     expected = [len(sentence_records.pack_windows(tokenizer.encode(text), None, 16,
@@ -288,7 +292,7 @@ def test_predictions_and_metrics_are_the_texts_pooled_windows(classified, tokeni
     from albert_tf.config import AlbertConfig
     from albert_tf.tasks.classification import AlbertClassifier
 
-    root, out, splits = classified
+    root, out, splits, _ = classified
     model = AlbertClassifier(AlbertConfig.from_json_file(out / "albert_config.json"), 2)
     load_tf1_checkpoint(model, str(out / "model.ckpt-best"))
     test_logits = window_logits(model, tokenizer, [t for t, _ in splits["test"]], 16)
@@ -315,6 +319,201 @@ def test_predictions_and_metrics_are_the_texts_pooled_windows(classified, tokeni
     assert results(out / "eval_results.txt")["eval_accuracy"] == pytest.approx(accuracy)
 
 
+# ---------------------------------------------------------------------- the exports
+def serve_text(version_dir, **texts) -> dict:
+    """The outputs of an export's `serve_text` on lists of raw texts, as NumPy."""
+    import tensorflow_text  # noqa: F401 (registers the tokenizer's ops)
+
+    serve = tf.saved_model.load(str(version_dir)).signatures["serve_text"]
+    return {k: v.numpy() for k, v in serve(**{k: tf.constant(v) for k, v in
+                                               texts.items()}).items()}
+
+
+def test_the_runs_savedmodel_answers_long_texts_as_its_predictions(classified, tokenizer):
+    """The run's export reads each raw text in the windows of its records, in the
+    graph, and answers with their pooled logits: the run's predictions (1e-5), one
+    row per text; export_info.json says so. Its LiteRT file cuts, and says so in one
+    warning line and its .json."""
+    from albert_tf.export import read_export_info, read_tflite_info
+
+    root, out, splits, stderr = classified
+    texts = [t for t, _ in splits["test"]]
+    served = serve_text(out / "export" / "1", text_a=texts)
+    predicted = [json.loads(line) for line in
+                 (out / "classification_predictions.jsonl").read_text().splitlines()]
+    np.testing.assert_allclose(served[names.PROBABILITIES],
+                               [row["probabilities"] for row in predicted], atol=1e-5)
+    assert served[names.PREDICTIONS].tolist() == [
+        ["neg", "pos"].index(row["prediction"]) for row in predicted]
+    assert served[names.LOGITS].shape == (12, 2)
+    info = read_export_info(out / "export" / "1")
+    assert (info["long_text"], info["window_stride"], info["max_seq_length"]) == (
+        "windows", None, 16)
+    assert read_tflite_info(out / "model.tflite")["long_text"] == "truncate"
+    warned = [line for line in stderr.splitlines() if "cuts each text" in line]
+    assert len(warned) == 1 and "SavedModel's serve_text" in warned[0], stderr[-3000:]
+
+
+def test_the_export_script_takes_the_windows_flags(classified, tmp_path, tokenizer):
+    """export_savedmodel.py of the run's checkpoint with --long_text=windows and
+    --window_stride: the checkpoint's answers on pairs pooled over the windows of that
+    stride;
+    a kind that reads no windows refuses in one line, before any work."""
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from albert_tf.config import AlbertConfig
+    from albert_tf.export import read_export_info
+    from albert_tf.tasks.classification import AlbertClassifier, window_pooling
+
+    root, out, splits, _ = classified
+    common = [f"--checkpoint={out / 'model.ckpt-best'}", f"--spm_model_file={SPM}",
+              f"--albert_config_file={out / 'albert_config.json'}", "--max_seq_length=16"]
+    run_script("export_savedmodel.py", "--kind=classifier", "--labels=neg,pos",
+               "--long_text=windows", "--window_stride=5",
+               f"--export_dir={tmp_path / 'export'}", *common)
+    info = read_export_info(tmp_path / "export" / "1")
+    assert (info["long_text"], info["window_stride"]) == ("windows", 5)
+    model = AlbertClassifier(AlbertConfig.from_json_file(out / "albert_config.json"), 2)
+    load_tf1_checkpoint(model, str(out / "model.ckpt-best"))
+    # (no --task_name: a pair, as the script exports a classifier by default)
+    texts = [t for t, _ in splits["test"]]
+    seconds = ["why was it good or bad"] * len(texts)
+    expected = window_answers(model, tokenizer, list(zip(texts, seconds)), 16, 5,
+                              window_pooling(False))
+    served = serve_text(tmp_path / "export" / "1", text_a=texts, text_b=seconds)
+    np.testing.assert_allclose(served[names.LOGITS], expected[names.LOGITS], atol=1e-5)
+    line = one_line_error(run_script(
+        "export_savedmodel.py", "--kind=encoder", "--long_text=windows",
+        f"--export_dir={tmp_path / 'encoder'}", *common, check=False))
+    assert line.startswith("error: kind 'encoder' reads no windows of a long text")
+
+
+def window_answers(model, tokenizer, rows, max_seq_length, stride, pooling):
+    """The model's answer on each text (or pair) of `rows`, pooled over its windows as
+    the run pools them (`sentence_records.pack_windows`, `pool_windows`)."""
+    windows, index = [], []
+    for i, (a, b) in enumerate(rows):
+        made = sentence_records.pack_windows(tokenizer.encode(a), tokenizer.encode(b)
+                                             if b is not None else None, max_seq_length,
+                                             tokenizer, stride)
+        windows += made
+        index += [i] * len(made)
+    inputs = names.to_model_inputs({k: np.stack([w[k] for w in windows])
+                                    for k in names.RECORD_SEQUENCES})
+    outputs = {k: v.numpy() for k, v in model(inputs, training=False).items()}
+    return sentence_records.pool_windows({**outputs, names.EXAMPLE_INDEX: np.array(index)},
+                                         pooling)
+
+
+@pytest.mark.parametrize("case", ["pair", "regression", "chinese_pair"])
+def test_exports_of_pairs_regression_and_wordpiece_pool_as_the_run(case, tmp_path,
+                                                                   tokenizer, chinese):
+    """export_savedmodel(long_text="windows") of a tiny model: `serve_text` on long
+    texts and pairs (either side the longer, both long, empty, short) equals the
+    pooled answers of the records' windows (1e-5), with the given stride or the
+    default; texts that fit are answered as the truncating export answers them."""
+    from albert_tf.export import export_savedmodel, read_export_info
+    from albert_tf.tasks.classification import AlbertClassifier, window_pooling
+    from tests.helpers.tiny import tiny_config
+
+    is_pair, regression = case != "regression", case == "regression"
+    if case == "chinese_pair":
+        long = "今天天气很好吗playing北京我们明天去上海看看朋友吧他说这部电影非常好看"
+        rows = [(long, "好吗"), ("北京", long + long[::-1]), (long, long[::-1]),
+                ("", "很好"), ("很好", "北京")]
+        files = {"vocab_file": str(FIXTURES / "ner" / "vocab_chinese.txt")}
+        tokenizer, stride = chinese, None
+    else:
+        long = " ".join(FILLER + FILLER[::-1])  # (LONG repeats itself: so would windows)
+        rows = [(long, "why good"), ("why good", long + " " + LONG), (long, LONG),
+                ("", "why"), ("a good film", "a bad one")]
+        files, stride = {"spm_model_file": SPM}, (5 if regression else None)
+    if not is_pair:
+        rows = [(f"{a} {b}", None) for a, b in rows]
+    # (weights large enough that windows answer apart)
+    model = AlbertClassifier(tiny_config(initializer_range=0.5), 1 if regression else 3,
+                             seed=3)
+    texts = {names.TEXT_A: [a for a, _ in rows]}
+    if is_pair:
+        texts[names.TEXT_B] = [b for _, b in rows]
+    path = export_savedmodel(model, tmp_path / "windows", kind="classifier",
+                             max_seq_length=16, is_pair=is_pair, long_text="windows",
+                             window_stride=stride, warmup_requests=False, **files)
+    served = serve_text(path, **texts)
+    expected = window_answers(model, tokenizer, rows, 16, stride, window_pooling(regression))
+    assert sorted(served) == sorted(k for k in (names.LOGITS, names.PROBABILITIES,
+                                                names.PREDICTIONS) if k in expected)
+    for name, values in served.items():
+        np.testing.assert_allclose(values, expected[name], atol=1e-5, err_msg=name)
+    # (the windows of a long text answer differently: the first alone would not do)
+    first = window_answers(model, tokenizer, rows[:1], 16, stride, {})
+    assert np.abs(first[names.LOGITS] - expected[names.LOGITS][:1]).max() > 1e-4
+    if case == "pair":  # the texts that fit: the truncating export's answers
+        cut = export_savedmodel(model, tmp_path / "truncate", kind="classifier",
+                                max_seq_length=16, is_pair=True, warmup_requests=False,
+                                **files)
+        short = {k: v[3:] for k, v in texts.items()}
+        for name, values in serve_text(cut, **short).items():
+            np.testing.assert_allclose(values, served[name][3:], atol=1e-6)
+        # the same signature: names, dtypes and shapes (one row per text)
+        assert read_export_info(path)["signatures"] == read_export_info(cut)["signatures"]
+
+
+def test_the_graphs_windows_and_pooling_are_the_records(tokenizer):
+    """`packing.pack_windows_tf` makes the windows `pack_windows` makes, for a batch
+    of texts or pairs (every side longer, ties, empty texts, strides given or not);
+    `pool_windows_tf` pools as `pool_windows`."""
+    from albert_tf.tasks.classification import CLASSIFICATION_POOLING
+    from albert_tf.tasks.multi_label import WINDOW_POOLING
+
+    table = tf.constant(tokenizer.word_start_table())
+    texts_a = [LONG, "a good film", "", LONG * 2, "why good", LONG]
+    texts_b = ["why good", LONG, "x", LONG, LONG * 3, LONG]
+    cls, sep = tokenizer.special_id("[CLS]"), tokenizer.special_id("[SEP]")
+
+    def ids(texts):
+        return tf.ragged.constant([tokenizer.encode(t) for t in texts], tf.int32)
+
+    for max_seq_length, stride in ((16, None), (16, 3), (12, 2), (24, None)):
+        for pair in (False, True):
+            segments = [ids(texts_a)] + ([ids(texts_b)] if pair else [])
+            packed, splits = packing.pack_windows_tf(
+                segments, lambda x: tf.gather(table, x), max_seq_length, stride=stride,
+                cls_id=cls, sep_id=sep)
+            want = [sentence_records.pack_windows(
+                tokenizer.encode(a), tokenizer.encode(b) if pair else None,
+                max_seq_length, tokenizer, stride) for a, b in zip(texts_a, texts_b)]
+            assert splits.numpy().tolist() == np.cumsum([0] + [len(w) for w in want]
+                                                        ).tolist()
+            for row, window in enumerate(w for made in want for w in made):
+                length = int(window[names.INPUT_MASK].sum())
+                assert packed[names.INPUT_MASK][row].numpy().sum() == length
+                for name, record_name in ((names.INPUT_WORD_IDS, names.INPUT_IDS),
+                                          (names.INPUT_TYPE_IDS, names.SEGMENT_IDS)):
+                    assert packed[name][row, :length].numpy().tolist() == \
+                        window[record_name][:length].tolist(), (max_seq_length, stride,
+                                                                pair, row)
+    # a request of no texts: no windows, no answers
+    packed, splits = packing.pack_windows_tf([ids(["x"])[:0]] * 2, lambda x: tf.gather(
+        table, x), 16, stride=None, cls_id=cls, sep_id=sep)
+    assert packed[names.INPUT_WORD_IDS].shape[0] == 0 and splits.numpy().tolist() == [0]
+    assert sentence_records.pool_windows_tf({names.LOGITS: tf.zeros([0, 2])}, splits,
+                                            CLASSIFICATION_POOLING)[names.PROBABILITIES
+                                                                    ].shape == (0, 2)
+    rng = np.random.default_rng(0)
+    index = np.array([0, 0, 0, 1, 2, 2])
+    outputs = {names.LOGITS: rng.normal(size=(6, 3)).astype(np.float32),
+               names.PROBABILITIES: rng.random((6, 3)).astype(np.float32),
+               names.PREDICTIONS: rng.integers(0, 2, (6, 3)).astype(np.int32)}
+    for pooling in (CLASSIFICATION_POOLING, WINDOW_POOLING):
+        want = sentence_records.pool_windows({**outputs, names.EXAMPLE_INDEX: index},
+                                             pooling)
+        got = sentence_records.pool_windows_tf(
+            {k: tf.constant(v) for k, v in outputs.items()}, [0, 3, 4, 6], pooling)
+        for name, values in got.items():
+            np.testing.assert_allclose(values.numpy(), want[name], rtol=1e-6,
+                                       err_msg=name)
+
+
 def test_multi_label_pools_each_labels_most_probable_window(tmp_path, tokenizer):
     """--task_name=multi_label --long_text=windows: a text's probability of a label is
     the most any of its windows gives it."""
@@ -336,7 +535,7 @@ def test_multi_label_pools_each_labels_most_probable_window(tmp_path, tokenizer)
                f"--output_dir={out}", "--max_seq_length=16", "--train_batch_size=8",
                "--eval_batch_size=4", "--predict_batch_size=4", "--train_step=6",
                "--save_checkpoints_steps=6", "--iterations_per_loop=6",
-               "--learning_rate=1e-2", "--dropout_prob=0")
+               "--learning_rate=1e-2", "--dropout_prob=0", f"--export_dir={out / 'export'}")
     model = AlbertMultiLabelClassifier(
         AlbertConfig.from_json_file(out / "albert_config.json"), 3)
     load_tf1_checkpoint(model, str(out / "model.ckpt-best"))
@@ -354,6 +553,13 @@ def test_multi_label_pools_each_labels_most_probable_window(tmp_path, tokenizer)
                                expected, atol=2e-6)
     assert list(predicted[0]["probabilities"]) == ["bad", "good", "plot"]
     assert "micro_f1" in results(out / "eval_results.txt")
+    # The run's export reads the windows too (at the run's stride): the predictions.
+    served = serve_text(out / "export" / "1", text_a=[row["text"] for row in rows[10:]])
+    np.testing.assert_allclose(served[names.PROBABILITIES],
+                               [list(r["probabilities"].values()) for r in predicted],
+                               atol=1e-5)
+    assert served[names.PREDICTIONS].tolist() == [
+        [int(label in r["labels"]) for label in r["probabilities"]] for r in predicted]
 
 
 # ------------------------------------------------------------------------ the cache

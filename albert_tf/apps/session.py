@@ -344,7 +344,8 @@ def export_if_asked(options: RunOptions, strategy, model, kind: str, *, labels=N
                           with_text=options.tflite_text,
                           spm_model_file=options.spm_model_file,
                           vocab_file=options.vocab_file,
-                          is_pair=export_options.get("is_pair"))
+                          is_pair=export_options.get("is_pair"),
+                          long_text=export_options.get("long_text"))
         logging.info("wrote the LiteRT file %s", options.export_tflite)
     if not options.export_dir:
         return None

@@ -21,7 +21,7 @@ The readers are `albert_tf.data.glue` (GLUE's TSV files; its `GlueTask`s are
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -85,6 +85,12 @@ class LongText:
         they are windows (so that neither is ever read for the other)."""
         return {"long_text": self.mode, "window_stride": self.stride} if self.windows \
             else {}
+
+    def export_options(self) -> dict:
+        """What `albert_tf.export.export_savedmodel` takes of it (its `serve_text`
+        reads the windows too): nothing when it truncates (the export of a truncating
+        run is the one it always was)."""
+        return self.cache_settings()
 
 
 @dataclasses.dataclass
@@ -236,14 +242,39 @@ def sentence_dataset(files, task: SentenceTask, max_seq_length: int, batch_size:
 POOLINGS = ("mean", "max")
 
 
-def pool_windows(outputs: Mapping[str, np.ndarray], pooling: Mapping[str, str]
-                 ) -> dict[str, np.ndarray]:
+@dataclasses.dataclass(frozen=True)
+class WindowPooling:
+    """How a task makes one answer of a text's windows' outputs, defined once for its
+    evaluation (`pool_windows`, NumPy) and its SavedModel's `serve_text`
+    (`pool_windows_tf`): each output `reduce` names pooled over the windows ("mean",
+    in float64, or "max"), every other one the text's first window's; then `finish`
+    (TensorFlow ops, run eagerly on the NumPy values too), where given, computes
+    outputs from the pooled ones (a classifier's probabilities and class from its
+    pooled logits)."""
+
+    reduce: Mapping[str, str]
+    finish: Callable[[dict], Mapping] | None = None
+
+    def __post_init__(self):
+        for name, how in self.reduce.items():
+            if how not in POOLINGS:
+                raise ValueError(f"pooling {name} by {how!r}: expected one of "
+                                 f"{', '.join(POOLINGS)}")
+
+    @classmethod
+    def of(cls, pooling: "WindowPooling | Mapping[str, str]") -> "WindowPooling":
+        return pooling if isinstance(pooling, cls) else cls(dict(pooling))
+
+
+def pool_windows(outputs: Mapping[str, np.ndarray],
+                 pooling: WindowPooling | Mapping[str, str]) -> dict[str, np.ndarray]:
     """A prediction pass's outputs over window records as one row per example, in
-    order: each output `pooling` names reduced over its example's windows ("mean", in
-    float64, or "max"), every other one (the labels) its example's first window's.
-    `outputs[names.EXAMPLE_INDEX]` [W] says whose each row is: a split's windows in its
-    examples' order, an example's together (as `write_examples` writes them and an
-    evaluation reads them back)."""
+    order, pooled as `pooling` says (a `WindowPooling`, or its `reduce` alone): the
+    outputs it names reduced over their example's windows, every other one (the labels)
+    its example's first window's. `outputs[names.EXAMPLE_INDEX]` [W] says whose each
+    row is: a split's windows in its examples' order, an example's together (as
+    `write_examples` writes them and an evaluation reads them back)."""
+    pooling = WindowPooling.of(pooling)
     index = np.asarray(outputs[names.EXAMPLE_INDEX]).reshape(-1)
     firsts = np.flatnonzero(np.r_[True, index[1:] != index[:-1]]) if index.size else \
         np.zeros(0, np.int64)
@@ -255,10 +286,7 @@ def pool_windows(outputs: Mapping[str, np.ndarray], pooling: Mapping[str, str]
     pooled = {}
     for name, values in outputs.items():
         values = np.asarray(values)
-        how = pooling.get(name)
-        if how is not None and how not in POOLINGS:
-            raise ValueError(f"pooling {name} by {how!r}: expected one of "
-                             f"{', '.join(POOLINGS)}")
+        how = pooling.reduce.get(name)
         if not firsts.size:
             pooled[name] = values[:0]
         elif how == "mean":
@@ -269,4 +297,31 @@ def pool_windows(outputs: Mapping[str, np.ndarray], pooling: Mapping[str, str]
             pooled[name] = np.maximum.reduceat(values, firsts, axis=0)
         else:
             pooled[name] = values[firsts]
+    if pooling.finish is not None:
+        pooled.update({name: np.asarray(value) for name, value in
+                       pooling.finish(pooled).items()})
+    return pooled
+
+
+def pool_windows_tf(outputs: Mapping[str, tf.Tensor], row_splits,
+                    pooling: WindowPooling | Mapping[str, str]) -> dict[str, tf.Tensor]:
+    """`pool_windows` in TensorFlow ops: outputs [W, ...] over the windows of B texts
+    -> [B, ...], text b's windows the rows `row_splits[b]` to `row_splits[b + 1]` (one
+    at least; `albert_tf.packing.pack_windows_tf`)."""
+    pooling = WindowPooling.of(pooling)
+    row_splits = tf.cast(row_splits, tf.int32)
+    count = tf.size(row_splits) - 1
+    text = tf.ragged.row_splits_to_segment_ids(row_splits, out_type=tf.int32)  # [W]
+    pooled = {}
+    for name, values in outputs.items():
+        how = pooling.reduce.get(name)
+        if how == "mean":
+            pooled[name] = tf.cast(tf.math.unsorted_segment_mean(
+                tf.cast(values, tf.float64), text, count), values.dtype)
+        elif how == "max":
+            pooled[name] = tf.math.unsorted_segment_max(values, text, count)
+        else:
+            pooled[name] = tf.gather(values, row_splits[:-1])
+    if pooling.finish is not None:
+        pooled.update(pooling.finish(pooled))
     return pooled

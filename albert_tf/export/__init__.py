@@ -14,7 +14,12 @@ three signatures:
 - `serve_text` (when a SentencePiece model or WordPiece vocabulary is given): raw text,
   tokenized in the graph with `AlbertTextTokenizer` (the Python tokenizer's ids) and
   packed with `albert_tf.packing` as the kind's records are:
-    classifier: `text_a` [B] (and `text_b` [B] for pair tasks), longest-first;
+    classifier: `text_a` [B] (and `text_b` [B] for pair tasks), longest-first; with
+      `long_text="windows"` (also multi_label's; a run's `--long_text=windows`) each
+      text whole, in the windows of the run's records, the model run on all windows
+      of the request at once and each text answered by its windows' outputs pooled as
+      the run pools them (one row per text; export_info.json's `long_text`,
+      `window_stride`);
     multiple_choice: `context` [B], `question` [B] and `choices` [B, N] (N at most
       num_choices, "" for no choice): each ending is the question with the choice in
       its `_` blank (else question + " " + choice), keeping its last `max_qa_length`

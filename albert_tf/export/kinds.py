@@ -15,7 +15,9 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `reusable`: the export is also a Reusable SavedModel that `hub.KerasLayer` fine-tunes
   (`albert_tf.export.reusable`);
 - `checkpoint_arguments`: model arguments kept beside a checkpoint (multi-label's
-  tuned threshold), for an export made from the checkpoint.
+  tuned threshold), for an export made from the checkpoint;
+- `window_pooling`: how `serve_text` pools the windows of a long text
+  (`long_text="windows"`: the classifier's, regression's and multi-label's).
 
 Its inputs are its model's (`AlbertModel.extra_inputs`, `per_choice`,
 `input_signature()`): `serving_default` takes them, and `serve_examples` reads the
@@ -71,6 +73,10 @@ class ServingKind:
     # the kind takes raw text too. None: token ids only (SQuAD's offsets, multiple
     # choice's blanks, NER's words need string ops LiteRT has no kernels for).
     lite_pack_text: Callable[..., serving_text.PackedText] | None = None
+    # model -> its `sentence_records.WindowPooling`: the kind's `serve_text` reads a
+    # long text in windows (`long_text="windows"`) and pools their outputs so, as the
+    # run that trained it does. None: the kind cuts a text (its own windows, or none).
+    window_pooling: Callable[[object], object] | None = None
 
     @property
     def extra_inputs(self) -> tuple[ExtraInput, ...]:

@@ -208,6 +208,38 @@ def _check_arguments(entry: ServingKind, model, *, spm_model_file, vocab_file,
                           f"{word_split!r}")
 
 
+def check_windows_kind(kind: str | ServingKind, long_text: str | None) -> None:
+    """`ExportError` unless `long_text` (None: "truncate") is a mode the kind's
+    `serve_text` reads: "windows" only for the kinds that pool windows (scripts call
+    it before any work)."""
+    entry = serving_kind(kind)
+    if long_text is not None and long_text not in packing.LONG_TEXT_MODES:
+        raise ExportError(f"long_text must be one of {', '.join(packing.LONG_TEXT_MODES)}"
+                          f", got {long_text!r}")
+    if long_text == packing.WINDOWS and entry.window_pooling is None:
+        raise ExportError(f"kind {entry.name!r} reads no windows of a long text "
+                          "(long_text=windows is for the classifier, regression and "
+                          "multi_label kinds)")
+
+
+def _check_windows(entry: ServingKind, long_text: str, window_stride, max_seq_length: int,
+                   is_pair: bool) -> None:
+    """`long_text` and `window_stride` that the kind's `serve_text` can read: windows
+    for the kinds that pool them, a stride smaller than the shortest window."""
+    check_windows_kind(entry, long_text)
+    if long_text != packing.WINDOWS:
+        if window_stride is not None:
+            raise ExportError(f"window_stride={window_stride} is for long_text=windows")
+        return
+    window = packing.smallest_window(max_seq_length, is_pair)
+    if window < 2 or (window_stride is not None and not
+                      (is_int_at_least(window_stride, 1) and window_stride < window)):
+        raise ExportError(f"long_text=windows: max_seq_length {max_seq_length} gives "
+                          f"{'a pair' if is_pair else 'a text'} windows of {window} "
+                          f"piece(s), and window_stride {window_stride} must be a "
+                          "positive integer smaller than that")
+
+
 def _resolve_labels(entry: ServingKind, model, labels) -> list[str] | None:
     """The lines of labels.txt: the given labels (one per output) or the kind's
     defaults; None when the kind names no outputs (or a regression)."""
@@ -315,7 +347,20 @@ def _export_info(module: ServingModule, signatures: dict, *, warmup: bool,
     }
     info.update({name: getattr(module.model, name) for name in entry.model_info})
     info.update({name: getattr(settings, name) for name in entry.text_info})
+    info.update(windowing_info(entry, settings.long_text, settings.window_stride))
     return info
+
+
+def windowing_info(entry: ServingKind, long_text: str, window_stride) -> dict:
+    """What export_info.json (and a LiteRT file's .json) says of a long text, for the
+    kinds that can read windows: `long_text`, "truncate" (cut at max_seq_length) or
+    "windows" (read in windows of max_seq_length), with windows `window_stride` (null:
+    half of each window)."""
+    if entry.window_pooling is None:
+        return {}
+    if long_text != packing.WINDOWS:
+        return {"long_text": packing.TRUNCATE}
+    return {"long_text": packing.WINDOWS, "window_stride": window_stride}
 
 
 def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
@@ -326,7 +371,9 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                       max_qa_length: int = DEFAULT_MAX_QA_LENGTH,
                       word_split: str = "whitespace",
                       warmup_requests: bool = True,
-                      serving_precision: str = "float32") -> str:
+                      serving_precision: str = "float32",
+                      long_text: str = packing.TRUNCATE,
+                      window_stride: int | None = None) -> str:
     """Writes `model` (of `kind`) as the SavedModel `<export_dir>/<version>/` and returns
     that directory. See `albert_tf.export` for the signatures.
 
@@ -344,19 +391,27 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     `serving_precision` "bfloat16" exports a mixed_bfloat16 copy of the model
     (`in_serving_precision`); export_info.json records the precision and the environment
     to serve it in (`SERVING_ENVIRONMENTS`, logged too).
+    `long_text` "windows" (the classifier, regression and multi-label kinds, as a run
+    with `--long_text=windows`): `serve_text` reads a text longer than
+    `max_seq_length` whole, in windows every `window_stride` pieces (None: half the
+    window) as the run's records do, runs the model on all windows of the request at
+    once and answers each text with its windows' outputs pooled as the run pools them
+    (the kind's `window_pooling`); export_info.json records it.
     """
     entry = serving_kind(kind)
     _check_arguments(entry, model, spm_model_file=spm_model_file, vocab_file=vocab_file,
                      max_seq_length=max_seq_length, max_qa_length=max_qa_length,
                      word_split=word_split)
     labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
+    _check_windows(entry, long_text, window_stride, max_seq_length, is_pair)
     final_dir = check_export_dir(export_dir, version)
     model = in_serving_precision(model, serving_precision)
     settings = TextSettings(
         max_seq_length=max_seq_length, is_pair=is_pair, max_query_length=max_query_length,
         # The records refuse a longer one; here the option then fills the whole input.
         max_qa_length=min(max_qa_length, packing.segment_budget(max_seq_length)),
-        num_choices=getattr(model, "num_choices", None), word_split=word_split)
+        num_choices=getattr(model, "num_choices", None), word_split=word_split,
+        long_text=long_text, window_stride=window_stride)
     tokenizer = _build_tokenizer(entry, spm_model_file, vocab_file, do_lower_case)
     module = ServingModule(model, entry, tokenizer, settings, labels=labels)
     if entry.reusable:

@@ -12,7 +12,10 @@ Signatures (traced by `albert_tf.export.savedmodel`):
   own padding value (RACE records hold num_choices * S values per feature; S may differ
   between the examples of a request).
 - `serve_text`: the kind's string inputs, tokenized and packed in the graph
-  (`albert_tf.export.serving_text`).
+  (`albert_tf.export.serving_text`); with `long_text="windows"` (the sentence kinds)
+  the model runs on every window of the request's texts as one batch, and each
+  text's answer is its windows' pooled (`sentence_records.pool_windows_tf`, by the
+  kind's `window_pooling`: the run's own pooling).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from albert_tf import names
+from albert_tf.data.sentence_records import pool_windows_tf
 from albert_tf.export.kinds import ServingKind
 from albert_tf.export.serving_text import TextSettings
 
@@ -152,6 +156,9 @@ class ServingModule(tf.__internal__.tracking.AutoTrackable):
         named = dict(zip([spec.name for spec in self.text_specs()], texts))
         packed = self.serving_kind.pack_text(self.tokenizer, self.settings, named)
         outputs = self.run(packed.inputs)
+        if packed.window_splits is not None:  # a row per window: a row per text
+            outputs = pool_windows_tf(outputs, packed.window_splits,
+                                      self.serving_kind.window_pooling(self.model))
         outputs.update(packed.returned)
         if self.serving_kind.label_output and self.labels is not None:
             outputs[self.serving_kind.label_output] = tf.gather(

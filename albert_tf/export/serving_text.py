@@ -32,6 +32,10 @@ class TextSettings:
     max_qa_length: int = 128         # multiple choice: the option's last pieces
     num_choices: int | None = None   # multiple choice: at most this many choices
     word_split: str = "whitespace"   # token classification: `data.ner.WORD_SPLITS`
+    # sentence kinds: a text longer than max_seq_length cut, or read in windows of it
+    # every window_stride pieces (None: half the window), as `--long_text` reads it
+    long_text: str = packing.TRUNCATE
+    window_stride: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,11 +43,15 @@ class PackedText:
     """`inputs`: the model inputs (a kind's model takes those it names); `returned`:
     tensors that `serve_text` returns beside the model's outputs; `text_model`: what a
     Keras text model (`albert_tf.text_models`) reads beside the model inputs (token
-    classification's `word_positions`), which `serve_text` does not return."""
+    classification's `word_positions`), which `serve_text` does not return;
+    `window_splits`: where the inputs are the windows of the texts (int [B + 1]: text
+    b's are rows `window_splits[b]` to `window_splits[b + 1]`), whose outputs
+    `serve_text` pools into one row per text (the kind's `window_pooling`)."""
 
     inputs: dict
     returned: dict = dataclasses.field(default_factory=dict)
     text_model: dict = dataclasses.field(default_factory=dict)
+    window_splits: tf.Tensor | None = None
 
 
 def _string_spec(name: str, shape=(None,)) -> tf.TensorSpec:
@@ -65,9 +73,17 @@ def sentence_specs(settings: TextSettings) -> list[tf.TensorSpec]:
 
 
 def pack_sentences(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
-    """`[CLS] A [SEP] (B [SEP])`, cut as the classifier records (longest-first)."""
-    return PackedText(_pack(tokenizer, settings, [tokenizer.tokenize(t)
-                                                  for t in texts.values()]))
+    """`[CLS] A [SEP] (B [SEP])`, cut as the classifier records (longest-first); with
+    `long_text="windows"`, every window of each text as the windows' records are made
+    (`packing.pack_windows_tf`), their outputs pooled by `serve_text`."""
+    segments = [tokenizer.tokenize(t) for t in texts.values()]
+    if settings.long_text == packing.WINDOWS:
+        inputs, splits = packing.pack_windows_tf(
+            segments, tokenizer.word_starts, settings.max_seq_length,
+            stride=settings.window_stride, cls_id=tokenizer.cls_id,
+            sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+        return PackedText(inputs, window_splits=splits)
+    return PackedText(_pack(tokenizer, settings, segments))
 
 
 def pack_sentences_for_mlm(tokenizer, settings: TextSettings, texts: dict) -> PackedText:

@@ -16,7 +16,9 @@ pair (classifier, regression, multi-label, encoder, mlm), tokenized inside the f
 TensorFlow Text's tokenizer ops (SentencePiece models and WordPiece vocabularies;
 built-in ops around them, no Flex): custom ops whose kernels the app's runtime registers
 (`tflite_interpreter` does in Python; `<path>.json` names them; see
-`albert_tf.export.tflite_text`).
+`albert_tf.export.tflite_text`). A text is cut at `max_seq_length`, also for a run
+that reads long texts in windows (`long_text`: one warning line, and the .json says
+`"long_text": "truncate"`): the SavedModel's `serve_text` reads the windows.
 
 Precisions (`TFLITE_PRECISIONS`): "float32"; "float16", weights stored in float16 (half
 the size, computed in float32 on CPU); "int8", dynamic-range quantization: weights
@@ -39,8 +41,9 @@ import os
 import tempfile
 
 import tensorflow as tf
+from absl import logging
 
-from albert_tf import fileio
+from albert_tf import fileio, packing
 from albert_tf.export import tflite_text
 from albert_tf.export.base import ExportError, file_in_the_way, signature_info
 from albert_tf.export.kinds import ServingKind
@@ -48,6 +51,7 @@ from albert_tf.export.savedmodel import (
     _check_model,
     _labels_and_pairing,
     serving_kind,
+    windowing_info,
     with_dtype_policy,
 )
 from albert_tf.export.serving import ServingModule
@@ -192,7 +196,8 @@ def _short(error: Exception) -> str:
 def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=None,
                   task_name: str | None = None, max_seq_length: int | None = None,
                   do_lower_case: bool | None = None, with_text: bool = False,
-                  spm_model_file=None, vocab_file=None, is_pair: bool | None = None) -> str:
+                  spm_model_file=None, vocab_file=None, is_pair: bool | None = None,
+                  long_text: str | None = None) -> str:
     """Writes `model` (of `kind`, any `albert_tf.export.KINDS`) as the LiteRT file `path`
     and `<path>.json`, neither of which may exist yet (`ExportError`: never
     overwritten); returns `path`. See the module docstring for the file.
@@ -210,6 +215,13 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
     `spm_model_file` or `vocab_file` and `do_lower_case` and packed to `max_seq_length`,
     for the kinds whose `serve_text` packs one text or a pair (those with a
     `lite_pack_text`).
+
+    `long_text`: how the run read a long text. The file cuts each text at
+    `max_seq_length` whatever it says (its `serve_text` packs one row per text, and
+    windows in LiteRT's ops would need a loop over the texts and segment ops this
+    export does not write): a run's "windows" get one warning line naming the
+    SavedModel's `serve_text` as the export that reads them, and the .json records
+    `"long_text": "truncate"` for the kinds that can read windows.
     """
     entry = serving_kind(kind)
     _check_model(entry, model)
@@ -225,6 +237,11 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         raise ExportError(f"max_seq_length must be an integer from 3 to the model's "
                           f"max_position_embeddings {longest}, got {max_seq_length!r}")
     labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
+    if long_text == packing.WINDOWS:
+        logging.warning(
+            "the LiteRT file %s cuts each text at max_seq_length %d (--long_text=windows "
+            "is read by the SavedModel's serve_text, --export_dir, not by LiteRT)", path,
+            max_seq_length)
     tokenizer = _text_tokenizer(entry, with_text, spm_model_file, vocab_file,
                                 do_lower_case)
     if model.dtype_policy.name != "float32":
@@ -253,6 +270,7 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         "custom_ops": sorted(custom_ops(flatbuffer)),
         "op_registerers": tokenizer.registerers if tokenizer is not None else [],
         **{name: getattr(model, name) for name in entry.model_info},
+        **windowing_info(entry, packing.TRUNCATE, None),
     }
     with fileio.atomic_path(path, suffixes=("", TFLITE_INFO_SUFFIX)) as tmp:
         with tf.io.gfile.GFile(tmp, "wb") as f:

@@ -11,8 +11,11 @@ with the signatures `serving_default`, `serve_examples` and `serve_text`. With
 `--export_tflite=mrpc.tflite` (and `--tflite_precision`) it also writes the model as one
 LiteRT file, token ids in (`albert_tf.export.export_tflite`), and raw text in as well
 with `--tflite_text` (the tokenizer files; one text or a pair); either flag may be
-given alone. The checkpoint must hold every variable of the model (a mismatch stops before
-anything is written).
+given alone. A checkpoint of a run with `--long_text=windows` (classifier, regression,
+multi_label) is exported with the same `--long_text` and `--window_stride`: its
+`serve_text` reads a long text in windows and pools their answers as the run did (the
+LiteRT file cuts, and says so). The checkpoint must hold every variable of the model
+(a mismatch stops before anything is written).
 
 `--kind=encoder` (and `mlm`) exports are also TF Hub Reusable SavedModels that
 `hub.KerasLayer(path, trainable=True)` fine-tunes. Their text preprocessor, another
@@ -38,13 +41,14 @@ import sys
 
 from absl import app, flags
 
-from albert_tf import tasks
+from albert_tf import packing, tasks
 from albert_tf.apps import labels as labels_file
 from albert_tf.apps import model_files, runner
 from albert_tf.apps import options as option_flags
 from albert_tf.data.choice_records import DEFAULT_MAX_QA_LENGTH
 from albert_tf.errors import UsageError
 from albert_tf.export import SERVING_PRECISIONS
+from albert_tf.tasks.classification import ClassificationTask
 from albert_tf.tasks.options import (
     FineTuningOptions,
     LiteRTOptions,
@@ -104,6 +108,15 @@ flags.DEFINE_string("export_preprocessor", None,
                     "preprocessor go (beside an encoder export, for hub.KerasLayer).")
 option_flags.define_flags(LiteRTOptions)  # export_tflite, tflite_precision, tflite_text
 flags.DEFINE_integer("version", None, "Version to write (default: the next one).")
+# run_classifier.py's flags of the windows (classifier, regression, multi_label).
+option_flags.define_flags(ClassificationTask.Options, only=("long_text", "window_stride"),
+                          helps={"long_text": (
+                              "classifier, regression, multi_label: how serve_text "
+                              "reads a text longer than --max_seq_length, as the run "
+                              "that trained the checkpoint read it. truncate: cut. "
+                              "windows: whole, in windows every --window_stride "
+                              "pieces, its answer pooled over them as the run pools "
+                              "them (the LiteRT file still cuts).")})
 if TASK is not None:
     # The task's options beyond a run's, for its export_options() (a name this script
     # has for another value stays this script's).
@@ -119,6 +132,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
     from albert_tf.export import export_savedmodel, export_tflite, load_model_from_checkpoint
+    from albert_tf.export.savedmodel import check_windows_kind
 
     if FLAGS.kind == PREPROCESSOR:
         return export_preprocessor_only()
@@ -134,6 +148,8 @@ def main(argv):
         if FLAGS.export_preprocessor:
             _check_tokenizer_files(files)
         _check_exports(files)
+        options = _export_options(kind)
+        check_windows_kind(kind, options.get("long_text"))
         config = model_files.load_config(files.albert_config_file)
         max_seq_length = export_max_seq_length(
             config.max_position_embeddings,
@@ -153,7 +169,6 @@ def main(argv):
             labels = None  # (export_savedmodel takes them from the task)
         else:
             labels = labels_file.saved_labels(FLAGS.checkpoint)
-        options = _export_options(kind)
         written = []
         if FLAGS.export_dir:
             written.append(export_savedmodel(
@@ -167,6 +182,7 @@ def main(argv):
                 model, FLAGS.export_tflite, kind=kind,
                 precision=FLAGS.tflite_precision, labels=labels,
                 task_name=options.get("task_name"), is_pair=options.get("is_pair"),
+                long_text=options.get("long_text"),
                 max_seq_length=max_seq_length, do_lower_case=files.do_lower_case,
                 with_text=FLAGS.tflite_text,
                 spm_model_file=files.spm_model_file, vocab_file=files.vocab_file))
@@ -220,6 +236,8 @@ def _export_options(kind) -> dict:
     script has, such as --task_name)."""
     options = {"task_name": FLAGS.task_name, "max_query_length": FLAGS.max_query_length,
                "max_qa_length": FLAGS.max_qa_length, "word_split": FLAGS.word_split}
+    if FLAGS.long_text != packing.TRUNCATE or FLAGS.window_stride is not None:
+        options.update(long_text=FLAGS.long_text, window_stride=FLAGS.window_stride)
     task = _task()
     if task is not None:  # its options: the flags here, else their defaults
         options.update(task(task.Options.build(option_flags.flag_values(

@@ -115,6 +115,20 @@ class AlbertClassifier(AlbertTaskModel):
                 "dropout_rate": self.dropout_rate}
 
 
+# How a text's answer comes from its windows' (`--long_text=windows`), at evaluation
+# and prediction and in the export's `serve_text`: the mean of their logits, the
+# probabilities and class of that as the model makes them of its logits; a
+# regression's score the mean of theirs.
+CLASSIFICATION_POOLING = sentence_records.WindowPooling(
+    {names.LOGITS: "mean"}, finish=lambda pooled: choice_outputs(pooled[names.LOGITS]))
+REGRESSION_POOLING = sentence_records.WindowPooling(
+    {names.LOGITS: "mean", names.PREDICTIONS: "mean"})
+
+
+def window_pooling(is_regression: bool) -> sentence_records.WindowPooling:
+    return REGRESSION_POOLING if is_regression else CLASSIFICATION_POOLING
+
+
 # What a classifier's export returns (a regression's has no probabilities).
 CLASSIFIER_OUTPUTS = (names.LOGITS, names.PROBABILITIES, names.PREDICTIONS)
 CLASSIFIER = ServingKind(
@@ -122,7 +136,8 @@ CLASSIFIER = ServingKind(
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",),
     labels=LabelRule("num_labels", str, none_for_one=True),
-    model_info=("num_labels",), lite_pack_text=tflite_text.pack_sentences)
+    model_info=("num_labels",), lite_pack_text=tflite_text.pack_sentences,
+    window_pooling=lambda model: window_pooling(model.is_regression))
 
 
 @register
@@ -260,15 +275,8 @@ class ClassificationTask(Task):
             regression: the mean of their scores)."""
             if not self.long_text.windows:
                 return outputs
-            if self.task.is_regression:
-                return sentence_records.pool_windows(outputs, {names.PREDICTIONS: "mean"})
-            pooled = sentence_records.pool_windows(outputs, {names.LOGITS: "mean"})
-            logits = pooled[names.LOGITS].astype(np.float64)  # [N, num_labels]
-            exp = np.exp(logits - logits.max(-1, keepdims=True))
-            pooled[names.PROBABILITIES] = (exp / exp.sum(-1, keepdims=True)).astype(
-                np.float32)
-            pooled[names.PREDICTIONS] = np.argmax(logits, -1).astype(np.int32)
-            return pooled
+            return sentence_records.pool_windows(outputs,
+                                                 window_pooling(self.task.is_regression))
 
         def data_files(self) -> dict[str, list[str]]:
             if not self.task.is_file:  # GLUE: found (or named missing) as records are made
@@ -385,6 +393,9 @@ class ClassificationTask(Task):
         return prediction_file(self.name, output_dir, rows)
 
     def export_options(self) -> dict:
+        """The task (a GLUE task's name, or whether your files hold pairs), and with
+        `--long_text=windows` the windows that `serve_text` reads too."""
+        long_text = self.data.long_text.export_options()
         if self.is_file:
-            return {"is_pair": self.sentence_task.is_pair}
-        return {"task_name": self.name}
+            return {"is_pair": self.sentence_task.is_pair, **long_text}
+        return {"task_name": self.name, **long_text}

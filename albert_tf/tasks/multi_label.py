@@ -115,6 +115,12 @@ def multi_label_loss(logits, label_ids):
         labels=tf.cast(label_ids, tf.float32), logits=tf.cast(logits, tf.float32)), -1)
 
 
+# How a text's answer comes from its windows' (`--long_text=windows`), at evaluation
+# and in the export's `serve_text`: each label's most probable window (its logit and
+# prediction alike: the sigmoid and the threshold keep the order).
+WINDOW_POOLING = sentence_records.WindowPooling(
+    {names.LOGITS: "max", names.PROBABILITIES: "max", names.PREDICTIONS: "max"})
+
 # The serving kind: `serving_default`, `serve_examples` and `serve_text` as the
 # classifier's, with multi-hot `predictions`; labels.txt names the outputs.
 SERVING_KIND = kinds.ServingKind(
@@ -123,6 +129,7 @@ SERVING_KIND = kinds.ServingKind(
     serving_text.sentence_specs, serving_text.pack_sentences,
     model_arguments=("num_labels",), labels=kinds.LabelRule("num_labels", str),
     model_info=("num_labels", "threshold"), lite_pack_text=tflite_text.pack_sentences,
+    window_pooling=lambda model: WINDOW_POOLING,
     checkpoint_arguments=lambda directory, given: {
         "threshold": threshold_for(given.get("threshold"), directory)})
 
@@ -296,7 +303,7 @@ class MultiLabelTask(Task):
             windows gives it."""
             if not self.long_text.windows:
                 return outputs
-            return sentence_records.pool_windows(outputs, {names.PROBABILITIES: "max"})
+            return sentence_records.pool_windows(outputs, WINDOW_POOLING)
 
         def cache_settings(self) -> dict:
             o = self.options
@@ -391,4 +398,5 @@ class MultiLabelTask(Task):
         return path
 
     def export_options(self) -> dict:
-        return {"is_pair": self.options.text_b_field is not None}
+        return {"is_pair": self.options.text_b_field is not None,
+                **self.data.long_text.export_options()}

@@ -84,9 +84,10 @@ class _EagerFunctions:
     `tf.Module` does not track them: a SavedModel holding the tokenizer would otherwise
     trace them again while saving, and store them, for no signature's use."""
 
-    def __init__(self, tokenize, offsets):
+    def __init__(self, tokenize, offsets, python: FullTokenizer):
         self.tokenize = tokenize
         self.offsets = offsets
+        self.python = python  # its word start table, made when first asked for
 
 
 class AlbertTextTokenizer(tf.Module):
@@ -122,7 +123,8 @@ class AlbertTextTokenizer(tf.Module):
             tokenize=tf.function(self._tokenize_vector, input_signature=spec,
                                  autograph=False),
             offsets=tf.function(self._tokenize_with_offsets_vector, input_signature=spec,
-                                autograph=False) if with_offsets else None)
+                                autograph=False) if with_offsets else None,
+            python=python)
 
     def _build_sentencepiece(self, python: FullTokenizer, path: str, with_offsets: bool):
         self.spm_model_file = path
@@ -179,6 +181,15 @@ class AlbertTextTokenizer(tf.Module):
         return ids[0] if texts.shape.rank == 0 else ids
 
     __call__ = tokenize
+
+    def word_starts(self, ids):
+        """bool of the shape of int `ids` (ragged or not): whether each piece begins a
+        word, where `--long_text=windows` may cut a text
+        (`FullTokenizer.word_start_table`, a constant of the graph)."""
+        table = tf.constant(self._eager.python.word_start_table())
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(tf.gather(table, ids.flat_values))
+        return tf.gather(table, ids)
 
     def tokenize_with_offsets(self, texts):
         """`tokenize(texts)` and, for every piece, the range [start, end) of code points

@@ -118,7 +118,7 @@ def test_export_takes_the_model_flags_of_the_run_scripts():
                  "print(all(f.help.endswith(RunOptions.help_of(f.name)) for f in mine))\n")
     assert out.split() == ["albert_config_file", "spm_model_file", "vocab_file",
                            "do_lower_case", "export_tflite", "tflite_precision",
-                           "tflite_text", "True"]
+                           "tflite_text", "long_text", "window_stride", "True"]
 
 
 def test_export_resolves_a_shipped_config_name(tmp_path):

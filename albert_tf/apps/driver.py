@@ -370,13 +370,17 @@ def convert_records(task, data, files, cache_dir, report: DataReport, splits=Non
     once and cached under `cache_dir`, as `albert_tf.data.cache.CachedRecords` by split;
     what --max_seq_length cut of each split's texts (counted as its records were
     written, kept with them) added to `report`, printed, and warned of where it is
-    more than a few percent of a split (`DataReport.check_truncation`)."""
+    more than a few percent of a split (`DataReport.check_truncation`). Where the
+    records make more of a split for its metrics and predictions (`CachedRecords.data`:
+    SQuAD's features), `data` holds that from here on."""
     converted = {split: task.data.cached_records(split, data[split], files[split],
                                                  cache_dir)
                  for split in (files if splits is None else splits)}
     for split, records in converted.items():
         if records.truncated is not None:
             report.truncated[split] = records.truncated
+        if records.data is not None:
+            data[split] = records.data
     report.check_truncation()
     return converted
 

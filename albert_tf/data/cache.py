@@ -49,6 +49,10 @@ class CachedRecords:
     # What --max_seq_length cut of the examples' texts; None where no record writer
     # counted it (SQuAD's and NER's windows cut no text, records cached before it was)
     truncated: Truncation | None = None
+    # What the task's metrics and predictions read of the split in place of what
+    # `Task.read` returned, where the records make more of it (SQuAD: the examples
+    # with their features and windows); None: `read`'s
+    data: object = None
 
 
 def file_sha256(path: str) -> str:

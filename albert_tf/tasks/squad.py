@@ -276,7 +276,6 @@ class SquadTask(Task):
         super().__init__(options, tokenizer)
         self.version_2 = self.options.version_2_with_negative
         self.serving_kind = self.serving_kinds[1 if self.version_2 else 0]
-        self.feature_files: dict[str, squad.SquadFeatureFile] = {}
 
     def read(self, split, paths):
         """The questions of the split's file (the training answers with --do_train)."""
@@ -301,8 +300,8 @@ class SquadTask(Task):
 
         def cached_records(self, split, data, paths, cache_dir):
             """The training features (in the original's shuffled order) or the
-            prediction features (with what post-processing needs), converted once and
-            cached."""
+            prediction features (with what post-processing needs: the records' `data`,
+            which `write_predictions` gets), converted once and cached."""
             o = self.options
             training = split == "train"
             given = o.train_feature_file if training else o.predict_feature_file
@@ -314,9 +313,9 @@ class SquadTask(Task):
                 shuffle_seed=squad.ORIGINAL_TRAIN_SHUFFLE_SEED if training else None,
                 max_seq_length=o.max_seq_length, doc_stride=o.doc_stride,
                 max_query_length=o.max_query_length, examples=data)
-            self.task.feature_files[split] = features
             return cache.CachedRecords(features.record_file, len(features.examples), 0,
-                                       not features.rebuilt)
+                                       not features.rebuilt,
+                                       data=None if training else features)
 
         def train_steps(self, num_examples: int | None) -> tuple[int, int]:
             """--train_step and --warmup_step where given (run_classifier.py has them);
@@ -355,12 +354,13 @@ class SquadTask(Task):
             o[names.START_LOGITS], o[names.END_LOGITS], f[names.START_POSITIONS],
             f[names.END_POSITIONS], per_example=True))
 
-    def write_predictions(self, data, outputs, output_dir, step) -> dict | None:
-        """predictions.json, nbest_predictions.json (and null_odds.json); where the file
+    def write_predictions(self, evaluation: squad.SquadFeatureFile, outputs, output_dir,
+                          step) -> dict | None:
+        """predictions.json, nbest_predictions.json (and null_odds.json) of the
+        prediction file's examples and features (the records' `data`); where the file
         has answers, the official scores to eval_results.txt and eval_results.json, and
         returned (the run's results: SQuAD has no dev split)."""
         o = self.options
-        evaluation = self.feature_files["test"]
         results = {int(uid): {k: outputs[k][i] for k in self.data.eval_outputs}
                    for i, uid in enumerate(outputs[names.UNIQUE_IDS])}
         options = dict(n_best_size=o.n_best_size, max_answer_length=o.max_answer_length)

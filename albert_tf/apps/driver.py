@@ -48,7 +48,7 @@ from albert_tf.checkpoints import release
 from albert_tf.data.report import DataReport, SkipLimit
 from albert_tf.errors import UsageError
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.options import FineTuningOptions
+from albert_tf.tasks.options import FineTuningOptions, TaskOptions
 from albert_tf.training import distribute
 from albert_tf.training.loop import predict
 
@@ -180,11 +180,11 @@ def made_task(task_class, options, tokenizer, files, report: DataReport):
     if data.reader.data.has_labels:
         labels = resolve_labels(options, options.output_dir,
                                 lambda: data.reader.data.discover_labels(data["train"]))
-        if "labels" not in options.names():
+        if not isinstance(options, TaskOptions):
             from albert_tf.tasks import TaskModuleError
 
-            raise TaskModuleError(f"{task_class.__name__} has labels but its Options no "
-                                  "labels field: derive them from Task.Options")
+            raise TaskModuleError(f"{task_class.__name__} has labels, but its Options "
+                                  "no --labels: derive them from Task.Options")
         options = options.replace(labels=tuple(labels))
         data.reader = task_class(options, tokenizer)
     derived = data.reader.data.derived_options(data)

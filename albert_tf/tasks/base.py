@@ -60,7 +60,7 @@ class Task:
         self.serving_kind = self.serving_kinds[0] if self.serving_kinds else None
         self.tokenizer = tokenizer
         # `Data.has_labels`: --labels, a model's labels.txt or the training split's.
-        labels = getattr(self.options, "labels", None)
+        labels = self.options.labels if isinstance(self.options, TaskOptions) else None
         self.labels: list[str] | None = list(labels) if labels else None
         self.data = self.Data(self)
         self.teaching = self.Teaching(self)

@@ -247,7 +247,7 @@ class MultipleChoiceTask(Task):
             if task.is_race or o.num_choices is not None:
                 return {}
             counts = [len(e.endings) for examples in data.values() for e in examples]
-            if getattr(o, "transfer_file", None) and tf.io.gfile.exists(o.transfer_file):
+            if o.transfer_file and tf.io.gfile.exists(o.transfer_file):
                 counts += [len(e.endings) for e in
                            task.teaching.read_transfer(o.transfer_file) or ()]
             most = max(counts, default=choice_records.DEFAULT_NUM_CHOICES)

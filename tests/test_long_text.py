@@ -5,7 +5,8 @@ prediction (one row per text, equal to the mean of the window logits computed he
 from the trained model; the max for multi-label), what data_report.json says of them,
 the records' cache keyed by the mode, the exports (the SavedModel's serve_text reads
 the same windows in its graph and answers as the run's predictions; the LiteRT file
-cuts and says so), and bad input refused in one line."""
+cuts and says so), bad input refused in one line, and multiple choice's windows over
+the context (each beside all its question's choices, pooled per question)."""
 
 import json
 

@@ -24,11 +24,14 @@ Windows over a long text (`--long_text=windows`), defined once here too:
   cuts it when longer);
 - `window_spans`: where the windows lie over that segment: every `stride` pieces, the
   last ending at its end, each cut moved back to the nearest word start by at most
-  `window_back` pieces (`window_spans_tf`: the same in TensorFlow ops, for one text).
+  `window_back` pieces (`window_spans_tf`: the same in TensorFlow ops, for one text);
+- `choice_window`: a multiple-choice question's windows over its context: what
+  `max_seq_length` leaves beside its longest ending as `choice_lengths` keeps it.
 
 `pack_windows_tf` packs the windows of a batch of texts by these rules in TensorFlow
-ops (`pair_window_layout`: `window_layout` of a batch of pairs), for the SavedModel's
-`serve_text` of a run that reads windows; tested equal to the records'.
+ops (`pair_window_layout`: `window_layout` of a batch of pairs; `batch_window_spans`:
+`window_spans_tf` of each text of a batch), for the SavedModel's `serve_text` of a run
+that reads windows; tested equal to the records'.
 
 Packing: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, with `input_mask` 1 on every packed
 position and `input_type_ids` 0 up to the first `[SEP]`, 1 after. `pack` is the Python
@@ -203,10 +206,25 @@ def pair_window_layout(length_a, length_b, budget):
     return b_windowed, fits, kept_a, kept_b, window
 
 
-def smallest_window(max_seq_length: int, is_pair: bool) -> int:
+def choice_window(longest_ending, max_seq_length: int, max_qa_length: int):
+    """The windows' length over a multiple-choice context (`--long_text=windows`): what
+    `max_seq_length` leaves after `[CLS]`, 2 x `[SEP]` and the question's longest
+    ending (question + option) as `choice_lengths` keeps it (its last `max_qa_length`
+    pieces), so that each window fits beside every ending. An int, or a tensor of
+    them."""
+    _, minimum, _ = _ops(longest_ending)
+    return _result(segment_budget(max_seq_length) - minimum(longest_ending, max_qa_length),
+                   longest_ending)
+
+
+def smallest_window(max_seq_length: int, is_pair: bool,
+                    max_qa_length: int | None = None) -> int:
     """The shortest window `window_layout` can give a text (`max_seq_length - 2`) or a
-    pair (half the budget, the other segment keeping the ceiling of it): a stride
-    must be smaller."""
+    pair (half the budget, the other segment keeping the ceiling of it), or, with
+    `max_qa_length`, `choice_window` a multiple-choice context (beside an ending of
+    `max_qa_length` pieces): a stride must be smaller."""
+    if max_qa_length is not None:
+        return choice_window(max_qa_length, max_seq_length, max_qa_length)
     if not is_pair:
         return segment_budget(max_seq_length, 1)
     return segment_budget(max_seq_length) // 2
@@ -456,6 +474,17 @@ def pack_dense(segments, max_seq_length: int, *, cls_id: int, sep_id: int,
     }
 
 
+def batch_window_spans(word_starts, window, stride: int | None):
+    """`window_spans_tf` of each text of a batch: `word_starts` bool ragged [B, (T)],
+    `window` int32 [B] (each text's), `stride` a Python int or None (each text's
+    `default_window_stride`) -> (starts, lengths) int32 ragged [B, (K)] each."""
+    strides = default_window_stride(window) if stride is None else \
+        tf.fill(tf.shape(window), stride)
+    spec = tf.RaggedTensorSpec([None], tf.int32, ragged_rank=0)
+    return tf.map_fn(lambda row: window_spans_tf(*row), (word_starts, window, strides),
+                     fn_output_signature=(spec, spec))
+
+
 def pack_windows_tf(segments, word_starts, max_seq_length: int, *, stride: int | None,
                     cls_id: int, sep_id: int, pad_id: int = 0):
     """`sentence_records.pack_windows` on a batch, in TensorFlow ops: each text (or
@@ -486,13 +515,7 @@ def pack_windows_tf(segments, word_starts, max_seq_length: int, *, stride: int |
         # the windowed segment's word starts: B's rows where B is windowed, else A's
         flags = tf.gather(tf.concat([word_starts(s) for s in segments], axis=0),
                           tf.range(batch) + batch * tf.cast(b_windowed, tf.int32))
-    strides = default_window_stride(window) if stride is None else \
-        tf.fill([batch], stride)
-
-    # each text's windows: (starts, lengths) [B, (K)] each
-    spec = tf.RaggedTensorSpec([None], tf.int32, ragged_rank=0)
-    starts, sizes = tf.map_fn(lambda row: window_spans_tf(*row), (flags, window, strides),
-                              fn_output_signature=(spec, spec))
+    starts, sizes = batch_window_spans(flags, window, stride)
     text = tf.cast(starts.value_rowids(), tf.int32)  # [W]: the text of each window
     cut = []
     for segment, is_windowed, length in zip(segments, windowed, kept):

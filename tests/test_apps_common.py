@@ -40,7 +40,8 @@ APP_FLAGS = {
         # Multiple choice and classification from your own files.
         "train_file", "dev_file", "test_file", "text_a_field", "text_b_field",
         "label_field", "labels", "header",
-        # Long texts in windows (classification, regression, multi-label).
+        # Long texts in windows (classification, regression, multi-label, multiple
+        # choice).
         "long_text", "window_stride",
         # Your own task in a file, and the built-in task modules' flags (multi_label).
         "task_module", "label_separator", "threshold", "tune_threshold",

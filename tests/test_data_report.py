@@ -186,9 +186,10 @@ LONG_TEXT_WARNING = (
     "the train split: 6 of 40 example(s) (15.0%) are longer than --max_seq_length=16 and "
     "are cut, 96 piece(s) dropped in all (the longest takes 32 positions whole); the model "
     "never reads what is cut, in training, evaluation, prediction or serving. To read them "
-    "whole, give --long_text=windows (classification, regression and multi-label: each "
-    "text read in overlapping windows, its answers pooled) or raise --max_seq_length (up "
-    "to the model's max_position_embeddings, 512 in the released models).")
+    "whole, give --long_text=windows (classification, regression, multi-label and "
+    "multiple choice but RACE: each text, or context, read in overlapping windows, its "
+    "answers pooled) or raise --max_seq_length (up to the model's "
+    "max_position_embeddings, 512 in the released models).")
 
 
 def test_a_split_cut_by_more_than_a_few_percent_is_warned_of(caplog):

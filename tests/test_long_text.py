@@ -5,7 +5,8 @@ prediction (one row per text, equal to the mean of the window logits computed he
 from the trained model; the max for multi-label), what data_report.json says of them,
 the records' cache keyed by the mode, the exports (the SavedModel's serve_text reads
 the same windows in its graph and answers as the run's predictions; the LiteRT file
-cuts and says so), and bad input refused in one line."""
+cuts and says so), bad input refused in one line, and multiple choice's windows over
+the context (each beside all its question's choices, pooled per question)."""
 
 import json
 
@@ -654,3 +655,246 @@ def test_the_scripts_refuse_in_one_line(tmp_path):
         assert refused.returncode != 0 and "Unknown command line flag 'long_text'" in \
             refused.stderr, (script, refused.stderr[-2000:])
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------- multiple choice
+# Questions over contexts longer than one window at --max_seq_length=32 and
+# --max_qa_length=8 (windows of 29 - the longest ending's kept pieces, 21 at least).
+COLOURS = ["red", "blue", "green", "yellow"]
+
+
+def write_questions(path, count, long_rows, seed):
+    """A multiple-choice JSON-lines file of `count` questions with 2 to 4 choices:
+    short contexts, and at `long_rows` contexts of 25 to 80 pieces; returns the rows."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(count):
+        choices = COLOURS[:int(rng.integers(2, 5))]
+        label = int(rng.integers(len(choices)))
+        context = f"the car was {choices[label]}"
+        if i in long_rows:
+            context += " " + " ".join(rng.choice(FILLER, int(rng.integers(12, 30))))
+        question = "the car was _ ." if i % 2 else "which colour was the car?"
+        rows.append({"id": f"q{i}", "context": context, "question": question,
+                     "choices": choices, "label": label})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return rows
+
+
+def choice_windows(tokenizer, rows, max_seq_length, max_qa_length, num_choices=4,
+                   stride=None):
+    """The records `choice_records.convert_example_windows` makes of each row, by row."""
+    from albert_tf.data import choice_records
+
+    return [choice_records.convert_example_windows(
+        choice_records.ChoiceExample(r["id"], tokenizer.preprocess(r["context"]), [
+            choice_records.make_ending(tokenizer.preprocess(r["question"]),
+                                       tokenizer.preprocess(c)) for c in r["choices"]],
+            r.get("label", -1)), i, max_seq_length, max_qa_length, tokenizer, num_choices,
+        stride) for i, r in enumerate(rows)]
+
+
+def test_a_long_context_is_read_in_windows_beside_every_choice(tokenizer):
+    """A question's windows lie over its context by the window rule (`window_spans`,
+    windows of what max_seq_length leaves beside its longest ending kept as
+    `choice_lengths` keeps it), each record all its choices packed as truncate packs
+    them, with the question's label and index; a context that fits is truncate's one
+    record; nothing is counted cut."""
+    from albert_tf.data import choice_records
+    from albert_tf.data.report import counting_truncation
+
+    context = " ".join(FILLER * 3)
+    endings = ["which colour was it? red", "which colour was the car in the story? blue",
+               "green"]
+    example = choice_records.ChoiceExample("q", context, endings, 2)
+    with counting_truncation() as counted:
+        windows = choice_records.convert_example_windows(example, 7, 32, 8, tokenizer,
+                                                         num_choices=4, stride=6)
+    ids = tokenizer.encode(context)
+    ending_ids = [tokenizer.encode(e) for e in endings]
+    assert len(ending_ids[1]) > 8  # cut to its last 8 pieces, as truncate cuts it
+    window = packing.segment_budget(32) - 8
+    spans = packing.window_spans(tokenizer.word_start_table()[ids], window, 6)
+    assert len(spans) == len(windows) > 3
+    for (start, length), features in zip(spans, windows):
+        assert (features.label_id, features.example_index) == (2, 7)
+        for choice, ending in enumerate(ending_ids):
+            packed = packing.pack([ids[start:start + length], ending[-8:]], 32,
+                                  cls_id=tokenizer.special_id("[CLS]"),
+                                  sep_id=tokenizer.special_id("[SEP]"))
+            assert features.input_ids[choice] == packed[names.INPUT_WORD_IDS].tolist()
+            assert features.segment_ids[choice] == packed[names.INPUT_TYPE_IDS].tolist()
+        assert features.input_ids[3] == features.input_mask[3] == [0] * 32  # absent
+    assert (counted.examples, counted.examples_cut, counted.windows) == (1, 0, len(spans))
+    # the default stride: half the window
+    assert len(choice_records.convert_example_windows(example, 0, 32, 8, tokenizer)) == \
+        len(packing.window_spans(tokenizer.word_start_table()[ids], window, window // 2))
+    # a context that fits: truncate's record
+    short = choice_records.ChoiceExample("s", "the car was red", endings, 1)
+    [one] = choice_records.convert_example_windows(short, 0, 32, 8, tokenizer)
+    cut = choice_records.convert_single_example(short, 32, 8, tokenizer)
+    assert one.to_record() != cut.to_record() and one.example_index == 0
+    assert (one.input_ids, one.input_mask, one.segment_ids, one.label_id) == (
+        cut.input_ids, cut.input_mask, cut.segment_ids, cut.label_id)
+
+
+def test_the_graphs_choice_windows_are_the_records(tokenizer):
+    """`serving_text.pack_choices` with windows packs, in the graph, the windows of
+    `convert_example_windows` (blanks filled, endings cut to their last max_qa_length,
+    absent choices zeros, a short context one window), a row per window; the rows of
+    each question in `window_splits`."""
+    from albert_tf.export import serving_kinds
+    from albert_tf.export.serving_text import TextSettings
+    from albert_tf.text import AlbertTextTokenizer
+
+    rows = [{"id": "a", "context": " ".join(FILLER * 2), "question": "the car was _ .",
+             "choices": ["red", "blue", "green"]},
+            {"id": "b", "context": "the car was red", "question": "which one?",
+             "choices": ["red", "blue", "green", "yellow"]},
+            {"id": "c", "context": LONG, "question": "which colour was the car in it?",
+             "choices": ["red", "blue"]}]
+    for stride in (None, 4):
+        settings = TextSettings(max_seq_length=32, max_qa_length=8, num_choices=4,
+                                long_text="windows", window_stride=stride)
+        packed = serving_kinds()["multiple_choice"].pack_text(
+            AlbertTextTokenizer(spm_model_file=SPM), settings, {
+                "context": tf.constant([r["context"] for r in rows]),
+                "question": tf.constant([r["question"] for r in rows]),
+                "choices": tf.constant([r["choices"] + [""] * (4 - len(r["choices"]))
+                                        for r in rows])})
+        expected = choice_windows(tokenizer, rows, 32, 8, stride=stride)
+        assert packed.window_splits.numpy().tolist() == np.cumsum(
+            [0] + [len(w) for w in expected]).tolist()
+        assert len(expected[0]) > 2 and len(expected[1]) == 1
+        flat = [f for features in expected for f in features]
+        for name, field in ((names.INPUT_WORD_IDS, "input_ids"),
+                            (names.INPUT_MASK, "input_mask"),
+                            (names.INPUT_TYPE_IDS, "segment_ids")):
+            got = packed.inputs[name].numpy()  # [W, 4, longest]
+            want = np.array([getattr(f, field) for f in flat])
+            np.testing.assert_array_equal(got, want[..., :got.shape[-1]], err_msg=name)
+            assert not want[..., got.shape[-1]:].any()
+
+
+@pytest.fixture(scope="module")
+def chosen(tmp_path_factory):
+    """run_classifier.py --task_name=multiple_choice --long_text=windows: 16 training
+    questions (6 of long contexts), 8 dev (4 long), 6 test (4 long), trained,
+    evaluated, predicted, exported."""
+    root = tmp_path_factory.mktemp("long_questions")
+    splits = {"train": write_questions(root / "train.jsonl", 16, {1, 4, 6, 9, 12, 15}, 0),
+              "dev": write_questions(root / "dev.jsonl", 8, {0, 3, 4, 7}, 1),
+              "test": write_questions(root / "test.jsonl", 6, {0, 2, 3, 5}, 2)}
+    out = root / "out"
+    run_script(
+        "run_classifier.py", "--task_name=multiple_choice", f"--data_dir={root}",
+        "--long_text=windows", "--max_qa_length=8", "--do_train", "--do_eval",
+        "--do_predict", f"--spm_model_file={SPM}",
+        # (a wide initializer: windows that answer apart)
+        f"--albert_config_file={write_tiny_config(root, initializer_range=1.0)}",
+        f"--output_dir={out}", "--max_seq_length=32", "--train_batch_size=4",
+        "--eval_batch_size=4", "--predict_batch_size=4", "--train_step=4",
+        "--save_checkpoints_steps=4", "--iterations_per_loop=4", "--learning_rate=1e-3",
+        "--dropout_prob=0",
+        f"--export_dir={out / 'export'}")
+    return root, out, splits
+
+
+def test_multiple_choice_trains_on_windows_and_pools_per_question(chosen, tokenizer):
+    """The run's records are each question's windows (`convert_example_windows`), a
+    record per window with the question's label and index, nothing counted cut; its
+    predictions (one row per question, test_results.tsv too) are the softmax of the
+    mean of each choice's window logits from model.ckpt-best, its dev accuracy that of
+    those; its SavedModel's serve_text answers the raw questions so, in the graph."""
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from albert_tf.config import AlbertConfig
+    from albert_tf.data import choice_records
+    from albert_tf.tasks.multiple_choice import AlbertMultipleChoice
+
+    root, out, splits = chosen
+    windows = {split: choice_windows(tokenizer, rows, 32, 8)
+               for split, rows in splits.items()}
+    spec = choice_records.record_spec(32, 4, windows=True)
+    written = [tf.io.parse_single_example(r, spec) for r in
+               tf.data.TFRecordDataset(str(out / "multiple_choice_train.tf_record"))]
+    flat = [(i, f) for i, features in enumerate(windows["train"]) for f in features]
+    assert len(written) == len(flat) > 16 + 6
+    for record, (index, features) in zip(written, flat):
+        assert int(record[names.EXAMPLE_INDEX]) == index == features.example_index
+        assert int(record[names.LABEL_IDS]) == splits["train"][index]["label"]
+        assert record[names.INPUT_IDS].numpy().tolist() == features.input_ids
+    report = json.loads((out / "data_report.json").read_text())["splits"]["train"]
+    assert (report["truncated"]["examples_cut"], report["truncated"]["windows"],
+            report["truncated"]["examples_in_windows"]) == (
+        0, len(flat), sum(len(features) > 1 for features in windows["train"]))
+    assert sum(len(features) > 1 for features in windows["test"]) >= 3
+
+    model = AlbertMultipleChoice(AlbertConfig.from_json_file(out / "albert_config.json"),
+                                 num_choices=4)
+    load_tf1_checkpoint(model, str(out / "model.ckpt-best"))
+
+    spread = []
+
+    def pooled(split):  # [questions, 4]: the softmax of the mean window logits
+        means = []
+        for features in windows[split]:
+            inputs = names.to_model_inputs({
+                name: np.array([getattr(f, field) for f in features])
+                for name, field in zip(names.RECORD_SEQUENCES,
+                                       ("input_ids", "input_mask", "segment_ids"))})
+            logits = model(inputs, training=False)[names.LOGITS].numpy()
+            means.append(logits.astype(np.float64).mean(0))
+            spread.append(np.abs(logits - logits[0]).max())
+        means = np.array(means)
+        return np.exp(means - means.max(-1, keepdims=True)) / np.exp(
+            means - means.max(-1, keepdims=True)).sum(-1, keepdims=True)
+
+    expected = pooled("test")
+    assert max(spread) > 1e-4  # the windows answer apart: the first alone would not do
+    predicted = [json.loads(line) for line in
+                 (out / "multiple_choice_predictions.jsonl").read_text().splitlines()]
+    assert [row["id"] for row in predicted] == [r["id"] for r in splits["test"]]
+    for row, probabilities, question in zip(predicted, expected, splits["test"]):
+        count = len(question["choices"])
+        np.testing.assert_allclose(row["probabilities"], probabilities[:count], atol=2e-6)
+        assert row["prediction"] == int(probabilities.argmax())
+    tsv = np.loadtxt(out / "test_results.tsv", ndmin=2)
+    assert tsv.shape == (6, 4)
+    np.testing.assert_allclose(tsv, expected, atol=2e-6)
+    accuracy = np.mean([int(p.argmax()) == q["label"]
+                        for p, q in zip(pooled("dev"), splits["dev"])])
+    assert results(out / "eval_results.txt")["eval_accuracy"] == pytest.approx(accuracy)
+
+    served = serve_text(out / "export" / "1", context=[q["context"] for q in splits["test"]],
+                        question=[q["question"] for q in splits["test"]],
+                        choices=[q["choices"] + [""] * (4 - len(q["choices"]))
+                                 for q in splits["test"]])
+    np.testing.assert_allclose(served[names.PROBABILITIES], expected, atol=1e-5)
+
+
+def test_multiple_choice_windows_that_cannot_be_cut_are_refused():
+    """RACE keeps its original records; a stride or a --max_qa_length that leaves no
+    window to slide over a context: refused in one line, before any work."""
+    from albert_tf.errors import UsageError
+    from albert_tf.tasks.multiple_choice import MultipleChoiceTask
+
+    options = {"task_name": "c3", "data_dir": str(FIXTURES / "c3"), "output_dir": "x",
+               "do_train": True, "spm_model_file": SPM, "max_seq_length": 32,
+               "max_qa_length": 8, "long_text": "windows"}
+    for changes, message in (
+            ({"task_name": "race", "data_dir": str(FIXTURES / "race")},
+             "--long_text=windows: RACE's records are the original's and cut its articles; "
+             "for windows give its questions as --task_name=multiple_choice JSON lines"),
+            ({"window_stride": 21},
+             "--window_stride=21 must be smaller than the window: --max_seq_length=32 gives "
+             "a context's windows 21 piece(s) (--max_seq_length - 3 - --max_qa_length=8, "
+             "beside the longest question + choice); give --window_stride=10"),
+            ({"max_qa_length": None},  # the default fills what max_seq_length leaves
+             "--long_text=windows: --max_seq_length=32 leaves a context's windows 0 "
+             "piece(s) (--max_seq_length - 3 - --max_qa_length=29, beside the longest "
+             "question + choice), too few to slide (two at least): give "
+             "--max_seq_length=34 or more or a smaller --max_qa_length")):
+        with pytest.raises(UsageError) as refused:
+            MultipleChoiceTask.Options.build({**options, **changes}).validate()
+        assert message in str(refused.value)
+    MultipleChoiceTask.Options.build({**options, "window_stride": 20}).validate()

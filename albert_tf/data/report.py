@@ -23,9 +23,10 @@ sentence and multiple-choice tasks count each example they pack (`Truncation`, w
 lengths the rules of `albert_tf.packing` keep), the count is kept beside the cached
 records, and the run adds it to its report (`DataReport.truncated`), printing it and
 warning of each split with more than `TRUNCATION_WARNING_SHARE` of its examples cut
-(`long_text_warning`). With `--long_text=windows` the sentence records read a long text
-in windows instead: they count the windows too, and only what is still cut (a pair's
-shorter text past half of `max_seq_length`). SQuAD's and NER's windows read long texts
+(`long_text_warning`). With `--long_text=windows` the sentence and multiple-choice
+records read a long text (a context) in windows instead: they count the windows too,
+and only what is still cut (a pair's shorter text past half of `max_seq_length`; of a
+multiple-choice question, nothing). SQuAD's and NER's windows read long texts
 whole: nothing of theirs is counted.
 """
 
@@ -52,9 +53,10 @@ DEFAULT_MAX_SKIPPED = "0.01"
 TRUNCATION_WARNING_SHARE = 0.05
 # What reads the cut texts whole, as the warning says it (`long_text_warning`).
 LONG_TEXT_ADVICE = ("To read them whole, give --long_text=windows (classification, "
-                    "regression and multi-label: each text read in overlapping windows, "
-                    "its answers pooled) or raise --max_seq_length (up to the model's "
-                    "max_position_embeddings, 512 in the released models).")
+                    "regression, multi-label and multiple choice but RACE: each text, or "
+                    "context, read in overlapping windows, its answers pooled) or raise "
+                    "--max_seq_length (up to the model's max_position_embeddings, 512 in "
+                    "the released models).")
 # ... and where a pair is read in windows already, what still cuts its other text.
 WINDOWED_PAIR_ADVICE = ("With --long_text=windows the windows slide over a pair's "
                         "longer text and the other keeps at most half of "

@@ -24,7 +24,10 @@ three signatures:
       num_choices, "" for no choice): each ending is the question with the choice in
       its `_` blank (else question + " " + choice), keeping its last `max_qa_length`
       pieces, the context its first pieces that still fit (the multiple-choice
-      records); absent choices are all zeros, which the model never predicts;
+      records); absent choices are all zeros, which the model never predicts; with
+      `long_text="windows"` each context whole, in the windows of the run's records
+      (each beside all the question's choices), a question answered by the mean of
+      its windows' logits (one row per question);
     squad_v1 / squad_v2: `question` [B] and `context` [B]: the question is cut to
       `max_query_length` pieces, the context to what remains (one window, no doc
       stride). Besides the model outputs it returns the packed `input_word_ids`,

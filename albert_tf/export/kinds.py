@@ -17,7 +17,8 @@ A kind says which Keras model it serves and everything its signatures differ in:
 - `checkpoint_arguments`: model arguments kept beside a checkpoint (multi-label's
   tuned threshold), for an export made from the checkpoint;
 - `window_pooling`: how `serve_text` pools the windows of a long text
-  (`long_text="windows"`: the classifier's, regression's and multi-label's).
+  (`long_text="windows"`: the classifier's, regression's, multi-label's and multiple
+  choice's).
 
 Its inputs are its model's (`AlbertModel.extra_inputs`, `per_choice`,
 `input_signature()`): `serving_default` takes them, and `serve_examples` reads the

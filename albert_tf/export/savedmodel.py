@@ -218,24 +218,28 @@ def check_windows_kind(kind: str | ServingKind, long_text: str | None) -> None:
                           f", got {long_text!r}")
     if long_text == packing.WINDOWS and entry.window_pooling is None:
         raise ExportError(f"kind {entry.name!r} reads no windows of a long text "
-                          "(long_text=windows is for the classifier, regression and "
-                          "multi_label kinds)")
+                          "(long_text=windows is for the classifier, regression, "
+                          "multi_label and multiple_choice kinds)")
 
 
 def _check_windows(entry: ServingKind, long_text: str, window_stride, max_seq_length: int,
-                   is_pair: bool) -> None:
+                   is_pair: bool, max_qa_length: int) -> None:
     """`long_text` and `window_stride` that the kind's `serve_text` can read: windows
-    for the kinds that pool them, a stride smaller than the shortest window."""
+    for the kinds that pool them, a stride smaller than the shortest window (a
+    multiple-choice context's: beside an ending of `max_qa_length` pieces)."""
     check_windows_kind(entry, long_text)
     if long_text != packing.WINDOWS:
         if window_stride is not None:
             raise ExportError(f"window_stride={window_stride} is for long_text=windows")
         return
-    window = packing.smallest_window(max_seq_length, is_pair)
+    qa_length = max_qa_length if entry.per_choice else None
+    window = packing.smallest_window(max_seq_length, is_pair, qa_length)
     if window < 2 or (window_stride is not None and not
                       (is_int_at_least(window_stride, 1) and window_stride < window)):
+        what = f"a context (max_qa_length {qa_length})" if entry.per_choice else \
+            "a pair" if is_pair else "a text"
         raise ExportError(f"long_text=windows: max_seq_length {max_seq_length} gives "
-                          f"{'a pair' if is_pair else 'a text'} windows of {window} "
+                          f"{what} windows of {window} "
                           f"piece(s), and window_stride {window_stride} must be a "
                           "positive integer smaller than that")
 
@@ -391,8 +395,9 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
     `serving_precision` "bfloat16" exports a mixed_bfloat16 copy of the model
     (`in_serving_precision`); export_info.json records the precision and the environment
     to serve it in (`SERVING_ENVIRONMENTS`, logged too).
-    `long_text` "windows" (the classifier, regression and multi-label kinds, as a run
-    with `--long_text=windows`): `serve_text` reads a text longer than
+    `long_text` "windows" (the classifier, regression, multi-label and multiple-choice
+    kinds, as a run with `--long_text=windows`): `serve_text` reads a text (a context)
+    longer than
     `max_seq_length` whole, in windows every `window_stride` pieces (None: half the
     window) as the run's records do, runs the model on all windows of the request at
     once and answers each text with its windows' outputs pooled as the run pools them
@@ -403,13 +408,15 @@ def export_savedmodel(model, export_dir, *, kind: str, spm_model_file=None,
                      max_seq_length=max_seq_length, max_qa_length=max_qa_length,
                      word_split=word_split)
     labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
-    _check_windows(entry, long_text, window_stride, max_seq_length, is_pair)
+    # The records refuse a longer one; here the option then fills the whole input.
+    max_qa_length = min(max_qa_length, packing.segment_budget(max_seq_length))
+    _check_windows(entry, long_text, window_stride, max_seq_length, is_pair,
+                   max_qa_length)
     final_dir = check_export_dir(export_dir, version)
     model = in_serving_precision(model, serving_precision)
     settings = TextSettings(
         max_seq_length=max_seq_length, is_pair=is_pair, max_query_length=max_query_length,
-        # The records refuse a longer one; here the option then fills the whole input.
-        max_qa_length=min(max_qa_length, packing.segment_budget(max_seq_length)),
+        max_qa_length=max_qa_length,
         num_choices=getattr(model, "num_choices", None), word_split=word_split,
         long_text=long_text, window_stride=window_stride)
     tokenizer = _build_tokenizer(entry, spm_model_file, vocab_file, do_lower_case)

@@ -32,8 +32,9 @@ class TextSettings:
     max_qa_length: int = 128         # multiple choice: the option's last pieces
     num_choices: int | None = None   # multiple choice: at most this many choices
     word_split: str = "whitespace"   # token classification: `data.ner.WORD_SPLITS`
-    # sentence kinds: a text longer than max_seq_length cut, or read in windows of it
-    # every window_stride pieces (None: half the window), as `--long_text` reads it
+    # sentence and multiple-choice kinds: a text (a context) longer than max_seq_length
+    # cut, or read in windows of it every window_stride pieces (None: half the window),
+    # as `--long_text` reads it
     long_text: str = packing.TRUNCATE
     window_stride: int | None = None
 
@@ -131,7 +132,10 @@ def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     (`albert_tf.data.choice_records.convert_single_example`): the ending (`make_endings`) keeps
     its LAST `max_qa_length` pieces, the context its first pieces that still fit. Rows
     with fewer than num_choices choices (or "" choices) get absent choices: all zeros,
-    which the model never predicts. More choices than num_choices fail the request."""
+    which the model never predicts. More choices than num_choices fail the request.
+    With `long_text="windows"`, every window of each context beside all its choices,
+    as the windows' records are made (`choice_windows`), their outputs pooled by
+    `serve_text`."""
     choices = settings.num_choices
     contexts, questions = texts[names.CONTEXT], texts[names.QUESTION]
     options = texts[names.CHOICES]  # [B, N]
@@ -144,9 +148,11 @@ def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     batch = tf.shape(contexts)[0]
     present = tf.reshape(tf.not_equal(options, ""), [-1])  # [B * C]
     context = tokenizer.tokenize(contexts)  # [B, (T)], each context tokenized once
-    context = tf.gather(context, tf.repeat(tf.range(batch), choices))  # [B * C, (T)]
     endings = make_endings(tf.repeat(questions, choices), tf.reshape(options, [-1]))
     option = tokenizer.tokenize(endings)  # [B * C, (T)]
+    if settings.long_text == packing.WINDOWS:
+        return choice_windows(tokenizer, settings, context, option, present)
+    context = tf.gather(context, tf.repeat(tf.range(batch), choices))  # [B * C, (T)]
     context_length, option_length = packing.choice_lengths(
         context.row_lengths(), option.row_lengths(), settings.max_seq_length,
         settings.max_qa_length)
@@ -157,6 +163,44 @@ def pack_choices(tokenizer, settings: TextSettings, texts: dict) -> PackedText:
     return PackedText({name: tf.reshape(value * tf.cast(present, value.dtype)[:, None],
                                         [batch, choices, -1])
                        for name, value in packed.items()})
+
+
+def choice_windows(tokenizer, settings: TextSettings, context, option, present
+                   ) -> PackedText:
+    """`pack_choices` with windows over the context, in TensorFlow ops, as
+    `albert_tf.data.choice_records.convert_example_windows` makes them: context ids
+    [B, (T)], each question's endings' ids [B * C, (T)] and whether each is a choice
+    (bool [B * C]) -> the inputs [W, C, S] of the W windows of all the contexts,
+    `window_splits` [B + 1] their questions'. The windows' length is
+    `packing.choice_window` of the question's longest ending (its choices'), where
+    they lie `packing.batch_window_spans` (word starts: the tokenizer's)."""
+    choices, length = settings.num_choices, settings.max_seq_length
+    option_length = packing.choice_lengths(
+        0, tf.cast(option.row_lengths(), tf.int32), length, settings.max_qa_length)[1]
+    longest = tf.reduce_max(tf.reshape(option_length * tf.cast(present, tf.int32),
+                                       [-1, choices]), axis=1)  # [B]
+    window = packing.choice_window(longest, length, settings.max_qa_length)
+    starts, sizes = packing.batch_window_spans(tokenizer.word_starts(context), window,
+                                               settings.window_stride)  # [B, (K)] each
+    windows = tf.size(starts.values)
+    # a row per window and choice: [W * C]
+    row = tf.repeat(tf.cast(starts.value_rowids(), tf.int32), choices)  # its question
+    ending = row * choices + tf.tile(tf.range(choices), [windows])  # its ending's row
+    first = tf.gather(tf.cast(context.row_splits[:-1], tf.int32), row) + tf.repeat(
+        starts.values, choices)
+    positions = tf.ragged.range(first, first + tf.repeat(sizes.values, choices))
+    endings = packing.take_last(tf.gather(option, ending),
+                                tf.gather(option_length, ending))
+    packed = packing.pack_dense(
+        [(tf.gather(context.values, positions.values), positions.row_splits),
+         (endings.values, endings.row_splits)], length, cls_id=tokenizer.cls_id,
+        sep_id=tokenizer.sep_id, pad_id=tokenizer.pad_id)
+    present = tf.gather(present, ending)
+    # Absent choices: all zeros. [W * C, S] -> [W, C, S]
+    return PackedText({name: tf.reshape(value * tf.cast(present, value.dtype)[:, None],
+                                        [windows, choices, -1])
+                       for name, value in packed.items()},
+                      window_splits=starts.row_splits)
 
 
 # ------------------------------------------------------------------------ SQuAD

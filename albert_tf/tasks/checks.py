@@ -64,28 +64,36 @@ def check_run(options) -> None:
             f"--output_dir={options.output_dir}, and there is none")
 
 
-def check_long_text(options, is_pair: bool) -> None:
-    """`--long_text` and `--window_stride` (of the sentence tasks' options) that can cut
-    a text of the run (`is_pair`: a pair) into windows: `--window_stride` only with
+def check_long_text(options, is_pair: bool, max_qa_length: int | None = None) -> None:
+    """`--long_text` and `--window_stride` (`LongTextOptions`) that can cut a text of
+    the run (`is_pair`: a pair; `max_qa_length`: a multiple-choice context, beside
+    endings of up to that many pieces) into windows: `--window_stride` only with
     windows, and smaller than the shortest window `--max_seq_length` gives (a pair's:
-    half of `max_seq_length - 3`, beside its other text kept to the other half), which
-    must hold two pieces at least (for a stride of one)."""
+    half of `max_seq_length - 3`, beside its other text kept to the other half; a
+    context's: `max_seq_length - 3 - max_qa_length`), which must hold two pieces at
+    least (for a stride of one)."""
     stride, length = options.window_stride, options.max_seq_length
     if options.long_text != packing.WINDOWS:
         if stride is not None:
             raise UsageError(f"--window_stride={stride} is for --long_text=windows "
                              f"(--long_text={options.long_text} reads no window)")
         return
-    window = packing.smallest_window(length, is_pair)
-    what = (f"a pair's windows {window} piece(s) (half of --max_seq_length - 3, the "
-            "other text keeping up to the other half)" if is_pair else
-            f"a text's windows {window} piece(s) (--max_seq_length - 2)")
+    window = packing.smallest_window(length, is_pair, max_qa_length)
+    if max_qa_length is not None:
+        what = (f"a context's windows {window} piece(s) (--max_seq_length - 3 - "
+                f"--max_qa_length={max_qa_length}, beside the longest question + choice)")
+    elif is_pair:
+        what = (f"a pair's windows {window} piece(s) (half of --max_seq_length - 3, the "
+                "other text keeping up to the other half)")
+    else:
+        what = f"a text's windows {window} piece(s) (--max_seq_length - 2)"
     if window < 2:
-        least = next(m for m in range(length, length + 8)
-                     if packing.smallest_window(m, is_pair) >= 2)
+        least = next(m for m in range(length, length + 8 + (max_qa_length or 0))
+                     if packing.smallest_window(m, is_pair, max_qa_length) >= 2)
         raise UsageError(f"--long_text=windows: --max_seq_length={length} leaves {what}, "
                          f"too few to slide (two at least): give --max_seq_length="
-                         f"{least} or more")
+                         f"{least} or more"
+                         + (" or a smaller --max_qa_length" if max_qa_length else ""))
     if stride is not None and stride >= window:
         raise UsageError(f"--window_stride={stride} must be smaller than the window: "
                          f"--max_seq_length={length} gives {what}; give "

@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from albert_tf import losses, names, packing, task_heads
+from albert_tf import losses, names, task_heads
 from albert_tf.config import AlbertConfig
 from albert_tf.data import glue, sentence_records, tabular
 from albert_tf.errors import UsageError
@@ -43,7 +43,7 @@ from albert_tf.modeling.task_model import (
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import check_long_text, wanted_splits
-from albert_tf.tasks.options import option
+from albert_tf.tasks.options import LongTextOptions, option
 from albert_tf.training.objectives import MeanObjective
 
 FILE_TASKS = ("classification", "regression")  # CSV / TSV / JSONL
@@ -146,9 +146,9 @@ class ClassificationTask(Task):
     serving_kinds = (CLASSIFIER,)
 
     @dataclasses.dataclass(frozen=True)
-    class Options(Task.Options):
+    class Options(LongTextOptions, Task.Options):
         """The original run_classifier.py's defaults (512 tokens, 1,000 steps, no
-        warmup), and the fields of your files."""
+        warmup), the fields of your files, and long texts (`LongTextOptions`)."""
 
         max_seq_length: int = option(512)
         train_step: int | None = option(1000)
@@ -161,19 +161,6 @@ class ClassificationTask(Task):
         label_field: str | None = option("label", "The label's field.")
         header: bool = option(
             True, "CSV / TSV files start with a header row (else fields are indices).")
-        long_text: str = option(
-            packing.TRUNCATE, "classification, regression, multi_label: what becomes of "
-            "a text longer than --max_seq_length. truncate: it is cut, as the original "
-            "cuts it. windows: it is read whole, in windows of --max_seq_length every "
-            "--window_stride pieces, cut at word starts where possible (a pair: the "
-            "windows slide over its longer text, the other kept whole up to half the "
-            "length); each window trains with its text's label, and a text's answer is "
-            "pooled over its windows (the mean of their logits; for multi_label, the "
-            "max of each label's probability).", choices=packing.LONG_TEXT_MODES)
-        window_stride: int | None = option(
-            None, "With --long_text=windows: the pieces from one window's start to the "
-            "next's, as SQuAD's --doc_stride (default: half the window); smaller than "
-            "the window.", minimum=1)
 
         def validate(self) -> None:
             name = (self.task_name or "").lower()

@@ -5,6 +5,14 @@ Each example's choices are packed `[CLS] context [SEP] question + choice [SEP]`
 (`albert_tf.data.race`), scored by `AlbertMultipleChoice`; a question with fewer choices
 than the task's most has absent ones, never predicted. `--do_predict` writes
 `test_results.tsv` and, but for RACE, `<task>_predictions.jsonl`.
+
+`--long_text=windows` (not RACE, whose records are the original's) reads a context
+longer than what `--max_seq_length` leaves beside the question's choices whole, in
+windows (`albert_tf.data.choice_records.convert_example_windows`): each window, with
+all the question's choices, trains as an example of its answer, and a question's
+answer at evaluation, prediction and in the export's `serve_text` is pooled over its
+windows: each choice's logit the mean of its windows', the probabilities the softmax
+of those (`WINDOW_POOLING`).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import tensorflow as tf
 
 from albert_tf import losses, names, packing, task_heads
 from albert_tf.config import AlbertConfig
-from albert_tf.data import choice_records, multiple_choice, race
+from albert_tf.data import choice_records, multiple_choice, race, sentence_records
 from albert_tf.errors import UsageError
 from albert_tf.export import LabelRule, ServingKind, serving_text
 from albert_tf.modeling.encoder import INPUT_NAMES
@@ -31,13 +39,14 @@ from albert_tf.modeling.task_model import (
 )
 from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
-from albert_tf.tasks.checks import check_file, given_file, wanted_splits
+from albert_tf.tasks.checks import check_file, check_long_text, given_file, wanted_splits
 from albert_tf.tasks.classification import (
+    CLASSIFICATION_POOLING,
     CLASSIFIER_OUTPUTS,
     prediction_file,
     write_test_results,
 )
-from albert_tf.tasks.options import option
+from albert_tf.tasks.options import LongTextOptions, option
 from albert_tf.training.objectives import MeanObjective
 
 RACE = "race"
@@ -130,6 +139,13 @@ class AlbertMultipleChoice(AlbertTaskModel):
                 "dropout_rate": self.dropout_rate}
 
 
+# How a question's answer comes from its windows' (`--long_text=windows`), at evaluation
+# and prediction and in the export's `serve_text`: each choice's logit the mean of its
+# windows' (an absent choice's stays `ABSENT_CHOICE_LOGIT`), the probabilities and
+# choice of those as the model makes them of its logits: the classifier's rule.
+WINDOW_POOLING = CLASSIFICATION_POOLING
+
+
 def _choice_letter(i: int) -> str:
     return string.ascii_uppercase[i] if i < 26 else str(i)
 
@@ -139,7 +155,8 @@ MULTIPLE_CHOICE = ServingKind(
     serving_text.choice_specs, serving_text.pack_choices,
     model_arguments=("num_choices",),
     labels=LabelRule("num_choices", _choice_letter),
-    model_info=("num_choices",), text_info=("max_qa_length",))
+    model_info=("num_choices",), text_info=("max_qa_length",),
+    window_pooling=lambda model: WINDOW_POOLING)
 
 
 @register
@@ -149,7 +166,7 @@ class MultipleChoiceTask(Task):
     serving_kinds = (MULTIPLE_CHOICE,)
 
     @dataclasses.dataclass(frozen=True)
-    class Options(Task.Options):
+    class Options(LongTextOptions, Task.Options):
         max_qa_length: int | None = option(
             None, "Multiple choice: maximum question + option length (default: RACE's "
             f"{choice_records.DEFAULT_MAX_QA_LENGTH}, or what --max_seq_length leaves "
@@ -169,12 +186,18 @@ class MultipleChoiceTask(Task):
             if (self.task_name or "").lower() == RACE and (
                     not self.data_dir or not os.path.isdir(self.data_dir)):
                 raise UsageError(f"--data_dir={self.data_dir} is not a directory")
+            if (self.task_name or "").lower() == RACE and \
+                    self.long_text == packing.WINDOWS:
+                raise UsageError("--long_text=windows: RACE's records are the original's "
+                                 "and cut its articles; for windows give its questions as "
+                                 "--task_name=multiple_choice JSON lines")
             super().validate()
             max_qa_length = with_max_qa_length(self).max_qa_length
             if not 1 <= max_qa_length <= self.max_seq_length - 3:
                 raise UsageError(
                     f"--max_qa_length={max_qa_length} must be positive and leave room "
                     f"for [CLS] and 2 x [SEP] in --max_seq_length={self.max_seq_length}")
+            check_long_text(self, True, max_qa_length)
 
     def __init__(self, options, tokenizer=None):
         super().__init__(options, tokenizer)
@@ -215,8 +238,32 @@ class MultipleChoiceTask(Task):
         question, its choices padded to `num_choices`."""
 
         data_sets = (RACE, *CHOICE_TASKS)
-        label_features = (names.LABEL_IDS,)
-        predict_outputs = (names.PROBABILITIES, names.PREDICTIONS)
+
+        @property
+        def long_text(self) -> sentence_records.LongText:
+            return sentence_records.LongText.of(self.options)
+
+        @property
+        def label_features(self) -> tuple[str, ...]:
+            return (names.LABEL_IDS,) + ((names.EXAMPLE_INDEX,) if self.long_text.windows
+                                         else ())
+
+        @property
+        def eval_outputs(self) -> tuple[str, ...]:
+            # with windows, pooled, then the choice (`example_outputs`)
+            return (names.LOGITS,) if self.long_text.windows else (names.PREDICTIONS,)
+
+        @property
+        def predict_outputs(self) -> tuple[str, ...]:
+            return (names.LOGITS,) if self.long_text.windows else \
+                (names.PROBABILITIES, names.PREDICTIONS)
+
+        def example_outputs(self, outputs):
+            """With windows, a question's answer from its windows' (`WINDOW_POOLING`):
+            the mean of each choice's logits, its probabilities the softmax of those."""
+            if not self.long_text.windows:
+                return outputs
+            return sentence_records.pool_windows(outputs, WINDOW_POOLING)
 
         def data_files(self) -> dict[str, list[str]]:
             """--<split>_file, else the task's names under --data_dir (RACE's folders
@@ -266,20 +313,23 @@ class MultipleChoiceTask(Task):
 
         def cache_settings(self) -> dict:
             return {"max_qa_length": int(self.options.max_qa_length),
-                    "num_choices": self.task.num_choices}
+                    "num_choices": self.task.num_choices,
+                    **self.long_text.cache_settings()}
 
         def write_records(self, split, examples, path) -> int:
             o = self.options
             return choice_records.write_examples(examples, o.max_seq_length,
                                                  o.max_qa_length, self.task.tokenizer,
-                                                 path, self.task.num_choices)
+                                                 path, self.task.num_choices,
+                                                 self.long_text)
 
         def dataset(self, path, batch_size, training, drop_remainder=False,
                     extra_spec=None):
             return choice_records.choice_dataset(
                 path, self.options.max_seq_length, batch_size, training=training,
                 seed=self.options.seed, drop_remainder=drop_remainder,
-                num_choices=self.task.num_choices, extra_spec=extra_spec)
+                num_choices=self.task.num_choices, windows=self.long_text.windows,
+                extra_spec=extra_spec)
 
     class Teaching(Task.Teaching):
         soft_loss = "softmax"  # over the choices
@@ -336,4 +386,7 @@ class MultipleChoiceTask(Task):
         return prediction_file(self.name, output_dir, rows)
 
     def export_options(self) -> dict:
-        return {"max_qa_length": self.options.max_qa_length}
+        """`max_qa_length`, and with `--long_text=windows` the windows that
+        `serve_text` reads too."""
+        return {"max_qa_length": self.options.max_qa_length,
+                **self.data.long_text.export_options()}

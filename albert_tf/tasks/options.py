@@ -37,6 +37,7 @@ import types
 import typing
 from typing import Any, ClassVar, Mapping
 
+from albert_tf import packing
 from albert_tf.data.report import DEFAULT_MAX_SKIPPED
 from albert_tf.errors import UserError
 from albert_tf.export.savedmodel import SERVING_PRECISIONS
@@ -533,3 +534,27 @@ class TaskOptions(FineTuningOptions):
         None, "The labels, comma-separated (default: those of the training file, sorted, "
         "saved as labels.txt in --output_dir).")
     dropout_prob: float = option(0.1, "Dropout of the task's head.")
+
+
+@dataclasses.dataclass(frozen=True)
+class LongTextOptions(Options):
+    """What becomes of a text longer than `--max_seq_length`: the options of the tasks
+    that can read it in windows (classification, regression, multi-label, multiple
+    choice but RACE), defined once; each task checks them against its packing
+    (`albert_tf.tasks.checks.check_long_text`)."""
+
+    long_text: str = option(
+        packing.TRUNCATE, "classification, regression, multi_label and multiple choice "
+        "(c3, swag, multiple_choice; not race): what becomes of a text longer than "
+        "--max_seq_length. truncate: it is cut, as the original cuts it. windows: it is "
+        "read whole, in windows of --max_seq_length every --window_stride pieces, cut at "
+        "word starts where possible (a pair: the windows slide over its longer text, the "
+        "other kept whole up to half the length; multiple choice: over the context, "
+        "beside each of the question's choices); each window trains with its text's "
+        "label, and a text's answer is pooled over its windows (the mean of their "
+        "logits; for multi_label, the max of each label's probability).",
+        choices=packing.LONG_TEXT_MODES)
+    window_stride: int | None = option(
+        None, "With --long_text=windows: the pieces from one window's start to the "
+        "next's, as SQuAD's --doc_stride (default: half the window); smaller than the "
+        "window.", minimum=1)

@@ -91,6 +91,9 @@ WORD_START = "word_start"
 TAGS = "tags"
 # A Keras text model's: the input position of each word's first piece (-1: none).
 WORD_POSITIONS = "word_positions"
+# A Keras text model's that reads long texts in windows: text b's windows are the rows
+# window_splits[b] to window_splits[b + 1] of its inputs (`packing.pack_windows_tf`).
+WINDOW_SPLITS = "window_splits"
 
 # ------------------------------------------------ Hugging Face `transformers` classes
 # The class with the same weights as each of our models (`AlbertModel.hf_architecture`;

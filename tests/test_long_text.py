@@ -355,6 +355,87 @@ def test_the_runs_savedmodel_answers_long_texts_as_its_predictions(classified, t
     assert len(warned) == 1 and "SavedModel's serve_text" in warned[0], stderr[-3000:]
 
 
+def trained_classifier(checkpoint):
+    """The classifier of a run's TF1 checkpoint (its directory's config)."""
+    from albert_tf.checkpoints import load_tf1_checkpoint
+    from albert_tf.config import AlbertConfig
+    from albert_tf.tasks.classification import AlbertClassifier
+
+    model = AlbertClassifier(AlbertConfig.from_json_file(checkpoint.parent /
+                                                         "albert_config.json"), 2)
+    load_tf1_checkpoint(model, str(checkpoint))
+    return model
+
+
+def test_keras_data_trains_on_windows_and_pools_dev_per_text(classified, tmp_path,
+                                                             tokenizer):
+    """`driver.keras_data` with long_text=windows: the training split is the windows'
+    records (num_examples counts them, as the run's steps do); `predict` on dev is a
+    row per window, and `KerasData.example_outputs` pools them a row per text: the
+    mean of its windows' logits (1e-5), its label, its class."""
+    from albert_tf.apps import driver
+    from albert_tf.errors import UsageError
+    from albert_tf.tasks.classification import ClassificationTask
+
+    root, out, splits, _ = classified
+    data = driver.keras_data(ClassificationTask, {
+        "task_name": "classification", "data_dir": str(root), "text_a_field": "text",
+        "label_field": "label", "long_text": "windows", "spm_model_file": SPM,
+        "albert_config_file": str(out / "albert_config.json"), "max_seq_length": 16,
+        "train_batch_size": 8, "eval_batch_size": 8, "do_train": True, "do_eval": True,
+        "output_dir": str(tmp_path / "keras")})
+    assert data.num_examples["train"] == sum(
+        len(sentence_records.pack_windows(tokenizer.encode(text), None, 16, tokenizer))
+        for text, _ in splits["train"])
+    model = trained_classifier(out / "model.ckpt-best")
+    outputs = model.predict(data.datasets["dev"], verbose=0)
+    dev = [t for t, _ in splits["dev"]]
+    by_text = window_logits(model, tokenizer, dev, 16)
+    assert len(outputs[names.LOGITS]) == sum(len(x) for x in by_text) > len(dev)
+    pooled = data.example_outputs("dev", outputs)
+    mean = np.array([logits.mean(0) for logits in by_text])
+    np.testing.assert_allclose(pooled[names.LOGITS], mean, atol=1e-5)
+    assert pooled[names.PREDICTIONS].tolist() == mean.argmax(-1).tolist()
+    assert pooled[names.LABEL_IDS].tolist() == [
+        ["neg", "pos"].index(label) for _, label in splits["dev"]]
+    with pytest.raises(UsageError, match=r"a split of records in order \(dev\), not "
+                       r"'train'"):
+        data.example_outputs("train", outputs)
+
+
+def test_distillation_with_lora_reads_windows(classified, tmp_path, tokenizer):
+    """A student of the windows run (--teacher_checkpoint) with LoRA adapters
+    (--lora_rank), --long_text=windows: the teacher's logits are cached one per window
+    record (the teacher's own, 1e-5), the adapters are written, and the dev accuracy
+    is that of the student's answers pooled per text."""
+    root, out, splits, _ = classified
+    cache, student = tmp_path / "cache", tmp_path / "student"
+    run_script(
+        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+        "--text_a_field=text", "--label_field=label", "--long_text=windows",
+        "--do_train", "--do_eval", f"--spm_model_file={SPM}",
+        f"--albert_config_file={out / 'albert_config.json'}", f"--output_dir={student}",
+        f"--teacher_checkpoint={out / 'model.ckpt-best'}",
+        f"--teacher_config_file={out / 'albert_config.json'}", "--lora_rank=2",
+        f"--cached_dir={cache}", "--max_seq_length=16", "--train_batch_size=8",
+        "--eval_batch_size=8", "--train_step=4", "--learning_rate=1e-2",
+        "--dropout_prob=0")
+    (written,) = cache.glob("*.teacher.tf_record")
+    stored = [tf.train.Example.FromString(r).features.feature["teacher_logits"]
+              .float_list.value for r in tf.data.TFRecordDataset(str(written))
+              .as_numpy_iterator()]
+    teacher = trained_classifier(out / "model.ckpt-best")
+    train = window_logits(teacher, tokenizer, [t for t, _ in splits["train"]], 16)
+    np.testing.assert_allclose(np.array(stored), np.concatenate(train), atol=1e-5)
+    assert (student / "lora_adapter.npz").is_file()
+    dev = window_logits(trained_classifier(student / "model.ckpt-best"), tokenizer,
+                        [t for t, _ in splits["dev"]], 16)
+    guessed = [["neg", "pos"][int(logits.mean(0).argmax())] for logits in dev]
+    accuracy = np.mean([g == label for g, (_, label) in zip(guessed, splits["dev"])])
+    assert results(student / "eval_results.txt")["eval_accuracy"] == pytest.approx(
+        accuracy)
+
+
 def test_the_export_script_takes_the_windows_flags(classified, tmp_path, tokenizer):
     """export_savedmodel.py of the run's checkpoint with --long_text=windows and
     --window_stride: the checkpoint's answers on pairs pooled over the windows of that

@@ -498,3 +498,121 @@ def test_token_classifier_export_answers_as_predict(tagger, tmp_path):
         tagger.export(str(tmp_path / "never.tflite"), format="litert")
     assert "\n" not in str(raised.value)
     assert not (tmp_path / "never.tflite").exists()
+
+
+# ------------------------------------------------------------ long texts, in windows
+# Texts of 20 to 40 pieces: several windows of 14 at sequence_length=16.
+LONG_TEXTS = ["the film was good " + "unbelievably wonderfully the plot and then " * 3,
+              "a bad film",
+              "the film was bad " + "extraordinarily long music and actors " * 4]
+
+
+def pooled_windows(model, tokenizer, texts, sequence_length, pooling, stride=None) -> dict:
+    """The id model on each text's windows as the records make them
+    (`sentence_records.pack_windows`), pooled as the scripts pool them (`pool_windows`)."""
+    from albert_tf.data import sentence_records
+
+    windows, index = [], []
+    for i, text in enumerate(texts):
+        made = sentence_records.pack_windows(tokenizer.encode(text), None, sequence_length,
+                                             tokenizer, stride)
+        windows += made
+        index += [i] * len(made)
+    inputs = names.to_model_inputs({k: np.stack([w[k] for w in windows])
+                                    for k in names.RECORD_SEQUENCES})
+    outputs = {k: v.numpy() for k, v in model(inputs, training=False).items()}
+    outputs[names.EXAMPLE_INDEX] = np.array(index)
+    return outputs, sentence_records.pool_windows(outputs, pooling)
+
+
+def louder(model, scale: float = 300.0):
+    """The head's weights `scale` times larger, so that a tiny random encoder's windows
+    answer visibly differently (a test at 1e-5 that pools the wrong windows fails)."""
+    for weight in model.model.weights:
+        if "output_weights" in weight.path:
+            weight.assign(weight * scale)
+
+
+def test_classifier_reads_long_texts_in_windows_as_the_records(release, chinese_release,
+                                                               tmp_path, monkeypatch):
+    """`long_text="windows"`: predict and evaluate are a row per text, the id model on
+    the records' windows (`pack_windows`) pooled by `pool_windows` (the mean of the
+    logits; multi-label each label's highest), to 1e-5, English SentencePiece and
+    Chinese WordPiece; fit trains on each window with its text's label
+    (ceil(windows / batch) steps); the `.keras` file keeps the setting; the SavedModel
+    answers as predict; LiteRT is the scripts' export of a windows run (which cuts, with
+    one warning); bad settings are one line."""
+    from albert_tf.tasks.classification import CLASSIFICATION_POOLING
+    from albert_tf.tasks.multi_label import WINDOW_POOLING
+
+    python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
+    model = AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16,
+                                              long_text="windows", learning_rate=1e-3)
+    louder(model)
+    got = model.predict(LONG_TEXTS, batch_size=2, verbose=0)
+    windows, expected = pooled_windows(model.model, python, LONG_TEXTS, 16,
+                                       CLASSIFICATION_POOLING)
+    index = windows[names.EXAMPLE_INDEX]
+    assert np.bincount(index).tolist()[1] == 1 and len(index) >= 7
+    spread = np.abs(windows[names.LOGITS] - expected[names.LOGITS][index]).max()
+    assert spread > 1e-3, spread  # the windows differ: the first alone would not do
+    np.testing.assert_allclose(got, expected[names.LOGITS], atol=1e-5)
+    labels = [1, 0, 0]
+    result = model.evaluate(LONG_TEXTS, labels, verbose=0, return_dict=True)
+    assert result["accuracy"] == pytest.approx(np.mean(got.argmax(1) == labels))
+    model.export(tmp_path / "saved")
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    np.testing.assert_allclose(loaded.serve(tf.constant(LONG_TEXTS)).numpy(), got,
+                               atol=1e-5)
+    model.fit(LONG_TEXTS * 2, labels * 2, batch_size=4, verbose=0)
+    assert int(model.optimizer.iterations) == -(-2 * len(index) // 4)
+    model.save(tmp_path / "windows.keras")
+    again = keras.models.load_model(tmp_path / "windows.keras")
+    assert (again.long_text, again.window_stride) == ("windows", None)
+    np.testing.assert_allclose(again.predict(LONG_TEXTS, verbose=0),
+                               model.predict(LONG_TEXTS, verbose=0), atol=1e-6)
+    with pytest.raises(TextInputError, match=r"does not hold long_text='truncate'$"):
+        AlbertTextClassifier.from_release(tmp_path / "windows.keras", long_text="truncate")
+
+    several = AlbertTextClassifier.from_release(
+        release, num_classes=3, multi_label=True, sequence_length=16, long_text="windows",
+        window_stride=5)
+    louder(several)
+    _, expected = pooled_windows(several.model, python, LONG_TEXTS, 16, WINDOW_POOLING, 5)
+    np.testing.assert_allclose(several.predict(LONG_TEXTS, verbose=0),
+                               expected[names.LOGITS], atol=1e-5)
+    zh_text = ["这部电影非常好看，我很喜欢，" * 3]
+    zh = AlbertTextClassifier.from_release(chinese_release, num_classes=2,
+                                           sequence_length=16, long_text="windows")
+    louder(zh)
+    zh_python = FullTokenizer(vocab_file=str(chinese_release / "vocab.txt"))
+    windows, expected = pooled_windows(zh.model, zh_python, zh_text, 16,
+                                       CLASSIFICATION_POOLING)
+    assert len(windows[names.EXAMPLE_INDEX]) > 2
+    np.testing.assert_allclose(zh.predict(zh_text, verbose=0), expected[names.LOGITS],
+                               atol=1e-5)
+
+    for arguments, message in (
+            ({"long_text": "cut"}, r"long_text must be one of truncate, windows, got 'cut'"),
+            ({"window_stride": 4}, r"window_stride=4 is for long_text=windows"),
+            ({"long_text": "windows", "window_stride": 14},
+             r"window_stride=14 must be smaller than the window: sequence_length=16 gives "
+             r"a text windows of 14 piece\(s\); give window_stride=7")):
+        with pytest.raises(TextInputError, match=message) as raised:
+            AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16,
+                                              pair=False, **arguments)
+        assert "\n" not in str(raised.value)
+    pairs = AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16,
+                                              long_text="windows", window_stride=6)
+    with pytest.raises(TextInputError, match=r"window_stride=6 must be smaller than the "
+                       r"window: sequence_length=16 gives a pair windows of 6"):
+        pairs.predict((LONG_TEXTS, LONG_TEXTS), verbose=0)
+    # LiteRT: the scripts' export of a windows run (it cuts, with one warning line:
+    # tests/test_long_text.py), told so
+    import albert_tf.export
+
+    told = {}
+    monkeypatch.setattr(albert_tf.export, "export_tflite",
+                        lambda model, path, **kwargs: told.update(kwargs) or path)
+    model.export(str(tmp_path / "cut.tflite"), format="litert")
+    assert told["long_text"] == "windows" and told["max_seq_length"] == 16

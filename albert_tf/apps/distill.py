@@ -357,7 +357,7 @@ def teacher_records(task, options, teacher: Teacher, strategy, train, cache_dir:
         return count, 0
 
     written = cache.cached_conversion(path, settings, write)
-    logging.info("the teacher's outputs on %d training examples: %s",
+    logging.info("the teacher's outputs on %d training records: %s",
                  written.num_examples, written.path)
     return written.path, _teacher_spec(written.path, teacher.soft_loss)
 

@@ -35,6 +35,7 @@ import sys
 import tempfile
 from typing import Mapping
 
+import numpy as np
 import tensorflow as tf
 from absl import flags, logging
 
@@ -499,6 +500,34 @@ class KerasData:
             num_warmup_steps=self.warmup_steps, optimizer=self.options.optimizer,
             precision=self.options.precision)
 
+    def example_outputs(self, split: str, outputs) -> dict:
+        """`model.predict(self.datasets[split])`'s outputs (a dict of NumPy arrays, a
+        row per record of the split, in order) as the scripts score and write them, a
+        row per example: beside the record features the task reads (its
+        `fetched_features`: the labels, and with --long_text=windows each window's
+        `example_index`), pooled by the task's `example_outputs` (the windows of a long
+        text: one row, their logits' mean, as `run` evaluates; a task of a record per
+        example: as they are). Not for the training split, which is shuffled and
+        repeated."""
+        if split == "train" or split not in self.datasets:
+            raise UsageError(f"example_outputs reads a split of records in order "
+                             f"({', '.join(s for s in self.datasets if s != 'train')}), "
+                             f"not {split!r}")
+        features = self.datasets[split].map(lambda inputs, record: record)
+        wanted = self.task.data.fetched_features(features)
+        fetched = {name: [] for name in wanted}
+        for batch in features.as_numpy_iterator():
+            for name in wanted:
+                fetched[name].append(batch[name])
+        rows = {name: np.asarray(value) for name, value in outputs.items()}
+        rows.update({name: np.concatenate(parts) if parts else np.zeros(0)
+                     for name, parts in fetched.items()})
+        counts = {name: len(value) for name, value in rows.items()}
+        if len(set(counts.values())) > 1:
+            raise UsageError(f"the outputs and the {split} records differ in rows: "
+                             f"{counts}; predict on datasets[{split!r}], all of it")
+        return dict(self.task.data.example_outputs(rows))
+
 
 def keras_data(task, options, splits=("train", "dev")) -> KerasData:
     """The task's `splits` (those of them it has files for) read, checked and converted
@@ -511,7 +540,13 @@ def keras_data(task, options, splits=("train", "dev")) -> KerasData:
     and precision as the scripts do (`session.seed_and_precision`), which the shuffle
     reads. Each new iterator of the training split is a new shuffle, as a new epoch is:
     the first is the run's (fit's, unless the split was iterated before). Pair them with
-    `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`."""
+    `model.compile(optimizer=data.optimizer(), loss=data.task.objective())`.
+
+    A batch is of records: with --long_text=windows, of a long text's windows, each
+    with its text's label (and its `example_index`), so the training split trains on
+    each window as `run` does, and `num_examples` and `train_steps` count windows, as
+    --num_train_epochs does; `predict` on dev answers a row per window, which
+    `KerasData.example_outputs` pools into a row per text, as `run` evaluates."""
     with logged_as_a_script():
         task, options, config, files, report, data = read_task(
             resolve_task(task, options), options)

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from albert_tf import losses, names, packing
 from albert_tf.data import ner, records
+from albert_tf.data.sentence_records import pool_windows_tf
 from albert_tf.modeling import common, real_tokens
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
 from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, multi_label_loss
@@ -87,6 +88,21 @@ class TaskLoss(keras.losses.Loss):
 
     def get_config(self):
         return {**super().get_config(), "task": self.task}
+
+
+# Texts tokenized and windowed at a time before `fit` shuffles their windows.
+_WINDOWING_BATCH = 64
+
+
+def _each_window(inputs: dict, y, weights):
+    """The preprocessor's windows of a batch of texts (`names.WINDOW_SPLITS` among the
+    inputs) as examples: the inputs without the splits, each text's label and weight
+    repeated for each of its windows."""
+    inputs = dict(inputs)
+    splits = inputs.pop(names.WINDOW_SPLITS)
+    counts = splits[1:] - splits[:-1]
+    y, weights = (None if v is None else tf.repeat(v, counts, axis=0) for v in (y, weights))
+    return inputs, y, weights
 
 
 @contextlib.contextmanager
@@ -221,7 +237,33 @@ class AlbertTextModel(keras.Model):
 
     # ------------------------------------------------------------------ the model
     def call(self, inputs, training=None):
-        return self.model(inputs, training=training)[names.LOGITS]
+        """The logits of the inputs, a row each; a row per text where the inputs are
+        the windows of long texts (`names.WINDOW_SPLITS` among them): their outputs
+        pooled as the kind pools them (`window_outputs`)."""
+        inputs = dict(inputs)
+        splits = inputs.pop(names.WINDOW_SPLITS, None)
+        outputs = self.model(inputs, training=training)
+        if splits is not None:
+            outputs = self.window_outputs(outputs, splits)
+        return outputs[names.LOGITS]
+
+    def window_outputs(self, outputs: dict, splits) -> dict:
+        """The model's outputs on the windows of texts -> a row per text (text b's
+        windows are rows `splits[b]` to `splits[b + 1]`), pooled by the kind's one
+        `WindowPooling`, as the scripts' evaluation and `serve_text` pool them
+        (`sentence_records.pool_windows_tf`)."""
+        pooling = self.preprocessor.serving_kind.window_pooling(self.model)
+        return pool_windows_tf(outputs, splits, pooling)
+
+    @property
+    def long_text(self) -> str:
+        """How a text longer than the preprocessor's `sequence_length` is read: cut
+        ("truncate") or in windows ("windows")."""
+        return self.preprocessor.long_text
+
+    @property
+    def window_stride(self) -> int | None:
+        return self.preprocessor.window_stride
 
     @property
     def pair(self) -> bool | None:
@@ -290,9 +332,11 @@ class AlbertTextModel(keras.Model):
         self.preprocessor.check_loaded()
         return self.texts_of(x)
 
-    def _preprocessed(self, *element):
+    def _preprocessed(self, *element, windows_as_examples: bool = False):
         x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
         inputs = self.preprocessor(x)
+        if windows_as_examples and names.WINDOW_SPLITS in inputs:
+            inputs, y, weights = _each_window(inputs, y, weights)
         if y is not None:
             y = self.batch_labels(y, inputs)
         return keras.utils.pack_x_y_sample_weight(inputs, y, weights)
@@ -302,9 +346,39 @@ class AlbertTextModel(keras.Model):
         graph): here as they are."""
         return labels
 
-    def _batches(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
-        return dataset.map(self._preprocessed, num_parallel_calls=tf.data.AUTOTUNE,
+    def _batches(self, dataset: tf.data.Dataset, *, training: bool = False
+                 ) -> tf.data.Dataset:
+        """Batches of texts -> of model inputs; `training`: a text read in windows is
+        an example per window, each with its text's label and weight."""
+        preprocessed = functools.partial(self._preprocessed, windows_as_examples=training)
+        return dataset.map(preprocessed, num_parallel_calls=tf.data.AUTOTUNE,
                            deterministic=True).prefetch(tf.data.AUTOTUNE)
+
+    def _windows(self, dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, int]:
+        """Unbatched examples -> (their windows, unbatched and unpadded, each with its
+        text's label and weight, in the texts' order (as the windows' records are
+        written); how many): what `fit` shuffles and batches as the scripts do their
+        records. A text that fits is one window."""
+        def windows(*element):
+            x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
+            inputs, y, weights = _each_window(self.preprocessor(x), y, weights)
+            lengths = tf.reduce_sum(inputs[names.INPUT_MASK], 1)
+            inputs = {name: tf.RaggedTensor.from_tensor(value, lengths=lengths)
+                      for name, value in inputs.items()}
+            return keras.utils.pack_x_y_sample_weight(inputs, y, weights)
+
+        dataset = dataset.batch(_WINDOWING_BATCH).map(
+            windows, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True).unbatch()
+        return dataset, int(dataset.reduce(np.int64(0), lambda count, _: count + 1))
+
+    def _padded(self, *element):
+        """A ragged batch of windows (`_windows`, batched) -> model inputs padded to
+        its longest window, as the preprocessor pads a batch."""
+        x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
+        pad = {names.INPUT_WORD_IDS: self.preprocessor.tokenizer.pad_id}
+        x = {name: value.to_tensor(default_value=pad.get(name, 0))
+             for name, value in x.items()}
+        return keras.utils.pack_x_y_sample_weight(x, y, weights)
 
     def _dataset(self, x, y=None, sample_weight=None, batch_size=None):
         """(batches of model inputs and labels, number of examples) for evaluate and
@@ -335,11 +409,18 @@ class AlbertTextModel(keras.Model):
         Lists and arrays are batched as the scripts batch their records: shuffled with
         `seed` (unless `shuffle=False`), repeated, cut to whole batches of
         `batch_size` (default the scripts' 32); an epoch is ceil(examples /
-        batch_size) steps. The "auto" optimizer is made for this fit's steps."""
+        batch_size) steps. The "auto" optimizer is made for this fit's steps.
+
+        A model that reads long texts in windows (`long_text="windows"`) trains on each
+        window as an example with its text's label (and weight), as the scripts'
+        windows records do: from lists, the windows are shuffled and batched as the
+        examples are, an epoch ceil(windows / batch_size) steps; a dataset's batch of
+        texts is a batch of their windows. `validation_data` is scored a row per text,
+        as `evaluate`."""
         batch_size = batch_size or _TRAINING.train_batch_size
         if isinstance(x, tf.data.Dataset):
             self.preprocessor.check_loaded()
-            dataset = self._batches(x)
+            dataset = self._batches(x, training=True)
             if steps_per_epoch is None:
                 size = int(x.cardinality())
                 if size < 0 and self._auto_optimizer:
@@ -351,10 +432,19 @@ class AlbertTextModel(keras.Model):
                 steps = steps_per_epoch
         else:
             dataset, count = self._examples(x, y, sample_weight, labelled=True)
+            windows = self.preprocessor.windows
+            if windows:
+                dataset, count = self._windows(dataset)
             if shuffle:
                 with _global_seed(self.seed):
                     dataset = records.shuffled(dataset, self.seed)
-            dataset = self._batches(dataset.repeat().batch(batch_size, drop_remainder=True))
+            if windows:
+                dataset = dataset.repeat().ragged_batch(batch_size, drop_remainder=True).map(
+                    self._padded, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True
+                ).prefetch(tf.data.AUTOTUNE)
+            else:
+                dataset = self._batches(dataset.repeat().batch(batch_size,
+                                                               drop_remainder=True))
             steps = steps_per_epoch or math.ceil(count / batch_size)
         if self._auto_optimizer:
             self._compile_auto(steps * epochs)
@@ -372,12 +462,16 @@ class AlbertTextModel(keras.Model):
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto",
                  sample_weight=None, **kwargs):
-        """Keras' `evaluate` on texts and labels (as `fit` takes them), in order."""
+        """Keras' `evaluate` on texts and labels (as `fit` takes them), in order; a row
+        per text (a text read in windows: their outputs pooled, as `predict`)."""
         dataset, _ = self._dataset(x, y, sample_weight, batch_size)
         return super().evaluate(dataset, verbose=verbose, **kwargs)
 
     def predict(self, x, batch_size=None, verbose="auto", **kwargs):
-        """The logits of texts (as `fit` takes them, without labels), in order."""
+        """The logits of texts (as `fit` takes them, without labels), in order, a row
+        per text: with `long_text="windows"`, its windows' pooled as the scripts pool
+        them (the mean of a classifier's or a regression's, each label's highest for
+        multi-label)."""
         if isinstance(x, (str, bytes)):
             x = [x]
         dataset, _ = self._dataset(x, batch_size=batch_size)
@@ -398,7 +492,10 @@ class AlbertTextModel(keras.Model):
         whose `serve` endpoint (and `serving_default` signature) takes the texts
         (`text_a`, and `text_b` for pairs) and returns the logits `predict` returns;
         `format="litert"` a LiteRT file whose `serve_text` signature takes them
-        (`albert_tf.export.export_tflite(..., with_text=True)`)."""
+        (`albert_tf.export.export_tflite(..., with_text=True)`). A model that reads
+        long texts in windows: the SavedModel reads them so (its `serve` is `predict`);
+        the LiteRT file cuts each text at `sequence_length`, with one warning, as the
+        scripts' LiteRT export of such a run."""
         self.preprocessor.check_loaded()
         specs = self.text_signature()
         if format == "litert":
@@ -425,11 +522,13 @@ class AlbertTextModel(keras.Model):
                 "a text model quantized by Keras (int8 kernels) has no LiteRT export: "
                 "export the float model with export(path, format=\"litert\", "
                 "precision=\"int8\") (LiteRT's own int8), or this one as a SavedModel")
+        # (long_text=windows: the file cuts each text, and says so in one warning, as
+        # the scripts' LiteRT export of such a run)
         return export_tflite(self.model, filepath, kind=self.preprocessor.kind,
                              with_text=True, max_seq_length=self.preprocessor.sequence_length,
                              do_lower_case=self.preprocessor.do_lower_case,
-                             is_pair=self.pair, **self.preprocessor.tokenizer_files,
-                             **kwargs)
+                             is_pair=self.pair, long_text=self.preprocessor.long_text,
+                             **self.preprocessor.tokenizer_files, **kwargs)
 
     # ------------------------------------------------------------------ saving
     def get_config(self):
@@ -453,7 +552,11 @@ class AlbertTextClassifier(AlbertTextModel):
     `num_classes` >= 2 classes (softmax), `num_classes=1` a regression (a score),
     `multi_label=True` any number of the classes (a sigmoid each). Its model is
     `AlbertClassifier` (`AlbertMultiLabelClassifier`). `call` returns the logits [B,
-    num_classes] ([B] for a regression)."""
+    num_classes] ([B] for a regression). With `long_text="windows"` (`from_release`)
+    a long text is read whole in windows, each trained on with the text's label, and
+    answered a row per text (`call`, `predict`, `evaluate`, the SavedModel): the mean
+    of its windows' logits (a regression's scores), each label's highest for
+    multi-label, as `run_classifier.py --long_text=windows`."""
 
     def __init__(self, model, preprocessor: TextPreprocessor, **kwargs):
         kwargs.setdefault("name", "albert_text_classifier")
@@ -507,19 +610,31 @@ class AlbertTextClassifier(AlbertTextModel):
                      multi_label: bool = False,
                      sequence_length: int = ClassificationTask.Options().max_seq_length,
                      pair: bool | None = None, seed: int = _TRAINING.seed,
-                     dropout_rate: float = TaskOptions().dropout_prob, **kwargs):
+                     dropout_rate: float = TaskOptions().dropout_prob,
+                     long_text: str = packing.TRUNCATE, window_stride: int | None = None,
+                     **kwargs):
         """The release's encoder under a new head of `num_classes` (None: the
         release's own head's, where it has one), and its tokenizer: any release
         directory the package reads (Google's, albert_zh, Hugging Face, keras-hub
         presets, a `.keras` file). A text classifier's own `.keras` file loads as saved
-        (any argument given must be what it holds)."""
+        (any argument given must be what it holds).
+
+        `long_text`, `window_stride`: as `run_classifier.py`'s `--long_text` and
+        `--window_stride`: "truncate" cuts a text longer than `sequence_length`;
+        "windows" reads it whole, in windows of `sequence_length` every
+        `window_stride` pieces (None: half the window), by the records' rules: `fit`
+        trains on each window with its text's label, `predict`, `evaluate` and the
+        SavedModel answer a row per text, its windows' pooled."""
+        kind = "multi_label" if multi_label else "classifier"
+        windows = {} if long_text == packing.TRUNCATE and window_stride is None else {
+            "long_text": long_text, "window_stride": window_stride}
+        preprocessor = TextPreprocessor.from_release(  # (checks them before the model)
+            directory, kind=kind, sequence_length=sequence_length, pair=pair,
+            text_settings=windows)
         model_class = AlbertMultiLabelClassifier if multi_label else AlbertClassifier
         model = model_class.from_release(
             directory, seed=seed, dropout_rate=dropout_rate,
             **({} if num_classes is None else {"num_labels": num_classes}))
-        kind = "multi_label" if multi_label else "classifier"
-        preprocessor = TextPreprocessor.from_release(
-            directory, kind=kind, sequence_length=sequence_length, pair=pair)
         return cls(model, preprocessor, seed=seed, **kwargs)
 
 

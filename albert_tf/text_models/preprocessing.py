@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from albert_tf import fileio, names
+from albert_tf import fileio, names, packing
 from albert_tf.errors import UserError
 from albert_tf.export import serving_text
 from albert_tf.modeling import common
@@ -69,7 +69,15 @@ class TextPreprocessor(keras.layers.Layer):
     [B] packs `[CLS] a [SEP]`, a pair (a tuple of two [B] tensors, or a dict of
     `text_a` and `text_b`) `[CLS] a [SEP] b [SEP]`, cut longest-first; `pair` (None
     until the first call) is what it was made for or first called with, and a call of
-    the other form is refused."""
+    the other form is refused.
+
+    `text_settings` `long_text="windows"` (the kinds with a `window_pooling`: the
+    classifier, regression and multi-label) reads a longer text whole instead, in
+    windows every `window_stride` pieces (None: half the window), as the records and
+    `serve_text` read it (`packing.pack_windows_tf`): the call returns the windows of
+    the batch, one row each, and `names.WINDOW_SPLITS` (int64 [B + 1]: text b's are
+    rows `window_splits[b]` to `window_splits[b + 1]`), by which the text model pools
+    their outputs."""
 
     def __init__(self, *, kind: str = "classifier", spm_model_file=None, vocab_file=None,
                  do_lower_case: bool = True, sequence_length: int = 128,
@@ -90,6 +98,7 @@ class TextPreprocessor(keras.layers.Layer):
         self.sequence_length = sequence_length
         self.pair = pair
         self.text_settings = dict(text_settings or {})
+        self.check_windows()
         path = spm_model_file or vocab_file
         self.vocabulary_kind = (SENTENCEPIECE if spm_model_file else WORDPIECE) if path \
             else vocabulary_kind
@@ -201,9 +210,59 @@ class TextPreprocessor(keras.layers.Layer):
                                  f"{', '.join(sorted(map(str, inputs)))}")
         return {name: tf.convert_to_tensor(inputs[name], tf.string) for name in wanted}
 
+    @property
+    def long_text(self) -> str:
+        """How a text longer than `sequence_length` is read (`packing.LONG_TEXT_MODES`)."""
+        return self.text_settings.get("long_text", packing.TRUNCATE)
+
+    @property
+    def window_stride(self) -> int | None:
+        return self.text_settings.get("window_stride")
+
+    @property
+    def windows(self) -> bool:
+        return self.long_text == packing.WINDOWS
+
+    def check_windows(self) -> None:
+        """`TextInputError` unless `long_text` and `window_stride` can read the kind's
+        texts: a mode of `packing.LONG_TEXT_MODES`, windows only for a kind that pools
+        them, a stride only with windows, a positive integer smaller than the shortest
+        window (`packing.smallest_window`: of a text, or of a pair once `pair` is
+        known), which must hold two pieces at least."""
+        mode, stride = self.long_text, self.window_stride
+        if mode not in packing.LONG_TEXT_MODES:
+            raise TextInputError(f"long_text must be one of "
+                                 f"{', '.join(packing.LONG_TEXT_MODES)}, got {mode!r}")
+        if mode != packing.WINDOWS:
+            if stride is not None:
+                raise TextInputError(f"window_stride={stride!r} is for long_text=windows")
+            return
+        if self.serving_kind.window_pooling is None:
+            raise TextInputError(f"a {self.kind} model reads no windows of a long text "
+                                 "(long_text=windows is for the text classifier: "
+                                 "classes, regression, multi-label)")
+        if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int)
+                                   or stride < 1):
+            raise TextInputError(f"window_stride must be a positive integer, got "
+                                 f"{stride!r}")
+        if self.pair is None:
+            return  # checked again when the first call says
+        window = packing.smallest_window(self.sequence_length, self.pair)
+        what = (f"sequence_length={self.sequence_length} gives "
+                f"{'a pair' if self.pair else 'a text'} windows of {window} piece(s)")
+        if window < 2:
+            raise TextInputError(f"long_text=windows: {what}, too few to slide (two at "
+                                 "least): give a larger sequence_length")
+        if stride is not None and stride >= window:
+            raise TextInputError(f"window_stride={stride} must be smaller than the window: "
+                                 f"{what}; give window_stride="
+                                 f"{packing.default_window_stride(window)} (half the "
+                                 "window) or less, or a larger sequence_length")
+
     def check_pairing(self, pair: bool) -> None:
         if self.pair is None:
             self.pair = pair
+            self.check_windows()
         elif self.pair != pair:
             raise TextInputError(
                 "this model reads pairs of texts (text_a, text_b): give a tuple of two "
@@ -218,7 +277,9 @@ class TextPreprocessor(keras.layers.Layer):
 
     def call(self, inputs):
         packed = self.pack(inputs)
-        return {**packed.inputs, **packed.text_model}
+        splits = {} if packed.window_splits is None else {
+            names.WINDOW_SPLITS: tf.cast(packed.window_splits, tf.int64)}
+        return {**packed.inputs, **packed.text_model, **splits}
 
     @property
     def words(self) -> bool:
@@ -228,8 +289,11 @@ class TextPreprocessor(keras.layers.Layer):
     def compute_output_spec(self, inputs):
         shape = (None, None, None) if self.serving_kind.per_choice else (None, None)
         extra = (names.WORD_POSITIONS,) if self.words else ()
-        return {name: keras.KerasTensor(shape, "int32")
+        spec = {name: keras.KerasTensor(shape, "int32")
                 for name in names.MODEL_INPUTS + extra}
+        if self.windows:
+            spec[names.WINDOW_SPLITS] = keras.KerasTensor((None,), "int64")
+        return spec
 
     def get_config(self):
         return {**super().get_config(), "kind": self.kind,

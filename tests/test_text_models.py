@@ -533,17 +533,17 @@ def louder(model, scale: float = 300.0):
             weight.assign(weight * scale)
 
 
-def test_classifier_reads_long_texts_in_windows_as_the_records(release, chinese_release,
-                                                               tmp_path, monkeypatch):
+def test_classifier_reads_long_texts_in_windows_as_the_records(release, tmp_path,
+                                                               monkeypatch):
     """`long_text="windows"`: predict and evaluate are a row per text, the id model on
     the records' windows (`pack_windows`) pooled by `pool_windows` (the mean of the
-    logits; multi-label each label's highest), to 1e-5, English SentencePiece and
-    Chinese WordPiece; fit trains on each window with its text's label
+    logits), to 1e-5 (the preprocessor packs with the exports' `serve_text` function:
+    multi-label's pooling and Chinese WordPiece windows are tests/test_long_text.py's
+    export cases); fit trains on each window with its text's label
     (ceil(windows / batch) steps); the `.keras` file keeps the setting; the SavedModel
     answers as predict; LiteRT is the scripts' export of a windows run (which cuts, with
     one warning); bad settings are one line."""
     from albert_tf.tasks.classification import CLASSIFICATION_POOLING
-    from albert_tf.tasks.multi_label import WINDOW_POOLING
 
     python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
     model = AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16,
@@ -573,24 +573,6 @@ def test_classifier_reads_long_texts_in_windows_as_the_records(release, chinese_
                                model.predict(LONG_TEXTS, verbose=0), atol=1e-6)
     with pytest.raises(TextInputError, match=r"does not hold long_text='truncate'$"):
         AlbertTextClassifier.from_release(tmp_path / "windows.keras", long_text="truncate")
-
-    several = AlbertTextClassifier.from_release(
-        release, num_classes=3, multi_label=True, sequence_length=16, long_text="windows",
-        window_stride=5)
-    louder(several)
-    _, expected = pooled_windows(several.model, python, LONG_TEXTS, 16, WINDOW_POOLING, 5)
-    np.testing.assert_allclose(several.predict(LONG_TEXTS, verbose=0),
-                               expected[names.LOGITS], atol=1e-5)
-    zh_text = ["这部电影非常好看，我很喜欢，" * 3]
-    zh = AlbertTextClassifier.from_release(chinese_release, num_classes=2,
-                                           sequence_length=16, long_text="windows")
-    louder(zh)
-    zh_python = FullTokenizer(vocab_file=str(chinese_release / "vocab.txt"))
-    windows, expected = pooled_windows(zh.model, zh_python, zh_text, 16,
-                                       CLASSIFICATION_POOLING)
-    assert len(windows[names.EXAMPLE_INDEX]) > 2
-    np.testing.assert_allclose(zh.predict(zh_text, verbose=0), expected[names.LOGITS],
-                               atol=1e-5)
 
     for arguments, message in (
             ({"long_text": "cut"}, r"long_text must be one of truncate, windows, got 'cut'"),

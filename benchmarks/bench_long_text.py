@@ -66,7 +66,7 @@ flags.DEFINE_string("work_dir", "/tmp/bench_long_text", "Where the data and runs
 flags.DEFINE_string("config", "small", f"One of {sorted(CONFIGS)}, or an "
                     "albert_config.json.")
 flags.DEFINE_list("seeds", ["1", "2", "3"], "Seeds of the runs (weights, data order).")
-flags.DEFINE_integer("train_steps", 600, "Training steps of every run.")
+flags.DEFINE_integer("train_steps", 1500, "Training steps of every run.")
 flags.DEFINE_integer("batch_size", 32, "Training batch.")
 flags.DEFINE_float("learning_rate", 3e-4, "Peak learning rate (10% warmup).")
 flags.DEFINE_integer("max_seq_length", 128, "max_seq_length of every run.")

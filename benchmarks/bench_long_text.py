@@ -152,9 +152,13 @@ def write_data(data: pathlib.Path) -> dict:
         return len(tokenizer.tokenize(text))
 
     sst2 = pathlib.Path(FLAGS.sst2_dir or pathlib.Path(FLAGS.data_dir) / "glue" / "SST-2")
-    novel = novel_sentences(pathlib.Path(
-        FLAGS.filler_text or pathlib.Path(FLAGS.data_dir) / "text" / "gutenberg" /
-        "pg1342.txt"))
+    filler = pathlib.Path(FLAGS.filler_text or pathlib.Path(FLAGS.data_dir) / "text" /
+                          "gutenberg" / "pg1342.txt")
+    for path in (sst2 / "train.tsv", sst2 / "dev.tsv", filler):
+        if not path.exists():
+            sys.exit(f"No {path}: give --data_dir (../shared/data), or --sst2_dir and "
+                     "--filler_text.")
+    novel = novel_sentences(filler)
     cut = int(len(novel) * 0.8)
     rng = np.random.default_rng(FLAGS.data_seed)
     splits = {"train": build_documents(FLAGS.train_docs,

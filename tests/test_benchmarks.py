@@ -362,3 +362,40 @@ def test_bench_distill_scores_a_ner_student_by_its_f1(tmp_path):
                       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert done.returncode != 0
     assert f"{work / 'CLUENER' / student}_seed1 was trained by another command" in done.stderr
+
+
+def test_bench_long_text_truncates_and_windows_the_same_documents(tmp_path):
+    """The harness of benchmarks/bench_long_text.py (times nothing that is asserted): a
+    few documents built from a tiny SST-2-like folder and the demo's novel excerpt, a
+    tiny model trained truncating and in windows, each run's row, and its export's
+    answers equal to its predictions."""
+    from tests.helpers.paths import ALICE
+
+    sst2 = tmp_path / "SST-2"
+    sst2.mkdir()
+    sentences = {0: ["a dull , lifeless film", "bad acting and worse writing"],
+                 1: ["a warm and funny film", "the best film of the year"]}
+    for split in ("train", "dev"):
+        (sst2 / f"{split}.tsv").write_text("sentence\tlabel\n" + "".join(
+            f"{s} \t{label}\n" for label, group in sentences.items() for s in group))
+    work = tmp_path / "work"
+    stdout = run_benchmark(
+        "bench_long_text.py", f"--sst2_dir={sst2}", f"--filler_text={ALICE}",
+        f"--work_dir={work}", "--config=tiny", "--seeds=1", "--train_steps=4",
+        "--batch_size=4", "--train_docs=8", "--dev_docs=6", "--max_seq_length=32",
+        "--min_pieces=40", "--max_pieces=60", "--min_words=1", "--serve_repeats=1")
+    assert "CPU flags:" in stdout
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in stdout.splitlines()
+            if line.startswith("| 1 |")]
+    assert [row[1] for row in rows] == ["truncate", "windows"]
+    for row in rows:
+        assert all(0 <= float(x) <= 1 for x in row[2:5])
+        assert float(row[5]) > 0 and float(row[7]) > 0 and float(row[8]) <= 1e-5
+    assert "dev: 6 of 6 cut" in stdout and "(within 1e-5)" in stdout
+    # every document holds the SST-2 sentences of its label, in a passage of the novel
+    documents = [json.loads(line) for line in
+                 (work / "data" / "train.jsonl").read_text().splitlines()]
+    assert len(documents) == 8 and sorted(d["label"] for d in documents) == [0] * 4 + [1] * 4
+    for document in documents:
+        assert sum(s in document["text"] for s in sentences[document["label"]]) == 2
+        assert not any(s in document["text"] for s in sentences[1 - document["label"]])

@@ -1,0 +1,346 @@
+"""Long texts: `run_classifier.py --long_text=truncate` against `--long_text=windows`.
+
+    python benchmarks/bench_long_text.py --data_dir=../shared/data --work_dir=/tmp/lt
+
+The long-text set, built here (deterministic for `--data_seed`): documents of about
+`--min_pieces` to `--max_pieces` SentencePiece pieces, each a passage of consecutive
+sentences of a public-domain novel (`--filler_text`, default Pride and Prejudice,
+../shared/data/text/gutenberg/pg1342.txt: sentences of 5 to 40 words, its first 80%
+for the training documents, the rest for dev) with a block of `--label_sentences` SST-2
+sentences of one label inserted between two of its sentences at a random place; the
+document's label is theirs. Training documents draw their SST-2 sentences (of at least
+`--min_words` words) from SST-2's train.tsv, dev documents from its dev.tsv (872
+sentences, none shared); the novel says nothing of the label, so a document whose
+block lies past what `--max_seq_length` keeps cannot be answered from its first window.
+Labels are balanced; the files are `{train,dev,test}.jsonl` (`text`, `label`); test is
+dev again, so that the run's predictions cover the dev texts.
+
+For each of `--seeds` (the same steps, seed and data for both): `run_classifier.py
+--task_name=classification` trains a small ALBERT from random weights (no pretrained
+English ALBERT is reachable offline; `--config`), evaluates, predicts and exports a
+SavedModel, once truncating and once in windows. Printed: what truncation cuts (the
+run's data_report.json: examples cut, pieces dropped), each run's dev accuracy (also on
+the documents whose label block starts inside / past the first window), training
+sequences/s (steady: between the run's first and last progress lines) and texts/s
+(sequences/s over windows per text), the export's `serve_text` texts/s on the dev texts
+(batches of `--serve_batch`, best of `--serve_repeats` after an untimed pass) and the
+largest |probability difference| between its answers and the run's predictions. One
+Markdown table and the machine's CPU; the figures go to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import sys
+import time
+
+from absl import app, flags
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from benchmarks import children  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+# From random weights: trains in minutes on 2 CPU cores (bench_own_tasks.py's, English).
+CONFIGS = {
+    "small": dict(vocab_size=30000, embedding_size=64, hidden_size=128, num_hidden_layers=2,
+                  num_attention_heads=2, intermediate_size=512,
+                  max_position_embeddings=512),
+    "tiny": dict(vocab_size=30000, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                 num_attention_heads=2, intermediate_size=32, max_position_embeddings=128),
+}
+
+flags.DEFINE_string("data_dir", str(DATA), "../shared/data: SST-2 and the novel below.")
+flags.DEFINE_string("sst2_dir", None, "SST-2's train.tsv and dev.tsv (default "
+                    "<data_dir>/glue/SST-2).")
+flags.DEFINE_string("filler_text", None, "The public-domain text the passages come from "
+                    "(default <data_dir>/text/gutenberg/pg1342.txt).")
+flags.DEFINE_string("spm_model_file", str(
+    ROOT / "tests" / "fixtures" / "spm" / "albert_en_30k_reconstructed.model"),
+    "SentencePiece model.")
+flags.DEFINE_string("work_dir", "/tmp/bench_long_text", "Where the data and runs go.")
+flags.DEFINE_string("config", "small", f"One of {sorted(CONFIGS)}, or an "
+                    "albert_config.json.")
+flags.DEFINE_list("seeds", ["1", "2", "3"], "Seeds of the runs (weights, data order).")
+flags.DEFINE_integer("train_steps", 1500, "Training steps of every run.")
+flags.DEFINE_integer("batch_size", 32, "Training batch.")
+flags.DEFINE_float("learning_rate", 3e-4, "Peak learning rate (10% warmup).")
+flags.DEFINE_integer("max_seq_length", 128, "max_seq_length of every run.")
+flags.DEFINE_integer("window_stride", None, "--window_stride (default: half the window).")
+flags.DEFINE_integer("train_docs", 2000, "Training documents.")
+flags.DEFINE_integer("dev_docs", 400, "Dev documents.")
+flags.DEFINE_integer("min_pieces", 200, "A document's length is drawn from "
+                     "[min_pieces, max_pieces] pieces (it ends at a sentence).")
+flags.DEFINE_integer("max_pieces", 450, "See --min_pieces.")
+flags.DEFINE_integer("label_sentences", 2, "SST-2 sentences (of one label) a document holds.")
+flags.DEFINE_integer("min_words", 6, "SST-2 training sentences shorter than this are "
+                     "not used (its train.tsv holds phrases too).")
+flags.DEFINE_integer("data_seed", 0, "Seed of the documents.")
+flags.DEFINE_integer("serve_batch", 32, "Texts per serve_text call.")
+flags.DEFINE_integer("serve_repeats", 2, "Timed passes over the dev texts (the best kept).")
+
+FLAGS = flags.FLAGS
+MODES = ("truncate", "windows")
+
+
+# ----------------------------------------------------------------------- the data
+def novel_sentences(path: pathlib.Path) -> list[str]:
+    """The sentences of 5 to 40 words of a text (a Project Gutenberg header and footer
+    dropped where marked), in order."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find("*** START OF"), text.find("*** END OF")
+    if start >= 0:
+        text = text[text.find("\n", start) + 1:end if end > start else None]
+    paragraphs = (" ".join(p.split()) for p in re.split(r"\n\s*\n", text))
+    return [s for p in paragraphs for s in re.split(r"(?<=[.!?])\s+", p)
+            if 5 <= len(s.split()) <= 40]
+
+
+def sst2_sentences(path: pathlib.Path, min_words: int) -> dict[int, list[str]]:
+    """label -> SST-2 sentences of at least `min_words` words, in file order."""
+    by_label: dict[int, list[str]] = {0: [], 1: []}
+    for line in path.read_text(encoding="utf-8").splitlines()[1:]:
+        sentence, label = line.rsplit("\t", 1)
+        if len(sentence.split()) >= min_words:
+            by_label[int(label)].append(sentence.strip())
+    return by_label
+
+
+def build_documents(count, labelled, fillers, pieces, rng) -> list[dict]:
+    """`count` documents (balanced labels): a passage of `fillers` from a random
+    sentence on, with --label_sentences sentences of `labelled[label]` (each drawn once
+    before any is drawn again) inserted at a random sentence boundary. Each: text,
+    label, and `label_at`: the pieces before its block."""
+    labels = rng.permutation([i % 2 for i in range(count)])
+    pools = {label: [] for label in labelled}
+    documents = []
+    for label in labels:
+        block = []
+        for _ in range(FLAGS.label_sentences):
+            if not pools[label]:
+                pools[label] = [labelled[label][i] for i in
+                                rng.permutation(len(labelled[label]))]
+            block.append(pools[label].pop())
+        target = int(rng.integers(FLAGS.min_pieces, FLAGS.max_pieces + 1))
+        length, passage = sum(pieces(s) for s in block), []
+        at = int(rng.integers(len(fillers)))
+        while length < target:
+            passage.append(fillers[at % len(fillers)])
+            length += pieces(passage[-1])
+            at += 1
+        where = int(rng.integers(len(passage) + 1))
+        before = " ".join(passage[:where])
+        documents.append({"text": " ".join(passage[:where] + block + passage[where:]),
+                          "label": int(label), "label_at": pieces(before) if before else 0})
+    return documents
+
+
+def write_data(data: pathlib.Path) -> dict:
+    """Builds the documents into `data/{train,dev,test}.jsonl`; returns their facts."""
+    import numpy as np
+
+    from albert_tf.tokenization import FullTokenizer
+
+    tokenizer = FullTokenizer(vocab_file=None, do_lower_case=True,
+                              spm_model_file=FLAGS.spm_model_file)
+
+    def pieces(text):
+        return len(tokenizer.tokenize(text))
+
+    sst2 = pathlib.Path(FLAGS.sst2_dir or pathlib.Path(FLAGS.data_dir) / "glue" / "SST-2")
+    filler = pathlib.Path(FLAGS.filler_text or pathlib.Path(FLAGS.data_dir) / "text" /
+                          "gutenberg" / "pg1342.txt")
+    for path in (sst2 / "train.tsv", sst2 / "dev.tsv", filler):
+        if not path.exists():
+            sys.exit(f"No {path}: give --data_dir (../shared/data), or --sst2_dir and "
+                     "--filler_text.")
+    novel = novel_sentences(filler)
+    cut = int(len(novel) * 0.8)
+    rng = np.random.default_rng(FLAGS.data_seed)
+    splits = {"train": build_documents(FLAGS.train_docs,
+                                       sst2_sentences(sst2 / "train.tsv", FLAGS.min_words),
+                                       novel[:cut], pieces, rng),
+              "dev": build_documents(FLAGS.dev_docs, sst2_sentences(sst2 / "dev.tsv", 1),
+                                     novel[cut:], pieces, rng)}
+    data.mkdir(parents=True, exist_ok=True)
+    for split, name in (("train", "train"), ("dev", "dev"), ("dev", "test")):
+        with open(data / f"{name}.jsonl", "w", encoding="utf-8") as f:
+            for document in splits[split]:
+                f.write(json.dumps({"text": document["text"],
+                                    "label": document["label"]}) + "\n")
+    facts = {}
+    for split, documents in splits.items():
+        lengths = [pieces(d["text"]) + 2 for d in documents]
+        facts[split] = {
+            "documents": len(documents), "mean_positions": float(np.mean(lengths)),
+            "total_pieces": int(sum(lengths) - 2 * len(lengths)),
+            # the block starts past the [CLS] + pieces a first window holds
+            "label_past_first_window": [d["label_at"] > FLAGS.max_seq_length - 2
+                                        for d in documents]}
+    facts["dev_texts"] = [d["text"] for d in splits["dev"]]
+    facts["dev_labels"] = [d["label"] for d in splits["dev"]]
+    return facts
+
+
+# ------------------------------------------------------------------------ the runs
+def config_file(work: pathlib.Path) -> pathlib.Path:
+    if FLAGS.config not in CONFIGS:
+        return pathlib.Path(FLAGS.config)
+    from albert_tf import AlbertConfig
+
+    path = work / f"albert_config_{FLAGS.config}.json"
+    AlbertConfig(**CONFIGS[FLAGS.config]).to_json_file(path)
+    return path
+
+
+PROGRESS = re.compile(r"(\d\d):(\d\d):(\d\d(?:\.\d+)?)\s.*\bstep (\d+)/\d+\s.*steps/s")
+
+
+def steady_steps_per_second(log: str) -> float:
+    """Steps/s between the run's first and last progress lines (the first loop's
+    tracing left out); with one line, the rate it printed."""
+    seen = [(int(h) * 3600 + int(m) * 60 + float(s), int(step))
+            for h, m, s, step in PROGRESS.findall(log)]
+    if len(seen) >= 2 and seen[-1][0] > seen[0][0]:
+        return (seen[-1][1] - seen[0][1]) / (seen[-1][0] - seen[0][0])
+    rates = re.findall(r"([\d.]+) steps/s", log)
+    return float(rates[-1]) if rates else float("nan")
+
+
+def train(mode: str, seed: str, data: pathlib.Path, config: pathlib.Path,
+          out: pathlib.Path) -> dict:
+    steps = FLAGS.train_steps
+    command = [
+        sys.executable, str(ROOT / "run_classifier.py"), "--task_name=classification",
+        f"--data_dir={data}", "--text_a_field=text", "--label_field=label",
+        f"--long_text={mode}", f"--spm_model_file={FLAGS.spm_model_file}",
+        f"--albert_config_file={config}", f"--output_dir={out}", "--do_train",
+        "--do_eval", "--do_predict", f"--max_seq_length={FLAGS.max_seq_length}",
+        f"--train_batch_size={FLAGS.batch_size}", "--eval_batch_size=64",
+        "--predict_batch_size=64", f"--train_step={steps}",
+        f"--warmup_step={steps // 10}", f"--save_checkpoints_steps={steps}",
+        f"--iterations_per_loop={max(1, min(50, steps // 4))}",
+        f"--learning_rate={FLAGS.learning_rate}", f"--seed={seed}",
+        f"--export_dir={out / 'export'}",
+        *([f"--window_stride={FLAGS.window_stride}"]
+          if FLAGS.window_stride and mode == "windows" else [])]
+    began = time.time()
+    done = children.run(command, capture_output=True, text=True, cwd=ROOT,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    if done.returncode:
+        sys.exit(f"run_classifier.py --long_text={mode} failed:\n{done.stderr[-3000:]}")
+    results = {k: float(v) for k, v in (line.split(" = ") for line in
+                                        (out / "eval_results.txt").read_text().splitlines())}
+    report = json.loads((out / "data_report.json").read_text())["splits"]
+    predicted = [json.loads(line) for line in
+                 (out / "classification_predictions.jsonl").read_text().splitlines()]
+    return {"accuracy": results["eval_accuracy"], "seconds": time.time() - began,
+            "steps_per_second": steady_steps_per_second(done.stdout + done.stderr),
+            "truncated": {s: report[s].get("truncated", {}) for s in ("train", "dev")},
+            "probabilities": [row["probabilities"] for row in predicted],
+            "prediction": [row["prediction"] for row in predicted],
+            "export": out / "export" / "1"}
+
+
+def serve(export: pathlib.Path, texts: list[str]):
+    """(the export's probabilities on `texts`, its best texts/s)."""
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the ops serve_text needs)
+
+    from albert_tf import names
+
+    signature = tf.saved_model.load(str(export)).signatures["serve_text"]
+    batches = [tf.constant(texts[i:i + FLAGS.serve_batch])
+               for i in range(0, len(texts), FLAGS.serve_batch)]
+    answers = np.concatenate([signature(text_a=b)[names.PROBABILITIES].numpy()
+                              for b in batches])
+    best = float("inf")
+    for _ in range(FLAGS.serve_repeats):
+        began = time.perf_counter()
+        for batch in batches:
+            signature(text_a=batch)[names.PROBABILITIES].numpy()
+        best = min(best, time.perf_counter() - began)
+    return answers, len(texts) / best
+
+
+def cpu_model() -> str:
+    """The CPU's model name, count and flags (bench_own_tasks.py's choice of them)."""
+    from benchmarks.bench_own_tasks import cpu_flags
+
+    name = "?"
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as f:
+            name = next((line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name")), name)
+    return f"{name}, {os.cpu_count()} CPUs; CPU flags: {cpu_flags()}"
+
+
+def main(argv) -> None:
+    del argv
+    import numpy as np
+
+    work = pathlib.Path(FLAGS.work_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"Machine: {cpu_model()}")
+    facts = write_data(work / "data")
+    config = config_file(work)
+    past = np.array(facts["dev"]["label_past_first_window"])
+    labels = np.array(facts["dev_labels"])
+    runs = {}
+    for seed in FLAGS.seeds:
+        for mode in MODES:
+            run = train(mode, seed, work / "data", config, work / f"{mode}_seed{seed}")
+            probabilities = np.array(run["probabilities"])
+            right = probabilities.argmax(-1) == labels
+            run["accuracy_inside"] = float(right[~past].mean()) if (~past).any() else 0.0
+            run["accuracy_past"] = float(right[past].mean()) if past.any() else 0.0
+            served, run["serve_texts_per_second"] = serve(run["export"], facts["dev_texts"])
+            run["export_difference"] = float(np.abs(served - probabilities).max())
+            runs[seed, mode] = run
+
+    first = runs[FLAGS.seeds[0], "truncate"]["truncated"]
+    windowed = runs[FLAGS.seeds[0], "windows"]["truncated"]
+    print(f"\nDocuments: {facts['train']['documents']} train, {facts['dev']['documents']} "
+          f"dev; config {FLAGS.config}, {FLAGS.train_steps} steps of {FLAGS.batch_size}, "
+          f"--max_seq_length={FLAGS.max_seq_length}")
+    for split in ("train", "dev"):
+        cut, split_facts = first[split], facts[split]
+        print(f"{split}: {cut['examples_cut']} of {cut['examples']} cut "
+              f"({cut['examples_cut'] / cut['examples']:.1%}), {cut['pieces_dropped']} of "
+              f"{split_facts['total_pieces']} pieces dropped "
+              f"({cut['pieces_dropped'] / split_facts['total_pieces']:.1%}), longest "
+              f"{cut['longest']} positions, mean {split_facts['mean_positions']:.0f}; "
+              f"label block past the first window: "
+              f"{np.mean(split_facts['label_past_first_window']):.1%}; windows: "
+              f"{windowed[split].get('windows', 0)} "
+              f"({windowed[split].get('windows', 0) / cut['examples']:.2f} a text)")
+    per_text = {mode: (runs[FLAGS.seeds[0], mode]["truncated"]["train"].get("windows") or
+                       first["train"]["examples"]) / first["train"]["examples"]
+                for mode in MODES}
+    print("\n| seed | long_text | dev accuracy | label in first window | label past it "
+          "| train sequences/s | train texts/s | serve_text texts/s "
+          "| export vs predictions, max abs |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (seed, mode), run in runs.items():
+        sequences = run["steps_per_second"] * FLAGS.batch_size
+        print(f"| {seed} | {mode} | {run['accuracy']:.3f} | {run['accuracy_inside']:.3f} "
+              f"| {run['accuracy_past']:.3f} | {sequences:.1f} "
+              f"| {sequences / per_text[mode]:.1f} | {run['serve_texts_per_second']:.1f} "
+              f"| {run['export_difference']:.1e} |")
+    for mode in MODES:
+        accuracies = [runs[seed, mode]["accuracy"] for seed in FLAGS.seeds]
+        print(f"{mode}: dev accuracy mean {np.mean(accuracies):.3f} (seeds: "
+              f"{', '.join(f'{a:.3f}' for a in accuracies)}); minutes per run "
+              f"{np.mean([runs[s, mode]['seconds'] for s in FLAGS.seeds]) / 60:.1f}")
+    worst = max(run["export_difference"] for run in runs.values())
+    print(f"Exports' serve_text against the runs' predictions: max abs difference "
+          f"{worst:.1e} ({'within' if worst <= 1e-5 else 'NOT within'} 1e-5)")
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -230,17 +230,12 @@ class ClassificationTask(Task):
         data_sets = (*glue.GLUE_TASKS, *FILE_TASKS, *glue.TASK_ALIASES)
 
         @property
-        def long_text(self) -> sentence_records.LongText:
-            return sentence_records.LongText.of(self.options)
-
-        @property
         def has_labels(self) -> bool:
             return self.task.is_file and not self.task.is_regression
 
         @property
         def label_features(self) -> tuple[str, ...]:
-            return (names.LABEL_IDS,) + ((names.EXAMPLE_INDEX,) if self.long_text.windows
-                                         else ())
+            return self.with_windows((names.LABEL_IDS,))
 
         @property
         def eval_outputs(self) -> tuple[str, ...]:

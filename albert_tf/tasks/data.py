@@ -118,6 +118,18 @@ class TaskData:
                            self.options.max_seq_length, tokenizer)
         return {name: values.tolist() for name, values in packed.items()}
 
+    @property
+    def long_text(self) -> LongText:
+        """How texts longer than `max_seq_length` are read: `--long_text` and
+        `--window_stride` of a task whose options have them
+        (`albert_tf.tasks.options.LongTextOptions`), else truncated."""
+        return LongText.of(self.options)
+
+    def with_windows(self, features: tuple[str, ...]) -> tuple[str, ...]:
+        """`features`, and each record's text (`example_index`) where texts are read in
+        windows: the `label_features` of a task that pools windows."""
+        return (*features, *((names.EXAMPLE_INDEX,) if self.long_text.windows else ()))
+
     def pack_windows(self, text_a: str, text_b: str | None = None
                      ) -> list[dict[str, list[int]]]:
         """`pack`'s record features of the raw texts for `--long_text=windows`: the one
@@ -125,7 +137,7 @@ class TaskData:
         text, the other kept whole up to half), every `--window_stride` pieces
         (`albert_tf.data.sentence_records.pack_windows`). A task whose options have
         no `long_text`: `pack`'s one record."""
-        long_text = LongText.of(self.options)
+        long_text = self.long_text
         if not long_text.windows:
             return [self.pack(text_a, text_b)]
         tokenizer = self.task.tokenizer

@@ -268,13 +268,8 @@ class MultiLabelTask(Task):
         eval_outputs = (names.PROBABILITIES,)
 
         @property
-        def long_text(self) -> sentence_records.LongText:
-            return sentence_records.LongText.of(self.options)
-
-        @property
         def label_features(self) -> tuple[str, ...]:
-            return (names.LABEL_IDS,) + ((names.EXAMPLE_INDEX,) if self.long_text.windows
-                                         else ())
+            return self.with_windows((names.LABEL_IDS,))
 
         def discover_labels(self, examples) -> list[str]:
             return sorted({label for e in examples for label in (e.labels or ())})

@@ -240,13 +240,8 @@ class MultipleChoiceTask(Task):
         data_sets = (RACE, *CHOICE_TASKS)
 
         @property
-        def long_text(self) -> sentence_records.LongText:
-            return sentence_records.LongText.of(self.options)
-
-        @property
         def label_features(self) -> tuple[str, ...]:
-            return (names.LABEL_IDS,) + ((names.EXAMPLE_INDEX,) if self.long_text.windows
-                                         else ())
+            return self.with_windows((names.LABEL_IDS,))
 
         @property
         def eval_outputs(self) -> tuple[str, ...]:

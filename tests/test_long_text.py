@@ -20,6 +20,7 @@ from albert_tf.data.sentence_records import InputExample, LongText
 from tests.helpers.scripts import FIXTURES, SPM, one_line_error, run_script
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
+from tests.helpers.windows import window_outputs
 
 
 @pytest.fixture(scope="module")
@@ -459,31 +460,14 @@ def test_the_export_script_takes_the_windows_flags(classified, tmp_path, tokeniz
     # (no --task_name: a pair, as the script exports a classifier by default)
     texts = [t for t, _ in splits["test"]]
     seconds = ["why was it good or bad"] * len(texts)
-    expected = window_answers(model, tokenizer, list(zip(texts, seconds)), 16, 5,
-                              window_pooling(False))
+    _, expected = window_outputs(model, tokenizer, list(zip(texts, seconds)), 16, 5,
+                                 window_pooling(False))
     served = serve_text(tmp_path / "export" / "1", text_a=texts, text_b=seconds)
     np.testing.assert_allclose(served[names.LOGITS], expected[names.LOGITS], atol=1e-5)
     line = one_line_error(run_script(
         "export_savedmodel.py", "--kind=encoder", "--long_text=windows",
         f"--export_dir={tmp_path / 'encoder'}", *common, check=False))
     assert line.startswith("error: kind 'encoder' reads no windows of a long text")
-
-
-def window_answers(model, tokenizer, rows, max_seq_length, stride, pooling):
-    """The model's answer on each text (or pair) of `rows`, pooled over its windows as
-    the run pools them (`sentence_records.pack_windows`, `pool_windows`)."""
-    windows, index = [], []
-    for i, (a, b) in enumerate(rows):
-        made = sentence_records.pack_windows(tokenizer.encode(a), tokenizer.encode(b)
-                                             if b is not None else None, max_seq_length,
-                                             tokenizer, stride)
-        windows += made
-        index += [i] * len(made)
-    inputs = names.to_model_inputs({k: np.stack([w[k] for w in windows])
-                                    for k in names.RECORD_SEQUENCES})
-    outputs = {k: v.numpy() for k, v in model(inputs, training=False).items()}
-    return sentence_records.pool_windows({**outputs, names.EXAMPLE_INDEX: np.array(index)},
-                                         pooling)
 
 
 @pytest.mark.parametrize("case", ["pair", "regression", "chinese_pair"])
@@ -521,13 +505,14 @@ def test_exports_of_pairs_regression_and_wordpiece_pool_as_the_run(case, tmp_pat
                              max_seq_length=16, is_pair=is_pair, long_text="windows",
                              window_stride=stride, warmup_requests=False, **files)
     served = serve_text(path, **texts)
-    expected = window_answers(model, tokenizer, rows, 16, stride, window_pooling(regression))
+    _, expected = window_outputs(model, tokenizer, rows, 16, stride,
+                                 window_pooling(regression))
     assert sorted(served) == sorted(k for k in (names.LOGITS, names.PROBABILITIES,
                                                 names.PREDICTIONS) if k in expected)
     for name, values in served.items():
         np.testing.assert_allclose(values, expected[name], atol=1e-5, err_msg=name)
     # (the windows of a long text answer differently: the first alone would not do)
-    first = window_answers(model, tokenizer, rows[:1], 16, stride, {})
+    _, first = window_outputs(model, tokenizer, rows[:1], 16, stride, {})
     assert np.abs(first[names.LOGITS] - expected[names.LOGITS][:1]).max() > 1e-4
     if case == "pair":  # the texts that fit: the truncating export's answers
         cut = export_savedmodel(model, tmp_path / "truncate", kind="classifier",

@@ -30,6 +30,7 @@ from tests.helpers.layouts import brightmart_release
 from tests.helpers.paths import REPO, SPM_MODEL
 from tests.helpers.text_cases import ORIGINAL_PIECES
 from tests.helpers.tiny import tiny_config
+from tests.helpers.windows import window_outputs
 
 GOLDEN = [case["text"] for case in ORIGINAL_PIECES["texts"]]
 CHINESE = ["中文句子的分类。", "今天天气很好，我们去公园散步吧！", "他说：“这部电影真好看”",
@@ -507,24 +508,6 @@ LONG_TEXTS = ["the film was good " + "unbelievably wonderfully the plot and then
               "the film was bad " + "extraordinarily long music and actors " * 4]
 
 
-def pooled_windows(model, tokenizer, texts, sequence_length, pooling, stride=None) -> dict:
-    """The id model on each text's windows as the records make them
-    (`sentence_records.pack_windows`), pooled as the scripts pool them (`pool_windows`)."""
-    from albert_tf.data import sentence_records
-
-    windows, index = [], []
-    for i, text in enumerate(texts):
-        made = sentence_records.pack_windows(tokenizer.encode(text), None, sequence_length,
-                                             tokenizer, stride)
-        windows += made
-        index += [i] * len(made)
-    inputs = names.to_model_inputs({k: np.stack([w[k] for w in windows])
-                                    for k in names.RECORD_SEQUENCES})
-    outputs = {k: v.numpy() for k, v in model(inputs, training=False).items()}
-    outputs[names.EXAMPLE_INDEX] = np.array(index)
-    return outputs, sentence_records.pool_windows(outputs, pooling)
-
-
 def louder(model, scale: float = 300.0):
     """The head's weights `scale` times larger, so that a tiny random encoder's windows
     answer visibly differently (a test at 1e-5 that pools the wrong windows fails)."""
@@ -550,7 +533,7 @@ def test_classifier_reads_long_texts_in_windows_as_the_records(release, tmp_path
                                               long_text="windows", learning_rate=1e-3)
     louder(model)
     got = model.predict(LONG_TEXTS, batch_size=2, verbose=0)
-    windows, expected = pooled_windows(model.model, python, LONG_TEXTS, 16,
+    windows, expected = window_outputs(model.model, python, LONG_TEXTS, 16, None,
                                        CLASSIFICATION_POOLING)
     index = windows[names.EXAMPLE_INDEX]
     assert np.bincount(index).tolist()[1] == 1 and len(index) >= 7

@@ -24,8 +24,12 @@ the documents whose label block starts inside / past the first window), training
 sequences/s (steady: between the run's first and last progress lines) and texts/s
 (sequences/s over windows per text), the export's `serve_text` texts/s on the dev texts
 (batches of `--serve_batch`, best of `--serve_repeats` after an untimed pass) and the
-largest |probability difference| between its answers and the run's predictions. One
-Markdown table and the machine's CPU; the figures go to BENCHMARKS.md.
+largest |probability difference| between its answers and the run's predictions; for a
+windows run, the dev accuracy of each text's answer pooled from its windows' logits
+(the export's `serve_examples` on the run's dev window records) by the mean of their
+logits (the run's own rule, checked to give its classes), the mean of their
+probabilities, and the most confident window's class. One Markdown table and the
+machine's CPU; the figures go to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -268,6 +272,50 @@ def serve(export: pathlib.Path, texts: list[str]):
     return answers, len(texts) / best
 
 
+def window_logits(export: pathlib.Path, records: pathlib.Path):
+    """(logits [W, C], example index [W]) of the export's `serve_examples` on a run's
+    window records (its dev ones: each text's windows together, in order)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import names
+
+    signature = tf.saved_model.load(str(export)).signatures["serve_examples"]
+    serialized = list(tf.data.TFRecordDataset(str(records)).as_numpy_iterator())
+    logits = np.concatenate([
+        signature(examples=tf.constant(serialized[i:i + 64]))[names.LOGITS].numpy()
+        for i in range(0, len(serialized), 64)])
+    index = np.array([tf.train.Example.FromString(record).features.feature[
+        names.EXAMPLE_INDEX].int64_list.value[0] for record in serialized])
+    return logits, index
+
+
+def pooled_answers(logits, index) -> dict:
+    """Each text's class by the pooling rules (`POOLINGS`) of its windows' logits."""
+    import numpy as np
+
+    shifted = logits.astype(np.float64) - logits.max(-1, keepdims=True)
+    probabilities = np.exp(shifted) / np.exp(shifted).sum(-1, keepdims=True)
+    texts = int(index.max()) + 1
+    counts = np.bincount(index, minlength=texts)[:, None]
+    mean_logits = np.zeros((texts, logits.shape[-1]))
+    np.add.at(mean_logits, index, logits.astype(np.float64))
+    mean_probabilities = np.zeros_like(mean_logits)
+    np.add.at(mean_probabilities, index, probabilities)
+    confident = np.full(texts, -1.0)
+    most = np.zeros(texts, np.int64)
+    for row, (text, p) in enumerate(zip(index, probabilities)):
+        if p.max() > confident[text]:
+            confident[text], most[text] = p.max(), p.argmax()
+    return {"mean_logits": (mean_logits / counts).argmax(-1),
+            "mean_probabilities": (mean_probabilities / counts).argmax(-1),
+            "max_window": most}
+
+
+# Pooling rules compared on each windows run (the run's own is the mean of logits).
+POOLINGS = ("mean_logits", "mean_probabilities", "max_window")
+
+
 def cpu_model() -> str:
     """The CPU's model name, count and flags (bench_own_tasks.py's choice of them)."""
     from benchmarks.bench_own_tasks import cpu_flags
@@ -301,6 +349,14 @@ def main(argv) -> None:
             run["accuracy_past"] = float(right[past].mean()) if past.any() else 0.0
             served, run["serve_texts_per_second"] = serve(run["export"], facts["dev_texts"])
             run["export_difference"] = float(np.abs(served - probabilities).max())
+            if mode == "windows":
+                answers = pooled_answers(*window_logits(
+                    run["export"], work / f"{mode}_seed{seed}" /
+                    "classification_eval.tf_record"))
+                run["pooled"] = {rule: float((answer == labels).mean())
+                                 for rule, answer in answers.items()}
+                run["pooling_agrees"] = bool(np.array_equal(
+                    answers["mean_logits"], probabilities.argmax(-1)))
             runs[seed, mode] = run
 
     first = runs[FLAGS.seeds[0], "truncate"]["truncated"]
@@ -324,19 +380,29 @@ def main(argv) -> None:
                 for mode in MODES}
     print("\n| seed | long_text | dev accuracy | label in first window | label past it "
           "| train sequences/s | train texts/s | serve_text texts/s "
-          "| export vs predictions, max abs |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| export vs predictions, max abs | mean of logits | mean of probabilities "
+          "| most confident window |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (seed, mode), run in runs.items():
         sequences = run["steps_per_second"] * FLAGS.batch_size
         print(f"| {seed} | {mode} | {run['accuracy']:.3f} | {run['accuracy_inside']:.3f} "
               f"| {run['accuracy_past']:.3f} | {sequences:.1f} "
               f"| {sequences / per_text[mode]:.1f} | {run['serve_texts_per_second']:.1f} "
-              f"| {run['export_difference']:.1e} |")
+              f"| {run['export_difference']:.1e} | "
+              + " | ".join(f"{run['pooled'][rule]:.3f}" if "pooled" in run else "-"
+                           for rule in POOLINGS) + " |")
     for mode in MODES:
         accuracies = [runs[seed, mode]["accuracy"] for seed in FLAGS.seeds]
         print(f"{mode}: dev accuracy mean {np.mean(accuracies):.3f} (seeds: "
               f"{', '.join(f'{a:.3f}' for a in accuracies)}); minutes per run "
               f"{np.mean([runs[s, mode]['seconds'] for s in FLAGS.seeds]) / 60:.1f}")
+    for rule in POOLINGS:
+        accuracies = [runs[seed, "windows"]["pooled"][rule] for seed in FLAGS.seeds]
+        print(f"windows pooled by {rule}: dev accuracy mean {np.mean(accuracies):.3f} "
+              f"(seeds: {', '.join(f'{a:.3f}' for a in accuracies)})")
+    agrees = all(runs[seed, "windows"]["pooling_agrees"] for seed in FLAGS.seeds)
+    print(f"Mean of the export's window logits gives the runs' classes: "
+          f"{'yes' if agrees else 'NO'}")
     worst = max(run["export_difference"] for run in runs.values())
     print(f"Exports' serve_text against the runs' predictions: max abs difference "
           f"{worst:.1e} ({'within' if worst <= 1e-5 else 'NOT within'} 1e-5)")

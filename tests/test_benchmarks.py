@@ -391,6 +391,10 @@ def test_bench_long_text_truncates_and_windows_the_same_documents(tmp_path):
     for row in rows:
         assert all(0 <= float(x) <= 1 for x in row[2:5])
         assert float(row[5]) > 0 and float(row[7]) > 0 and float(row[8]) <= 1e-5
+    # the pooling rules of the windows run's window logits (none for truncating)
+    assert rows[0][9:] == ["-"] * 3 and all(0 <= float(x) <= 1 for x in rows[1][9:12])
+    assert float(rows[1][9]) == float(rows[1][2])  # the mean of logits is the run's rule
+    assert "the runs' classes: yes" in stdout
     assert "dev: 6 of 6 cut" in stdout and "(within 1e-5)" in stdout
     # every document holds the SST-2 sentences of its label, in a passage of the novel
     documents = [json.loads(line) for line in

@@ -45,6 +45,8 @@ LABEL_IDS = "label_ids"
 IS_REAL_EXAMPLE = "is_real_example"
 # A window of a long text (`--long_text=windows`): the place of its example in its split.
 EXAMPLE_INDEX = "example_index"
+# Its weight in the training loss (`--window_weight=inverse`: 1 / its example's windows).
+WINDOW_WEIGHT = "window_weight"
 # SQuAD records (the original run_squad_v1.py / run_squad_v2.py FeatureWriter).
 UNIQUE_IDS = "unique_ids"
 START_POSITIONS = "start_positions"

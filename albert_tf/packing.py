@@ -163,6 +163,11 @@ def truncate_seq_pair(tokens_a: list, tokens_b: list, max_length: int) -> None:
 TRUNCATE = "truncate"
 WINDOWS = "windows"
 LONG_TEXT_MODES = (TRUNCATE, WINDOWS)
+# How much each training window of a text weighs (`--window_weight`): 1, or
+# 1 / the text's windows (a text weighs 1 however many windows it makes).
+WINDOW_WEIGHT_ONE = "one"
+WINDOW_WEIGHT_INVERSE = "inverse"
+WINDOW_WEIGHTS = (WINDOW_WEIGHT_ONE, WINDOW_WEIGHT_INVERSE)
 
 
 def window_layout(lengths: Sequence, max_seq_length: int):

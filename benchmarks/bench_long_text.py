@@ -15,17 +15,22 @@ block lies past what `--max_seq_length` keeps cannot be answered from its first 
 Labels are balanced; the files are `{train,dev,test}.jsonl` (`text`, `label`); test is
 dev again, so that the run's predictions cover the dev texts.
 
-For each of `--seeds` (the same steps, seed and data for both): `run_classifier.py
+For each of `--seeds` (the same steps, seed and data for all): `run_classifier.py
 --task_name=classification` trains a small ALBERT from random weights (no pretrained
 English ALBERT is reachable offline; `--config`), evaluates, predicts and exports a
-SavedModel, once truncating and once in windows. Printed: what truncation cuts (the
+SavedModel, for each of `--modes` (truncating, in windows), the windows once for each
+of `--window_weights` (`--window_weight`: one, inverse). Printed: what truncation cuts (the
 run's data_report.json: examples cut, pieces dropped), each run's dev accuracy (also on
 the documents whose label block starts inside / past the first window), training
 sequences/s (steady: between the run's first and last progress lines) and texts/s
 (sequences/s over windows per text), the export's `serve_text` texts/s on the dev texts
 (batches of `--serve_batch`, best of `--serve_repeats` after an untimed pass) and the
-largest |probability difference| between its answers and the run's predictions. One
-Markdown table and the machine's CPU; the figures go to BENCHMARKS.md.
+largest |probability difference| between its answers and the run's predictions; for a
+windows run, the dev accuracy of each text's answer pooled from its windows' logits
+(the export's `serve_examples` on the run's dev window records) by the mean of their
+logits (the run's own rule, checked to give its classes), the mean of their
+probabilities, and the most confident window's class. One Markdown table and the
+machine's CPU; the figures go to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -82,6 +87,9 @@ flags.DEFINE_integer("min_words", 6, "SST-2 training sentences shorter than this
 flags.DEFINE_integer("data_seed", 0, "Seed of the documents.")
 flags.DEFINE_integer("serve_batch", 32, "Texts per serve_text call.")
 flags.DEFINE_integer("serve_repeats", 2, "Timed passes over the dev texts (the best kept).")
+flags.DEFINE_list("modes", ["truncate", "windows"], "The --long_text modes run.")
+flags.DEFINE_list("window_weights", ["one"], "The --window_weight of the windows runs "
+                  "(one, inverse): a windows run for each.")
 
 FLAGS = flags.FLAGS
 MODES = ("truncate", "windows")
@@ -211,7 +219,7 @@ def steady_steps_per_second(log: str) -> float:
     return float(rates[-1]) if rates else float("nan")
 
 
-def train(mode: str, seed: str, data: pathlib.Path, config: pathlib.Path,
+def train(mode: str, weight: str, seed: str, data: pathlib.Path, config: pathlib.Path,
           out: pathlib.Path) -> dict:
     steps = FLAGS.train_steps
     command = [
@@ -227,7 +235,8 @@ def train(mode: str, seed: str, data: pathlib.Path, config: pathlib.Path,
         f"--learning_rate={FLAGS.learning_rate}", f"--seed={seed}",
         f"--export_dir={out / 'export'}",
         *([f"--window_stride={FLAGS.window_stride}"]
-          if FLAGS.window_stride and mode == "windows" else [])]
+          if FLAGS.window_stride and mode == "windows" else []),
+        *([f"--window_weight={weight}"] if weight not in ("-", "one") else [])]
     began = time.time()
     done = children.run(command, capture_output=True, text=True, cwd=ROOT,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -268,6 +277,50 @@ def serve(export: pathlib.Path, texts: list[str]):
     return answers, len(texts) / best
 
 
+def window_logits(export: pathlib.Path, records: pathlib.Path):
+    """(logits [W, C], example index [W]) of the export's `serve_examples` on a run's
+    window records (its dev ones: each text's windows together, in order)."""
+    import numpy as np
+    import tensorflow as tf
+
+    from albert_tf import names
+
+    signature = tf.saved_model.load(str(export)).signatures["serve_examples"]
+    serialized = list(tf.data.TFRecordDataset(str(records)).as_numpy_iterator())
+    logits = np.concatenate([
+        signature(examples=tf.constant(serialized[i:i + 64]))[names.LOGITS].numpy()
+        for i in range(0, len(serialized), 64)])
+    index = np.array([tf.train.Example.FromString(record).features.feature[
+        names.EXAMPLE_INDEX].int64_list.value[0] for record in serialized])
+    return logits, index
+
+
+def pooled_answers(logits, index) -> dict:
+    """Each text's class by the pooling rules (`POOLINGS`) of its windows' logits."""
+    import numpy as np
+
+    shifted = logits.astype(np.float64) - logits.max(-1, keepdims=True)
+    probabilities = np.exp(shifted) / np.exp(shifted).sum(-1, keepdims=True)
+    texts = int(index.max()) + 1
+    counts = np.bincount(index, minlength=texts)[:, None]
+    mean_logits = np.zeros((texts, logits.shape[-1]))
+    np.add.at(mean_logits, index, logits.astype(np.float64))
+    mean_probabilities = np.zeros_like(mean_logits)
+    np.add.at(mean_probabilities, index, probabilities)
+    confident = np.full(texts, -1.0)
+    most = np.zeros(texts, np.int64)
+    for row, (text, p) in enumerate(zip(index, probabilities)):
+        if p.max() > confident[text]:
+            confident[text], most[text] = p.max(), p.argmax()
+    return {"mean_logits": (mean_logits / counts).argmax(-1),
+            "mean_probabilities": (mean_probabilities / counts).argmax(-1),
+            "max_window": most}
+
+
+# Pooling rules compared on each windows run (the run's own is the mean of logits).
+POOLINGS = ("mean_logits", "mean_probabilities", "max_window")
+
+
 def cpu_model() -> str:
     """The CPU's model name, count and flags (bench_own_tasks.py's choice of them)."""
     from benchmarks.bench_own_tasks import cpu_flags
@@ -284,6 +337,8 @@ def main(argv) -> None:
     del argv
     import numpy as np
 
+    if not set(FLAGS.modes) <= set(MODES) or not FLAGS.modes:
+        sys.exit(f"--modes: some of {', '.join(MODES)}")
     work = pathlib.Path(FLAGS.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     print(f"Machine: {cpu_model()}")
@@ -291,52 +346,82 @@ def main(argv) -> None:
     config = config_file(work)
     past = np.array(facts["dev"]["label_past_first_window"])
     labels = np.array(facts["dev_labels"])
+    settings = [(mode, weight) for mode in MODES if mode in FLAGS.modes
+                for weight in (FLAGS.window_weights if mode == "windows" else ["-"])]
     runs = {}
     for seed in FLAGS.seeds:
-        for mode in MODES:
-            run = train(mode, seed, work / "data", config, work / f"{mode}_seed{seed}")
+        for mode, weight in settings:
+            out = work / (f"{mode}_seed{seed}" if weight in ("-", "one") else
+                          f"{mode}_{weight}_seed{seed}")
+            run = train(mode, weight, seed, work / "data", config, out)
             probabilities = np.array(run["probabilities"])
             right = probabilities.argmax(-1) == labels
             run["accuracy_inside"] = float(right[~past].mean()) if (~past).any() else 0.0
             run["accuracy_past"] = float(right[past].mean()) if past.any() else 0.0
             served, run["serve_texts_per_second"] = serve(run["export"], facts["dev_texts"])
             run["export_difference"] = float(np.abs(served - probabilities).max())
-            runs[seed, mode] = run
+            if mode == "windows":
+                answers = pooled_answers(*window_logits(
+                    run["export"], out / "classification_eval.tf_record"))
+                run["pooled"] = {rule: float((answer == labels).mean())
+                                 for rule, answer in answers.items()}
+                run["pooling_agrees"] = bool(np.array_equal(
+                    answers["mean_logits"], probabilities.argmax(-1)))
+            runs[seed, mode, weight] = run
 
-    first = runs[FLAGS.seeds[0], "truncate"]["truncated"]
-    windowed = runs[FLAGS.seeds[0], "windows"]["truncated"]
+    seed = FLAGS.seeds[0]
+    reports = {mode: next(run["truncated"] for (s, m, _), run in runs.items()
+                          if s == seed and m == mode) for mode in FLAGS.modes}
+    texts = {split: next(iter(reports.values()))[split]["examples"]
+             for split in ("train", "dev")}
     print(f"\nDocuments: {facts['train']['documents']} train, {facts['dev']['documents']} "
           f"dev; config {FLAGS.config}, {FLAGS.train_steps} steps of {FLAGS.batch_size}, "
           f"--max_seq_length={FLAGS.max_seq_length}")
     for split in ("train", "dev"):
-        cut, split_facts = first[split], facts[split]
-        print(f"{split}: {cut['examples_cut']} of {cut['examples']} cut "
-              f"({cut['examples_cut'] / cut['examples']:.1%}), {cut['pieces_dropped']} of "
-              f"{split_facts['total_pieces']} pieces dropped "
-              f"({cut['pieces_dropped'] / split_facts['total_pieces']:.1%}), longest "
-              f"{cut['longest']} positions, mean {split_facts['mean_positions']:.0f}; "
-              f"label block past the first window: "
-              f"{np.mean(split_facts['label_past_first_window']):.1%}; windows: "
-              f"{windowed[split].get('windows', 0)} "
-              f"({windowed[split].get('windows', 0) / cut['examples']:.2f} a text)")
-    per_text = {mode: (runs[FLAGS.seeds[0], mode]["truncated"]["train"].get("windows") or
-                       first["train"]["examples"]) / first["train"]["examples"]
-                for mode in MODES}
-    print("\n| seed | long_text | dev accuracy | label in first window | label past it "
-          "| train sequences/s | train texts/s | serve_text texts/s "
-          "| export vs predictions, max abs |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for (seed, mode), run in runs.items():
+        split_facts = facts[split]
+        line = (f"{split}: longest {next(iter(reports.values()))[split]['longest']} "
+                f"positions, mean {split_facts['mean_positions']:.0f}; label block past the "
+                f"first window: {np.mean(split_facts['label_past_first_window']):.1%}")
+        if "truncate" in reports:
+            cut = reports["truncate"][split]
+            line += (f"; {cut['examples_cut']} of {cut['examples']} cut "
+                     f"({cut['examples_cut'] / cut['examples']:.1%}), {cut['pieces_dropped']} "
+                     f"of {split_facts['total_pieces']} pieces dropped "
+                     f"({cut['pieces_dropped'] / split_facts['total_pieces']:.1%})")
+        if "windows" in reports:
+            windows = reports["windows"][split].get("windows", 0)
+            line += f"; windows: {windows} ({windows / texts[split]:.2f} a text)"
+        print(line)
+    per_text = {mode: (report["train"].get("windows") or texts["train"]) / texts["train"]
+                for mode, report in reports.items()}
+    print("\n| seed | long_text | window_weight | dev accuracy | label in first window "
+          "| label past it | train sequences/s | train texts/s | serve_text texts/s "
+          "| export vs predictions, max abs | mean of logits | mean of probabilities "
+          "| most confident window |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (seed, mode, weight), run in runs.items():
         sequences = run["steps_per_second"] * FLAGS.batch_size
-        print(f"| {seed} | {mode} | {run['accuracy']:.3f} | {run['accuracy_inside']:.3f} "
-              f"| {run['accuracy_past']:.3f} | {sequences:.1f} "
-              f"| {sequences / per_text[mode]:.1f} | {run['serve_texts_per_second']:.1f} "
-              f"| {run['export_difference']:.1e} |")
-    for mode in MODES:
-        accuracies = [runs[seed, mode]["accuracy"] for seed in FLAGS.seeds]
-        print(f"{mode}: dev accuracy mean {np.mean(accuracies):.3f} (seeds: "
+        print(f"| {seed} | {mode} | {weight} | {run['accuracy']:.3f} "
+              f"| {run['accuracy_inside']:.3f} | {run['accuracy_past']:.3f} "
+              f"| {sequences:.1f} | {sequences / per_text[mode]:.1f} "
+              f"| {run['serve_texts_per_second']:.1f} | {run['export_difference']:.1e} | "
+              + " | ".join(f"{run['pooled'][rule]:.3f}" if "pooled" in run else "-"
+                           for rule in POOLINGS) + " |")
+    for mode, weight in settings:
+        these = [runs[seed, mode, weight] for seed in FLAGS.seeds]
+        name = mode if weight == "-" else f"{mode} ({weight})"
+        accuracies = [run["accuracy"] for run in these]
+        print(f"{name}: dev accuracy mean {np.mean(accuracies):.3f} (seeds: "
               f"{', '.join(f'{a:.3f}' for a in accuracies)}); minutes per run "
-              f"{np.mean([runs[s, mode]['seconds'] for s in FLAGS.seeds]) / 60:.1f}")
+              f"{np.mean([run['seconds'] for run in these]) / 60:.1f}")
+        for rule in POOLINGS if mode == "windows" else ():
+            accuracies = [run["pooled"][rule] for run in these]
+            print(f"  pooled by {rule}: dev accuracy mean {np.mean(accuracies):.3f} "
+                  f"(seeds: {', '.join(f'{a:.3f}' for a in accuracies)})")
+    if "windows" in FLAGS.modes:
+        agrees = all(run["pooling_agrees"] for run in runs.values() if "pooled" in run)
+        print(f"Mean of the export's window logits gives the runs' classes: "
+              f"{'yes' if agrees else 'NO'}")
     worst = max(run["export_difference"] for run in runs.values())
     print(f"Exports' serve_text against the runs' predictions: max abs difference "
           f"{worst:.1e} ({'within' if worst <= 1e-5 else 'NOT within'} 1e-5)")

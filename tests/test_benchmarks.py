@@ -368,7 +368,8 @@ def test_bench_long_text_truncates_and_windows_the_same_documents(tmp_path):
     """The harness of benchmarks/bench_long_text.py (times nothing that is asserted): a
     few documents built from a tiny SST-2-like folder and the demo's novel excerpt, a
     tiny model trained truncating and in windows, each run's row, and its export's
-    answers equal to its predictions."""
+    answers equal to its predictions; the windows runs' pooling columns, weighted
+    both ways."""
     from tests.helpers.paths import ALICE
 
     sst2 = tmp_path / "SST-2"
@@ -383,15 +384,24 @@ def test_bench_long_text_truncates_and_windows_the_same_documents(tmp_path):
         "bench_long_text.py", f"--sst2_dir={sst2}", f"--filler_text={ALICE}",
         f"--work_dir={work}", "--config=tiny", "--seeds=1", "--train_steps=4",
         "--batch_size=4", "--train_docs=8", "--dev_docs=6", "--max_seq_length=32",
-        "--min_pieces=40", "--max_pieces=60", "--min_words=1", "--serve_repeats=1")
+        "--min_pieces=40", "--max_pieces=60", "--min_words=1", "--serve_repeats=1",
+        "--window_weights=one,inverse")
     assert "CPU flags:" in stdout
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in stdout.splitlines()
             if line.startswith("| 1 |")]
-    assert [row[1] for row in rows] == ["truncate", "windows"]
+    assert [row[1:3] for row in rows] == [["truncate", "-"], ["windows", "one"],
+                                          ["windows", "inverse"]]
     for row in rows:
-        assert all(0 <= float(x) <= 1 for x in row[2:5])
-        assert float(row[5]) > 0 and float(row[7]) > 0 and float(row[8]) <= 1e-5
-    assert "dev: 6 of 6 cut" in stdout and "(within 1e-5)" in stdout
+        assert all(0 <= float(x) <= 1 for x in row[3:6])
+        assert float(row[6]) > 0 and float(row[8]) > 0 and float(row[9]) <= 1e-5
+    # the pooling rules of each windows run's window logits (none for truncating)
+    assert rows[0][10:] == ["-"] * 3
+    for row in rows[1:]:
+        assert all(0 <= float(x) <= 1 for x in row[10:13])
+        assert float(row[10]) == float(row[3])  # the mean of logits is the run's rule
+    assert "the runs' classes: yes" in stdout
+    assert "6 of 6 cut" in stdout and "(within 1e-5)" in stdout
+    assert (work / "windows_inverse_seed1" / "export").is_dir()
     # every document holds the SST-2 sentences of its label, in a passage of the novel
     documents = [json.loads(line) for line in
                  (work / "data" / "train.jsonl").read_text().splitlines()]

@@ -108,6 +108,66 @@ def test_a_long_text_is_written_in_windows_with_its_label_and_index(tmp_path, to
     assert names.EXAMPLE_INDEX not in first.features.feature
 
 
+def test_inverse_window_weights_are_recorded_only_when_asked(tmp_path, tokenizer):
+    """--window_weight=inverse: each window's record carries 1 / its text's windows (a
+    text that fits: 1), and the cache keys it; `one` records and keys no weight."""
+    task = sentence_records.SentenceTask("t", ("neg", "pos"), "eval_accuracy", False, False)
+    examples = [InputExample("a", "a good film", None, "pos"),
+                InputExample("b", LONG, None, "neg")]
+    weighted = tmp_path / "weighted.tf_record"
+    long_text = LongText("windows", weight="inverse")
+    assert sentence_records.write_examples(examples, task, 16, tokenizer, weighted,
+                                           long_text) == 4
+    spec = sentence_records.record_spec(task, 16, windows=True, weighted=True)
+    written = [tf.io.parse_single_example(r, spec)
+               for r in tf.data.TFRecordDataset(str(weighted))]
+    assert [float(r[names.WINDOW_WEIGHT]) for r in written] == pytest.approx(
+        [1, 1 / 3, 1 / 3, 1 / 3])
+    assert long_text.cache_settings()["window_weight"] == "inverse"
+    assert "window_weight" not in long_text.export_options()
+    plain = tmp_path / "one.tf_record"
+    sentence_records.write_examples(examples, task, 16, tokenizer, plain, LongText("windows"))
+    for record in tf.data.TFRecordDataset(str(plain)).as_numpy_iterator():
+        assert names.WINDOW_WEIGHT not in tf.train.Example.FromString(record).features.feature
+    assert LongText("windows").cache_settings() == {"long_text": "windows",
+                                                    "window_stride": None}
+    with pytest.raises(ValueError, match="needs long_text=windows"):
+        LongText("truncate", weight="inverse")
+
+
+def test_the_inverse_weighted_loss_is_the_weighted_mean_of_the_windows():
+    """A batch of three windows (two of one text, one of another), weighted 1/2, 1/2
+    and 1: the task's loss is sum(w * nll) / sum(w), and `one` the plain mean."""
+    from albert_tf.tasks.classification import ClassificationTask
+
+    logits = np.array([[2.0, 0.0], [0.0, 1.0], [1.0, 1.0]], np.float32)
+    labels = np.array([0, 0, 1])
+    nll = -np.log(np.exp(logits[np.arange(3), labels]) / np.exp(logits).sum(-1))
+    weights = np.array([0.5, 0.5, 1.0], np.float32)
+    outputs = {names.LOGITS: tf.constant(logits)}
+    features = {names.LABEL_IDS: tf.constant(labels), names.WINDOW_WEIGHT:
+                tf.constant(weights), names.INPUT_IDS: tf.zeros([3, 4], tf.int64)}
+    options = {"task_name": "classification", "text_a_field": "a", "output_dir": "x",
+               "do_train": True, "spm_model_file": SPM, "max_seq_length": 16,
+               "long_text": "windows"}
+    losses = {}
+    for weight in ("one", "inverse"):
+        task = ClassificationTask(ClassificationTask.Options.build(
+            {**options, "window_weight": weight}))
+        losses[weight] = float(task.objective().loss(outputs, features))
+    assert losses["one"] == pytest.approx(nll.mean(), rel=1e-6)
+    assert losses["inverse"] == pytest.approx((weights * nll).sum() / weights.sum(),
+                                              rel=1e-6)
+    # split in two micro-batches, the global denominator gives the same loss
+    objective = task.objective()
+    halves = [{k: v[:2] for k, v in features.items()}, {k: v[2:] for k, v in features.items()}]
+    total = objective.global_denominators([objective.denominators(h) for h in halves])
+    summed = sum(float(objective.numerators({names.LOGITS: tf.constant(logits[sl])}, h)
+                       ["loss"]) for sl, h in ((slice(0, 2), halves[0]),
+                                               (slice(2, 3), halves[1])))
+    assert summed / float(total["loss"]) == pytest.approx(losses["inverse"], rel=1e-6)
+
+
 def test_a_pair_slides_over_its_longer_text_beside_the_other(tokenizer):
     """--max_seq_length=16 (13 pieces for the pair): a question of 2 pieces is kept
     whole and the 25-piece passage read in windows of 11; a first text longer than
@@ -682,6 +742,7 @@ def test_cached_records_are_keyed_by_the_mode_and_stride(tmp_path, tokenizer):
      "--max_seq_length - 3, the other text keeping up to the other half), too few to "
      "slide (two at least): give --max_seq_length=7 or more"),
     ({"window_stride": 4}, "--window_stride=4 is for --long_text=windows"),
+    ({"window_weight": "inverse"}, "--window_weight=inverse is for --long_text=windows"),
 ])
 def test_windows_that_cannot_be_cut_are_refused_before_any_work(changes, message):
     from albert_tf.errors import UsageError
@@ -700,6 +761,12 @@ def test_windows_that_cannot_be_cut_are_refused_before_any_work(changes, message
         "long_text": "windows", "window_stride": 6, "max_seq_length": 16})
     with pytest.raises(UsageError, match="a pair's windows 6"):
         mrpc.validate()
+    # only classification and regression weigh their windows
+    weighted = {**options, **{k: None for k in changes}, "max_seq_length": 16,
+                "long_text": "windows", "window_weight": "inverse"}
+    ClassificationTask.Options.build(weighted).validate()
+    with pytest.raises(UsageError, match="only classification and regression weigh"):
+        MultiLabelTask.Options.build({**weighted, "task_name": "multi_label"}).validate()
 
 
 def test_the_scripts_refuse_in_one_line(tmp_path):

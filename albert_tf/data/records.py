@@ -68,7 +68,8 @@ class InputFeatures:
     example holds its choices' sequences one after another), the label (a float for
     regression) and whether the example is real (not TPU batch padding); a window of a
     long text (`--long_text=windows`) says which example it is of (`example_index`,
-    the example's place in its split; None: no window, no such feature)."""
+    the example's place in its split; None: no window, no such feature), and with
+    `--window_weight=inverse` its weight in training (`window_weight`; None: none)."""
 
     input_ids: list[int]
     input_mask: list[int]
@@ -76,6 +77,7 @@ class InputFeatures:
     label_id: int | float
     is_real_example: bool = True
     example_index: int | None = None
+    window_weight: float | None = None
 
     def to_record(self) -> bytes:
         """A serialized tf.Example in the original format."""
@@ -89,6 +91,8 @@ class InputFeatures:
         }
         if self.example_index is not None:
             features[names.EXAMPLE_INDEX] = int64_feature([self.example_index])
+        if self.window_weight is not None:
+            features[names.WINDOW_WEIGHT] = float_feature([self.window_weight])
         return make_example(features)
 
 

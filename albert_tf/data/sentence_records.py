@@ -57,40 +57,57 @@ class SentenceTask:
 @dataclasses.dataclass(frozen=True)
 class LongText:
     """How the records read a text longer than `max_seq_length` (`--long_text`,
-    `--window_stride`): cut by the original's rules (`truncate`: the original's
-    records), or whole in windows of `max_seq_length` every `stride` pieces (`windows`;
-    None: half the window, `packing.default_window_stride`)."""
+    `--window_stride`, `--window_weight`): cut by the original's rules (`truncate`: the
+    original's records), or whole in windows of `max_seq_length` every `stride` pieces
+    (`windows`; None: half the window, `packing.default_window_stride`), each window
+    weighing 1 in training (`weight` one: no weight recorded) or 1 / its text's windows
+    (`inverse`: each record's `window_weight`)."""
 
     mode: str = packing.TRUNCATE
     stride: int | None = None
+    weight: str = packing.WINDOW_WEIGHT_ONE
 
     def __post_init__(self):
         if self.mode not in packing.LONG_TEXT_MODES:
             raise ValueError(f"long_text must be one of {', '.join(packing.LONG_TEXT_MODES)}"
                              f", got {self.mode!r}")
+        if self.weight not in packing.WINDOW_WEIGHTS:
+            raise ValueError(f"window_weight must be one of "
+                             f"{', '.join(packing.WINDOW_WEIGHTS)}, got {self.weight!r}")
+        if self.weight != packing.WINDOW_WEIGHT_ONE and not self.windows:
+            raise ValueError(f"window_weight={self.weight} needs long_text=windows")
 
     @classmethod
     def of(cls, options) -> "LongText":
-        """The options' `long_text` and `window_stride` (a task without them: truncate)."""
+        """The options' `long_text`, `window_stride` and `window_weight` (a task
+        without them: truncate)."""
         return cls(getattr(options, "long_text", packing.TRUNCATE),
-                   getattr(options, "window_stride", None))
+                   getattr(options, "window_stride", None),
+                   getattr(options, "window_weight", packing.WINDOW_WEIGHT_ONE))
 
     @property
     def windows(self) -> bool:
         return self.mode == packing.WINDOWS
 
+    @property
+    def weighted(self) -> bool:
+        """Whether its records carry each window's `window_weight`."""
+        return self.weight != packing.WINDOW_WEIGHT_ONE
+
     def cache_settings(self) -> dict:
         """What cached records keep of it beside their other settings: nothing when
         they truncate (their settings stay the original's), the mode and stride when
         they are windows (so that neither is ever read for the other)."""
-        return {"long_text": self.mode, "window_stride": self.stride} if self.windows \
-            else {}
+        if not self.windows:
+            return {}
+        return {"long_text": self.mode, "window_stride": self.stride,
+                **({"window_weight": self.weight} if self.weighted else {})}
 
     def export_options(self) -> dict:
         """What `albert_tf.export.export_savedmodel` takes of it (its `serve_text`
         reads the windows too): nothing when it truncates (the export of a truncating
-        run is the one it always was)."""
-        return self.cache_settings()
+        run is the one it always was); a training weight is nothing to it."""
+        return {k: v for k, v in self.cache_settings().items() if k != "window_weight"}
 
 
 @dataclasses.dataclass
@@ -192,12 +209,17 @@ def convert_single_example(example: InputExample, task: SentenceTask,
 
 def convert_example_windows(example: InputExample, example_index: int,
                             task: SentenceTask, max_seq_length: int, tokenizer,
-                            stride: int | None = None) -> list[InputFeatures]:
+                            stride: int | None = None,
+                            weight: str = packing.WINDOW_WEIGHT_ONE) -> list[InputFeatures]:
     """The example's windows (`pack_windows`), each with its label and
-    `example_index`."""
+    `example_index` (`weight` inverse: and its `window_weight`, 1 / its windows)."""
     label = label_id(task, example.label)
-    return [_features(packed, label, example_index) for packed in pack_windows(
+    features = [_features(packed, label, example_index) for packed in pack_windows(
         *_example_ids(example, tokenizer), max_seq_length, tokenizer, stride)]
+    if weight == packing.WINDOW_WEIGHT_INVERSE:
+        for feature in features:
+            feature.window_weight = 1.0 / len(features)
+    return features
 
 
 def write_examples(examples: Sequence[InputExample], task: SentenceTask,
@@ -207,33 +229,37 @@ def write_examples(examples: Sequence[InputExample], task: SentenceTask,
     with `long_text` windows one per window; returns how many records."""
     if long_text is not None and long_text.windows:
         features = (f for index, e in enumerate(examples) for f in convert_example_windows(
-            e, index, task, max_seq_length, tokenizer, long_text.stride))
+            e, index, task, max_seq_length, tokenizer, long_text.stride, long_text.weight))
     else:
         features = (convert_single_example(e, task, max_seq_length, tokenizer)
                     for e in examples)
     return records.write_records(output_file, (f.to_record() for f in features))
 
 
-def record_spec(task: SentenceTask, max_seq_length: int, windows: bool = False) -> dict:
+def record_spec(task: SentenceTask, max_seq_length: int, windows: bool = False,
+                weighted: bool = False) -> dict:
     """The parsing spec of the task's records (`label_ids` float32 for regression; with
-    `windows`, each record's `example_index`)."""
+    `windows`, each record's `example_index`; `weighted`, its `window_weight`)."""
     return records.fixed_length_spec(max_seq_length, {
         "label_ids": tf.io.FixedLenFeature([], tf.float32 if task.is_regression
                                            else tf.int64),
         "is_real_example": tf.io.FixedLenFeature([], tf.int64),
         **({names.EXAMPLE_INDEX: tf.io.FixedLenFeature([], tf.int64)} if windows else {}),
+        **({names.WINDOW_WEIGHT: tf.io.FixedLenFeature([], tf.float32)} if weighted
+           else {}),
     })
 
 
 def sentence_dataset(files, task: SentenceTask, max_seq_length: int, batch_size: int, *,
                      training: bool, seed: int | None = None, drop_remainder: bool = False,
                      bucket_boundaries: list[int] | None = None, windows: bool = False,
-                     **kwargs) -> tf.data.Dataset:
+                     weighted: bool = False, **kwargs) -> tf.data.Dataset:
     """Batches of the task's records (original feature names), each padded to its own
-    longest sequence (`windows`: records of windows, their `example_index` read too);
-    see `records.fine_tuning_dataset`."""
+    longest sequence (`windows`: records of windows, their `example_index` read too;
+    `weighted`, their `window_weight`); see `records.fine_tuning_dataset`."""
     return records.fine_tuning_dataset(
-        files, record_spec(task, max_seq_length, windows), batch_size, training=training,
+        files, record_spec(task, max_seq_length, windows, weighted), batch_size,
+        training=training,
         seed=seed, drop_remainder=drop_remainder, bucket_boundaries=bucket_boundaries,
         **kwargs)
 

@@ -64,15 +64,25 @@ def check_run(options) -> None:
             f"--output_dir={options.output_dir}, and there is none")
 
 
-def check_long_text(options, is_pair: bool, max_qa_length: int | None = None) -> None:
+def check_long_text(options, is_pair: bool, max_qa_length: int | None = None,
+                    weights: bool = False) -> None:
     """`--long_text` and `--window_stride` (`LongTextOptions`) that can cut a text of
     the run (`is_pair`: a pair; `max_qa_length`: a multiple-choice context, beside
     endings of up to that many pieces) into windows: `--window_stride` only with
     windows, and smaller than the shortest window `--max_seq_length` gives (a pair's:
     half of `max_seq_length - 3`, beside its other text kept to the other half; a
     context's: `max_seq_length - 3 - max_qa_length`), which must hold two pieces at
-    least (for a stride of one)."""
+    least (for a stride of one). `--window_weight` other than one only with windows,
+    and only where the task `weights` its windows."""
     stride, length = options.window_stride, options.max_seq_length
+    weight = getattr(options, "window_weight", packing.WINDOW_WEIGHT_ONE)
+    if weight != packing.WINDOW_WEIGHT_ONE:
+        if options.long_text != packing.WINDOWS:
+            raise UsageError(f"--window_weight={weight} is for --long_text=windows "
+                             f"(--long_text={options.long_text} reads no window)")
+        if not weights:
+            raise UsageError(f"--window_weight={weight}: only classification and "
+                             "regression weigh their windows")
     if options.long_text != packing.WINDOWS:
         if stride is not None:
             raise UsageError(f"--window_stride={stride} is for --long_text=windows "

@@ -11,9 +11,11 @@ example's probabilities, or its score), and GLUE's submission file or, for your 
 `--long_text=windows` reads a text longer than `--max_seq_length` whole, in windows
 (`albert_tf.data.sentence_records.pack_windows`): each window trains as an example of
 its text's label, of weight 1 as SQuAD's windows are (a text of more windows weighs
-more), and a text's answer at evaluation and prediction is the mean of its windows'
-logits (`Data.example_outputs`), its probabilities their softmax, its class their
-argmax; a regression's score is the mean of its windows'.
+more; `--window_weight=inverse`: 1 / its text's windows, the loss their weighted
+mean, `objectives.WeightedMeanObjective`), and a text's answer at evaluation and
+prediction is the mean of its windows' logits (`Data.example_outputs`), its
+probabilities their softmax, its class their argmax; a regression's score is the mean
+of its windows'.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from albert_tf.tasks import register
 from albert_tf.tasks.base import Task
 from albert_tf.tasks.checks import check_long_text, wanted_splits
 from albert_tf.tasks.options import LongTextOptions, option
-from albert_tf.training.objectives import MeanObjective
+from albert_tf.training.objectives import MeanObjective, WeightedMeanObjective
 
 FILE_TASKS = ("classification", "regression")  # CSV / TSV / JSONL
 
@@ -170,7 +172,7 @@ class ClassificationTask(Task):
             super().validate()
             if name in FILE_TASKS and not self.text_a_field:
                 raise UsageError(f"--task_name={name} needs --text_a_field")
-            check_long_text(self, self.is_pair)
+            check_long_text(self, self.is_pair, weights=True)
 
         @property
         def is_pair(self) -> bool:
@@ -298,7 +300,8 @@ class ClassificationTask(Task):
             return sentence_records.sentence_dataset(
                 path, self.task.sentence_task, self.options.max_seq_length, batch_size,
                 training=training, seed=self.options.seed, drop_remainder=drop_remainder,
-                windows=self.long_text.windows, extra_spec=extra_spec)
+                windows=self.long_text.windows, weighted=self.long_text.weighted,
+                extra_spec=extra_spec)
 
     class Teaching(Task.Teaching):
         """The teacher's logits (softmax), or its score (a regression); its class or
@@ -337,11 +340,17 @@ class ClassificationTask(Task):
                                 dropout_rate=self.options.dropout_prob)
 
     def objective(self):
+        """The mean of the examples' losses (`--window_weight=inverse`: weighted by
+        each window's `window_weight`)."""
         if self.is_regression:
-            return MeanObjective(lambda o, f: losses.regression_loss(
-                o[names.PREDICTIONS], f[names.LABEL_IDS], per_example=True))
-        return MeanObjective(lambda o, f: losses.classification_loss(
-            o[names.LOGITS], f[names.LABEL_IDS], per_example=True))
+            loss = lambda o, f: losses.regression_loss(  # noqa: E731
+                o[names.PREDICTIONS], f[names.LABEL_IDS], per_example=True)
+        else:
+            loss = lambda o, f: losses.classification_loss(  # noqa: E731
+                o[names.LOGITS], f[names.LABEL_IDS], per_example=True)
+        if sentence_records.LongText.of(self.options).weighted:
+            return WeightedMeanObjective(loss, names.WINDOW_WEIGHT)
+        return MeanObjective(loss)
 
     # ----------------------------------------------------------------- results
     def metrics(self, examples, outputs) -> dict:

@@ -558,3 +558,8 @@ class LongTextOptions(Options):
         None, "With --long_text=windows: the pieces from one window's start to the "
         "next's, as SQuAD's --doc_stride (default: half the window); smaller than the "
         "window.", minimum=1)
+    window_weight: str = option(
+        packing.WINDOW_WEIGHT_ONE, "With --long_text=windows (classification and "
+        "regression): what each training window weighs in the loss. one: 1 (a text of "
+        "more windows weighs more). inverse: 1 / its text's windows (each text weighs "
+        "1; the loss the weighted mean).", choices=packing.WINDOW_WEIGHTS)

@@ -77,6 +77,24 @@ class MeanObjective(Objective):
         return {self.name: _batch_size(features)}
 
 
+class WeightedMeanObjective(MeanObjective):
+    """The mean over the examples of a per-example loss ([B] float), each weighted by
+    the float feature `weight`: sum(weight * loss) / sum(weight) (the weights of the
+    whole global batch in the denominator)."""
+
+    def __init__(self, per_example_loss: Callable, weight: str, name: str = "loss"):
+        super().__init__(per_example_loss, name)
+        self.weight = weight
+
+    def numerators(self, outputs, features):
+        weights = tf.cast(tf.reshape(features[self.weight], [-1]), tf.float32)
+        return {self.name: tf.reduce_sum(weights * tf.cast(
+            self.per_example_loss(outputs, features), tf.float32))}
+
+    def denominators(self, features):
+        return {self.name: tf.reduce_sum(tf.cast(features[self.weight], tf.float32))}
+
+
 class PretrainingObjective(Objective):
     """The original `run_pretraining.py` loss (`losses.pretraining_loss`): masked LM
     (weighted mean with the 1e-5 denominator) plus sentence order (mean), its sums

@@ -179,20 +179,20 @@ def made_task(task_class, options, tokenizer, files, report: DataReport):
     data = SplitData(files, report)
     data.reader = task_class(options, tokenizer)
     if data.reader.data.has_labels:
-        labels = resolve_labels(options, options.output_dir,
-                                lambda: data.reader.data.discover_labels(data["train"]))
         if not isinstance(options, TaskOptions):
             from albert_tf.tasks import TaskModuleError
 
             raise TaskModuleError(f"{task_class.__name__} has labels, but its Options "
                                   "no --labels: derive them from Task.Options")
+        labels = resolve_labels(options, options.output_dir,
+                                lambda: data.reader.data.discover_labels(data["train"]))
         options = options.replace(labels=tuple(labels))
         data.reader = task_class(options, tokenizer)
     derived = data.reader.data.derived_options(data)
-    if derived:
+    if derived:  # (else the reader is the run's task already)
         options = options.replace(**derived)
-    task = data.reader = task_class(options, tokenizer)
-    return task, options, {split: data[split] for split in files}
+        data.reader = task_class(options, tokenizer)
+    return data.reader, options, {split: data[split] for split in files}
 
 
 def check_data(task, report: DataReport) -> None:

@@ -77,14 +77,6 @@ class LongText:
         if self.weight != packing.WINDOW_WEIGHT_ONE and not self.windows:
             raise ValueError(f"window_weight={self.weight} needs long_text=windows")
 
-    @classmethod
-    def of(cls, options) -> "LongText":
-        """The options' `long_text`, `window_stride` and `window_weight` (a task
-        without them: truncate)."""
-        return cls(getattr(options, "long_text", packing.TRUNCATE),
-                   getattr(options, "window_stride", None),
-                   getattr(options, "window_weight", packing.WINDOW_WEIGHT_ONE))
-
     @property
     def windows(self) -> bool:
         return self.mode == packing.WINDOWS

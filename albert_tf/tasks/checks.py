@@ -75,7 +75,7 @@ def check_long_text(options, is_pair: bool, max_qa_length: int | None = None,
     least (for a stride of one). `--window_weight` other than one only with windows,
     and only where the task `weights` its windows."""
     stride, length = options.window_stride, options.max_seq_length
-    weight = getattr(options, "window_weight", packing.WINDOW_WEIGHT_ONE)
+    weight = options.window_weight
     if weight != packing.WINDOW_WEIGHT_ONE:
         if options.long_text != packing.WINDOWS:
             raise UsageError(f"--window_weight={weight} is for --long_text=windows "

@@ -348,7 +348,7 @@ class ClassificationTask(Task):
         else:
             loss = lambda o, f: losses.classification_loss(  # noqa: E731
                 o[names.LOGITS], f[names.LABEL_IDS], per_example=True)
-        if sentence_records.LongText.of(self.options).weighted:
+        if self.data.long_text.weighted:
             return WeightedMeanObjective(loss, names.WINDOW_WEIGHT)
         return MeanObjective(loss)
 

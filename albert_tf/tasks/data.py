@@ -29,6 +29,7 @@ from albert_tf.data import cache, records, tabular
 from albert_tf.data.sentence_records import LongText, pack_pair, pack_windows
 from albert_tf.errors import UsageError
 from albert_tf.tasks.checks import check_file, given_file, wanted_splits
+from albert_tf.tasks.options import LongTextOptions
 
 
 class TaskData:
@@ -120,10 +121,13 @@ class TaskData:
 
     @property
     def long_text(self) -> LongText:
-        """How texts longer than `max_seq_length` are read: `--long_text` and
-        `--window_stride` of a task whose options have them
+        """How texts longer than `max_seq_length` are read: `--long_text`,
+        `--window_stride` and `--window_weight` of a task whose options have them
         (`albert_tf.tasks.options.LongTextOptions`), else truncated."""
-        return LongText.of(self.options)
+        o = self.options
+        if not isinstance(o, LongTextOptions):
+            return LongText()
+        return LongText(o.long_text, o.window_stride, o.window_weight)
 
     def with_windows(self, features: tuple[str, ...]) -> tuple[str, ...]:
         """`features`, and each record's text (`example_index`) where texts are read in

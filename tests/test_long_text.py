@@ -135,6 +135,79 @@ def test_inverse_window_weights_are_recorded_only_when_asked(tmp_path, tokenizer
         LongText("truncate", weight="inverse")
 
 
+def test_a_cap_keeps_evenly_spaced_windows_the_first_and_the_last(tmp_path, tokenizer):
+    """--max_windows_per_text=N: a text of more than N windows keeps N of them, evenly
+    spaced, the first and the last among them (1: the first), in order; fewer are all
+    kept. The records are exactly those windows' (inverse weights: 1 / the windows
+    kept), a cap no text reaches writes the uncapped bytes, the cache keys the cap and
+    the export ignores it, and only the training split is capped."""
+    assert packing.capped_windows(range(7), 3) == [0, 3, 6]
+    assert packing.capped_windows(range(6), 3) == [0, 3, 5]  # 2.5 rounds up
+    assert packing.capped_windows(range(4), 2) == [0, 3]
+    assert packing.capped_windows(range(5), 1) == [0]
+    assert packing.capped_windows(range(3), 3) == packing.capped_windows(range(3), 0) == [
+        0, 1, 2]
+    for count in range(1, 12):
+        for cap in range(1, 6):
+            kept = packing.capped_windows(range(count), cap)
+            assert len(kept) == min(count, cap) and kept == sorted(set(kept))
+            assert kept[0] == 0 and (cap == 1 or kept[-1] == count - 1)
+    with pytest.raises(ValueError, match="0 \\(no cap\\) or more"):
+        packing.capped_windows(range(3), -1)
+
+    task = sentence_records.SentenceTask("t", ("neg", "pos"), "eval_accuracy", False, False)
+    examples = [InputExample("a", "a good film", None, "pos"),
+                InputExample("b", LONG, None, "neg"),
+                InputExample("c", LONG + " then the plot", None, "pos")]
+
+    def written(long_text, name):
+        path = tmp_path / f"{name}.tf_record"
+        sentence_records.write_examples(examples, task, 16, tokenizer, path, long_text)
+        return [tf.train.Example.FromString(r) for r in
+                tf.data.TFRecordDataset(str(path)).as_numpy_iterator()]
+
+    def index(record):
+        return record.features.feature[names.EXAMPLE_INDEX].int64_list.value[0]
+
+    every = written(LongText("windows", stride=3), "every")
+    by_text = [[r for r in every if index(r) == i] for i in range(3)]
+    assert [len(windows) for windows in by_text] == [1, 5, 6]
+    capped = written(LongText("windows", stride=3, max_windows=3), "capped")
+    assert capped == [r for windows in by_text for r in packing.capped_windows(windows, 3)]
+    assert [index(r) for r in capped] == [0, 1, 1, 1, 2, 2, 2]
+    weighted = written(LongText("windows", 3, "inverse", 2), "weighted")
+    assert [r.features.feature[names.WINDOW_WEIGHT].float_list.value[0]
+            for r in weighted] == pytest.approx([1, 1 / 2, 1 / 2, 1 / 2, 1 / 2])
+    assert [list(r.features.feature[names.INPUT_IDS].int64_list.value) for r in
+            weighted] == [list(r.features.feature[names.INPUT_IDS].int64_list.value) for r in
+                          [by_text[0][0], by_text[1][0], by_text[1][-1], by_text[2][0],
+                           by_text[2][-1]]]
+    # a cap no text reaches: the very records of no cap
+    written(LongText("windows", stride=3, max_windows=6), "loose")
+    assert (tmp_path / "loose.tf_record").read_bytes() == (
+        tmp_path / "every.tf_record").read_bytes()
+
+    long_text = LongText("windows", max_windows=2)
+    assert long_text.cache_settings() == {"long_text": "windows", "window_stride": None,
+                                          "max_windows_per_text": 2}
+    assert long_text.export_options() == {"long_text": "windows", "window_stride": None}
+    assert long_text.at("train") is long_text
+    assert long_text.at("dev") == long_text.at("test") == LongText("windows")
+    with pytest.raises(ValueError, match="needs long_text=windows"):
+        LongText("truncate", max_windows=2)
+    with pytest.raises(ValueError, match="0 \\(no cap\\) or more"):
+        LongText("windows", max_windows=-1)
+
+    # multiple choice: a question's windows over its context, capped alike
+    row = {"id": "q", "context": "the car was red " + LONG * 2, "question": "which colour?",
+           "choices": ["red", "blue"], "label": 0}
+    (all_windows,) = choice_windows(tokenizer, [row], 32, 8, stride=4)
+    (kept,) = choice_windows(tokenizer, [row], 32, 8, stride=4, max_windows=3)
+    assert len(all_windows) > 3
+    assert [f.input_ids for f in kept] == [
+        f.input_ids for f in packing.capped_windows(all_windows, 3)]
+
+
 def test_the_inverse_weighted_loss_is_the_weighted_mean_of_the_windows():
     """A batch of three windows (two of one text, one of another), weighted 1/2, 1/2
     and 1: the task's loss is sum(w * nll) / sum(w), and `one` the plain mean."""
@@ -743,6 +816,9 @@ def test_cached_records_are_keyed_by_the_mode_and_stride(tmp_path, tokenizer):
      "slide (two at least): give --max_seq_length=7 or more"),
     ({"window_stride": 4}, "--window_stride=4 is for --long_text=windows"),
     ({"window_weight": "inverse"}, "--window_weight=inverse is for --long_text=windows"),
+    ({"max_windows_per_text": 2},
+     "--max_windows_per_text=2 is for --long_text=windows (--long_text=truncate reads no "
+     "window)"),
 ])
 def test_windows_that_cannot_be_cut_are_refused_before_any_work(changes, message):
     from albert_tf.errors import UsageError
@@ -762,8 +838,8 @@ def test_windows_that_cannot_be_cut_are_refused_before_any_work(changes, message
     with pytest.raises(UsageError, match="a pair's windows 6"):
         mrpc.validate()
     # only classification and regression weigh their windows
-    weighted = {**options, **{k: None for k in changes}, "max_seq_length": 16,
-                "long_text": "windows", "window_weight": "inverse"}
+    weighted = {**{k: v for k, v in options.items() if k not in changes},
+                "max_seq_length": 16, "long_text": "windows", "window_weight": "inverse"}
     ClassificationTask.Options.build(weighted).validate()
     with pytest.raises(UsageError, match="only classification and regression weigh"):
         MultiLabelTask.Options.build({**weighted, "task_name": "multi_label"}).validate()
@@ -815,7 +891,7 @@ def write_questions(path, count, long_rows, seed):
 
 
 def choice_windows(tokenizer, rows, max_seq_length, max_qa_length, num_choices=4,
-                   stride=None):
+                   stride=None, max_windows=0):
     """The records `choice_records.convert_example_windows` makes of each row, by row."""
     from albert_tf.data import choice_records
 
@@ -824,7 +900,7 @@ def choice_windows(tokenizer, rows, max_seq_length, max_qa_length, num_choices=4
             choice_records.make_ending(tokenizer.preprocess(r["question"]),
                                        tokenizer.preprocess(c)) for c in r["choices"]],
             r.get("label", -1)), i, max_seq_length, max_qa_length, tokenizer, num_choices,
-        stride) for i, r in enumerate(rows)]
+        stride, max_windows) for i, r in enumerate(rows)]
 
 
 def test_a_long_context_is_read_in_windows_beside_every_choice(tokenizer):

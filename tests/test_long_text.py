@@ -570,6 +570,106 @@ def test_distillation_with_lora_reads_windows(classified, tmp_path, tokenizer):
         accuracy)
 
 
+def test_a_capped_run_trains_on_the_chosen_windows_and_evaluates_every_one(
+        classified, tmp_path, tokenizer):
+    """--max_windows_per_text=2 on the 40 training texts (five batches; their long
+    ones of 2 windows and more): the training records are exactly each text's first
+    and last windows (`packing.capped_windows`), with its label and index, and the
+    cache and report say so; the dev records are every window, and the dev accuracy is
+    that of the model's logits pooled over all of a text's windows."""
+    root, _, splits, _ = classified
+    out = tmp_path / "capped"
+    run_script(
+        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+        "--text_a_field=text", "--label_field=label", "--long_text=windows",
+        "--max_windows_per_text=2", "--do_train", "--do_eval", f"--spm_model_file={SPM}",
+        f"--albert_config_file={write_tiny_config(tmp_path)}", f"--output_dir={out}",
+        "--max_seq_length=16", "--train_batch_size=8", "--eval_batch_size=8",
+        "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2",
+        "--learning_rate=1e-2", "--dropout_prob=0")
+    every = [sentence_records.pack_windows(tokenizer.encode(text), None, 16, tokenizer)
+             for text, _ in splits["train"]]
+    chosen = [(i, window) for i, windows in enumerate(every)
+              for window in packing.capped_windows(windows, 2)]
+    assert max(map(len, every)) >= 3
+    written = read_records(out / "classification_train.tf_record", 16)
+    assert len(written) == len(chosen) == sum(min(len(w), 2) for w in every) < sum(
+        map(len, every))
+    for record, (i, window) in zip(written, chosen):
+        assert int(record[names.EXAMPLE_INDEX]) == i
+        assert int(record[names.LABEL_IDS]) == ["neg", "pos"].index(splits["train"][i][1])
+        np.testing.assert_array_equal(record[names.INPUT_IDS].numpy(),
+                                      window[names.INPUT_IDS])
+    meta = {split: json.loads((out / f"classification_{name}.tf_record.meta.json")
+                              .read_text()) for split, name in (("train", "train"),
+                                                                ("dev", "eval"))}
+    assert meta["train"]["settings"]["max_windows_per_text"] == 2
+    assert meta["train"]["truncated"]["windows"] == len(written)
+    assert "max_windows_per_text" not in meta["dev"]["settings"]
+    dev_logits = window_logits(trained_classifier(out / "model.ckpt-best"), tokenizer,
+                               [t for t, _ in splits["dev"]], 16)
+    assert meta["dev"]["num_examples"] == sum(map(len, dev_logits)) > 20
+    guessed = [["neg", "pos"][int(logits.mean(0).argmax())] for logits in dev_logits]
+    accuracy = np.mean([g == label for g, (_, label) in zip(guessed, splits["dev"])])
+    assert results(out / "eval_results.txt")["eval_accuracy"] == pytest.approx(accuracy)
+
+
+def test_distillation_weighs_each_window_one_over_its_texts_windows(classified, tmp_path,
+                                                                   tokenizer):
+    """A student (--teacher_checkpoint) with --window_weight=inverse: the teacher's
+    logits are cached one per window record (the teacher's own, 1e-5), each record
+    with its weight, 1 / its text's windows; the student's objective weighs both its
+    terms (the labels' and the teacher's) by them."""
+    from albert_tf.tasks.classification import ClassificationTask
+    from albert_tf.training import distillation
+
+    root, out, splits, _ = classified
+    cache, student = tmp_path / "cache", tmp_path / "student"
+    run_script(
+        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+        "--text_a_field=text", "--label_field=label", "--long_text=windows",
+        "--window_weight=inverse", "--do_train", f"--spm_model_file={SPM}",
+        f"--albert_config_file={out / 'albert_config.json'}", f"--output_dir={student}",
+        f"--teacher_checkpoint={out / 'model.ckpt-best'}",
+        f"--teacher_config_file={out / 'albert_config.json'}", f"--cached_dir={cache}",
+        "--max_seq_length=16", "--train_batch_size=8", "--train_step=2",
+        "--learning_rate=1e-2", "--dropout_prob=0")
+    (written,) = cache.glob("*.teacher.tf_record")
+    stored = [tf.train.Example.FromString(r).features.feature for r in
+              tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+    train = window_logits(trained_classifier(out / "model.ckpt-best"), tokenizer,
+                          [t for t, _ in splits["train"]], 16)
+    np.testing.assert_allclose([f["teacher_logits"].float_list.value for f in stored],
+                               np.concatenate(train), atol=1e-5)
+    weights = [f[names.WINDOW_WEIGHT].float_list.value[0] for f in stored]
+    assert weights == pytest.approx([1 / len(x) for x in train for _ in x])
+
+    # the student's objective (`student_objective`: the task's, mixed with the teacher's)
+    task = ClassificationTask(ClassificationTask.Options.build({
+        "task_name": "classification", "text_a_field": "text", "output_dir": "x",
+        "do_train": True, "spm_model_file": SPM, "max_seq_length": 16,
+        "long_text": "windows", "window_weight": "inverse"}))
+    objective = distillation.DistillationObjective(task.objective(), alpha=0.3)
+    rng = np.random.default_rng(0)
+    w = np.array([1, 1 / 3, 1 / 3, 1 / 3, 1 / 2, 1 / 2], np.float32)
+    logits = rng.normal(size=(6, 2)).astype(np.float32)
+    teacher = rng.normal(size=(6, 2)).astype(np.float32)
+    labels = np.array([0, 1, 1, 1, 0, 0])
+    terms = objective.terms({names.LOGITS: tf.constant(logits)}, {
+        names.LABEL_IDS: tf.constant(labels), names.WINDOW_WEIGHT: tf.constant(w),
+        distillation.TEACHER_LOGITS: tf.constant(teacher),
+        names.INPUT_IDS: tf.zeros([6, 4], tf.int64)})
+
+    def log_softmax(x):
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+    nll = -log_softmax(logits)[np.arange(6), labels]
+    kl = (np.exp(log_softmax(teacher)) * (log_softmax(teacher) - log_softmax(logits))).sum(-1)
+    assert float(terms["loss"]) == pytest.approx(0.7 * (w * nll).sum() / w.sum(), rel=1e-5)
+    assert float(terms["distillation_loss"]) == pytest.approx(
+        0.3 * (w * kl).sum() / w.sum(), rel=1e-5)
+
+
 def test_the_export_script_takes_the_windows_flags(classified, tmp_path, tokenizer):
     """export_savedmodel.py of the run's checkpoint with --long_text=windows and
     --window_stride: the checkpoint's answers on pairs pooled over the windows of that

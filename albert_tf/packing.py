@@ -168,6 +168,27 @@ LONG_TEXT_MODES = (TRUNCATE, WINDOWS)
 WINDOW_WEIGHT_ONE = "one"
 WINDOW_WEIGHT_INVERSE = "inverse"
 WINDOW_WEIGHTS = (WINDOW_WEIGHT_ONE, WINDOW_WEIGHT_INVERSE)
+# The split whose texts `--max_windows_per_text` caps (the others read every window).
+CAPPED_SPLIT = "train"
+
+
+def capped_windows(windows: Sequence, cap: int) -> list:
+    """The `windows` of one text that a training run with `--max_windows_per_text=cap`
+    keeps (0: no cap): all of them where they are `cap` or fewer, else `cap` of them
+    evenly spaced over the text, in order, the first and the last always among them (1:
+    the first alone, the truncating record's start): window
+    `round(i * (len(windows) - 1) / (cap - 1))` for i in 0 .. cap - 1, halves rounded
+    up. No randomness: a text keeps the same windows in every run."""
+    if cap < 0:
+        raise ValueError(f"max_windows_per_text must be 0 (no cap) or more, got {cap}")
+    windows = list(windows)
+    count = len(windows)
+    if not cap or count <= cap:
+        return windows
+    if cap == 1:
+        return windows[:1]
+    return [windows[(2 * i * (count - 1) + cap - 1) // (2 * (cap - 1))]
+            for i in range(cap)]
 
 
 def window_layout(lengths: Sequence, max_seq_length: int):

@@ -19,11 +19,12 @@ For each of `--seeds` (the same steps, seed and data for all): `run_classifier.p
 --task_name=classification` trains a small ALBERT from random weights (no pretrained
 English ALBERT is reachable offline; `--config`), evaluates, predicts and exports a
 SavedModel, for each of `--modes` (truncating, in windows), the windows once for each
-of `--window_weights` (`--window_weight`: one, inverse). Printed: what truncation cuts (the
+of `--window_weights` (`--window_weight`: one, inverse) and of `--window_caps`
+(`--max_windows_per_text`, 0: none). Printed: what truncation cuts (the
 run's data_report.json: examples cut, pieces dropped), each run's dev accuracy (also on
 the documents whose label block starts inside / past the first window), training
 sequences/s (steady: between the run's first and last progress lines) and texts/s
-(sequences/s over windows per text), the export's `serve_text` texts/s on the dev texts
+(sequences/s over training windows per text), the export's `serve_text` texts/s on the dev texts
 (batches of `--serve_batch`, best of `--serve_repeats` after an untimed pass) and the
 largest |probability difference| between its answers and the run's predictions; for a
 windows run, the dev accuracy of each text's answer pooled from its windows' logits
@@ -90,6 +91,8 @@ flags.DEFINE_integer("serve_repeats", 2, "Timed passes over the dev texts (the b
 flags.DEFINE_list("modes", ["truncate", "windows"], "The --long_text modes run.")
 flags.DEFINE_list("window_weights", ["one"], "The --window_weight of the windows runs "
                   "(one, inverse): a windows run for each.")
+flags.DEFINE_list("window_caps", ["0"], "The --max_windows_per_text of the windows runs "
+                  "(0: no cap): a windows run for each, with each --window_weights.")
 
 FLAGS = flags.FLAGS
 MODES = ("truncate", "windows")
@@ -219,8 +222,8 @@ def steady_steps_per_second(log: str) -> float:
     return float(rates[-1]) if rates else float("nan")
 
 
-def train(mode: str, weight: str, seed: str, data: pathlib.Path, config: pathlib.Path,
-          out: pathlib.Path) -> dict:
+def train(mode: str, weight: str, cap: str, seed: str, data: pathlib.Path,
+          config: pathlib.Path, out: pathlib.Path) -> dict:
     steps = FLAGS.train_steps
     command = [
         sys.executable, str(ROOT / "run_classifier.py"), "--task_name=classification",
@@ -236,7 +239,8 @@ def train(mode: str, weight: str, seed: str, data: pathlib.Path, config: pathlib
         f"--export_dir={out / 'export'}",
         *([f"--window_stride={FLAGS.window_stride}"]
           if FLAGS.window_stride and mode == "windows" else []),
-        *([f"--window_weight={weight}"] if weight not in ("-", "one") else [])]
+        *([f"--window_weight={weight}"] if weight not in ("-", "one") else []),
+        *([f"--max_windows_per_text={cap}"] if cap not in ("-", "0") else [])]
     began = time.time()
     done = children.run(command, capture_output=True, text=True, cwd=ROOT,
                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
@@ -346,14 +350,16 @@ def main(argv) -> None:
     config = config_file(work)
     past = np.array(facts["dev"]["label_past_first_window"])
     labels = np.array(facts["dev_labels"])
-    settings = [(mode, weight) for mode in MODES if mode in FLAGS.modes
-                for weight in (FLAGS.window_weights if mode == "windows" else ["-"])]
+    settings = [(mode, weight, cap) for mode in MODES if mode in FLAGS.modes
+                for weight in (FLAGS.window_weights if mode == "windows" else ["-"])
+                for cap in (FLAGS.window_caps if mode == "windows" else ["-"])]
     runs = {}
     for seed in FLAGS.seeds:
-        for mode, weight in settings:
-            out = work / (f"{mode}_seed{seed}" if weight in ("-", "one") else
-                          f"{mode}_{weight}_seed{seed}")
-            run = train(mode, weight, seed, work / "data", config, out)
+        for mode, weight, cap in settings:
+            out = work / "_".join([mode, *([weight] if weight not in ("-", "one") else []),
+                                   *([f"cap{cap}"] if cap not in ("-", "0") else []),
+                                   f"seed{seed}"])
+            run = train(mode, weight, cap, seed, work / "data", config, out)
             probabilities = np.array(run["probabilities"])
             right = probabilities.argmax(-1) == labels
             run["accuracy_inside"] = float(right[~past].mean()) if (~past).any() else 0.0
@@ -367,11 +373,16 @@ def main(argv) -> None:
                                  for rule, answer in answers.items()}
                 run["pooling_agrees"] = bool(np.array_equal(
                     answers["mean_logits"], probabilities.argmax(-1)))
-            runs[seed, mode, weight] = run
+            runs[seed, mode, weight, cap] = run
 
     seed = FLAGS.seeds[0]
-    reports = {mode: next(run["truncated"] for (s, m, _), run in runs.items()
-                          if s == seed and m == mode) for mode in FLAGS.modes}
+    # each mode's first run, one without a cap where there is one (a cap's training
+    # windows are fewer)
+    firsts = {mode: min((((c not in ("-", "0"), c), run["truncated"])
+                         for (s, m, _, c), run in runs.items() if s == seed and m == mode),
+                        key=lambda pair: pair[0])
+              for mode in FLAGS.modes}
+    reports = {mode: report for mode, (_, report) in firsts.items()}
     texts = {split: next(iter(reports.values()))[split]["examples"]
              for split in ("train", "dev")}
     print(f"\nDocuments: {facts['train']['documents']} train, {facts['dev']['documents']} "
@@ -390,26 +401,32 @@ def main(argv) -> None:
                      f"({cut['pieces_dropped'] / split_facts['total_pieces']:.1%})")
         if "windows" in reports:
             windows = reports["windows"][split].get("windows", 0)
-            line += f"; windows: {windows} ({windows / texts[split]:.2f} a text)"
+            capped, cap = firsts["windows"][0]
+            line += (f"; windows: {windows} ({windows / texts[split]:.2f} a text"
+                     + (f", at most {cap} in training)" if capped and split == "train"
+                        else ")"))
         print(line)
-    per_text = {mode: (report["train"].get("windows") or texts["train"]) / texts["train"]
-                for mode, report in reports.items()}
-    print("\n| seed | long_text | window_weight | dev accuracy | label in first window "
+    print("\n| seed | long_text | window_weight | max_windows_per_text | dev accuracy "
+          "| label in first window "
           "| label past it | train sequences/s | train texts/s | serve_text texts/s "
           "| export vs predictions, max abs | mean of logits | mean of probabilities "
           "| most confident window |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for (seed, mode, weight), run in runs.items():
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (seed, mode, weight, cap), run in runs.items():
         sequences = run["steps_per_second"] * FLAGS.batch_size
-        print(f"| {seed} | {mode} | {weight} | {run['accuracy']:.3f} "
+        train_report = run["truncated"]["train"]  # (a cap: the windows trained on)
+        per_text = (train_report.get("windows") or train_report["examples"]) / \
+            train_report["examples"]
+        print(f"| {seed} | {mode} | {weight} | {cap} | {run['accuracy']:.3f} "
               f"| {run['accuracy_inside']:.3f} | {run['accuracy_past']:.3f} "
-              f"| {sequences:.1f} | {sequences / per_text[mode]:.1f} "
+              f"| {sequences:.1f} | {sequences / per_text:.1f} "
               f"| {run['serve_texts_per_second']:.1f} | {run['export_difference']:.1e} | "
               + " | ".join(f"{run['pooled'][rule]:.3f}" if "pooled" in run else "-"
                            for rule in POOLINGS) + " |")
-    for mode, weight in settings:
-        these = [runs[seed, mode, weight] for seed in FLAGS.seeds]
-        name = mode if weight == "-" else f"{mode} ({weight})"
+    for mode, weight, cap in settings:
+        these = [runs[seed, mode, weight, cap] for seed in FLAGS.seeds]
+        name = mode if weight == "-" else f"{mode} ({weight}" + (
+            f", at most {cap} a text)" if cap != "0" else ")")
         accuracies = [run["accuracy"] for run in these]
         print(f"{name}: dev accuracy mean {np.mean(accuracies):.3f} (seeds: "
               f"{', '.join(f'{a:.3f}' for a in accuracies)}); minutes per run "

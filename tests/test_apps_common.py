@@ -42,7 +42,7 @@ APP_FLAGS = {
         "label_field", "labels", "header",
         # Long texts in windows (classification, regression, multi-label, multiple
         # choice).
-        "long_text", "window_stride", "window_weight",
+        "long_text", "window_stride", "window_weight", "max_windows_per_text",
         # Your own task in a file, and the built-in task modules' flags (multi_label).
         "task_module", "label_separator", "threshold", "tune_threshold",
         "max_skipped_rows",

@@ -368,8 +368,8 @@ def test_bench_long_text_truncates_and_windows_the_same_documents(tmp_path):
     """The harness of benchmarks/bench_long_text.py (times nothing that is asserted): a
     few documents built from a tiny SST-2-like folder and the demo's novel excerpt, a
     tiny model trained truncating and in windows, each run's row, and its export's
-    answers equal to its predictions; the windows runs' pooling columns, weighted
-    both ways."""
+    answers equal to its predictions; the windows runs' pooling columns, weighted 1 /
+    windows, whole and capped at two windows a text in training."""
     from tests.helpers.paths import ALICE
 
     sst2 = tmp_path / "SST-2"
@@ -385,20 +385,27 @@ def test_bench_long_text_truncates_and_windows_the_same_documents(tmp_path):
         f"--work_dir={work}", "--config=tiny", "--seeds=1", "--train_steps=4",
         "--batch_size=4", "--train_docs=8", "--dev_docs=6", "--max_seq_length=32",
         "--min_pieces=40", "--max_pieces=60", "--min_words=1", "--serve_repeats=1",
-        "--window_weights=one,inverse")
+        "--window_weights=inverse", "--window_caps=0,2")
     assert "CPU flags:" in stdout
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in stdout.splitlines()
             if line.startswith("| 1 |")]
-    assert [row[1:3] for row in rows] == [["truncate", "-"], ["windows", "one"],
-                                          ["windows", "inverse"]]
+    assert [row[1:4] for row in rows] == [
+        ["truncate", "-", "-"], ["windows", "inverse", "0"], ["windows", "inverse", "2"]]
     for row in rows:
-        assert all(0 <= float(x) <= 1 for x in row[3:6])
-        assert float(row[6]) > 0 and float(row[8]) > 0 and float(row[9]) <= 1e-5
+        assert all(0 <= float(x) <= 1 for x in row[4:7])
+        assert float(row[7]) > 0 and float(row[9]) > 0 and float(row[10]) <= 1e-5
     # the pooling rules of each windows run's window logits (none for truncating)
-    assert rows[0][10:] == ["-"] * 3
+    assert rows[0][11:] == ["-"] * 3
     for row in rows[1:]:
-        assert all(0 <= float(x) <= 1 for x in row[10:13])
-        assert float(row[10]) == float(row[3])  # the mean of logits is the run's rule
+        assert all(0 <= float(x) <= 1 for x in row[11:14])
+        assert float(row[11]) == float(row[4])  # the mean of logits is the run's rule
+    # the cap: at most two training windows a text, every dev window
+    capped, uncapped = (json.loads((work / f"windows_inverse{cap}_seed1" /
+                                    "classification_train.tf_record.meta.json").read_text())
+                        for cap in ("_cap2", ""))
+    assert capped["settings"]["max_windows_per_text"] == 2
+    assert capped["num_examples"] <= min(2 * 8, uncapped["num_examples"])
+    assert (work / "windows_inverse_cap2_seed1" / "export").is_dir()
     assert "the runs' classes: yes" in stdout
     assert "6 of 6 cut" in stdout and "(within 1e-5)" in stdout
     assert (work / "windows_inverse_seed1" / "export").is_dir()

@@ -135,6 +135,79 @@ def test_inverse_window_weights_are_recorded_only_when_asked(tmp_path, tokenizer
         LongText("truncate", weight="inverse")
 
 
+def test_a_cap_keeps_evenly_spaced_windows_the_first_and_the_last(tmp_path, tokenizer):
+    """--max_windows_per_text=N: a text of more than N windows keeps N of them, evenly
+    spaced, the first and the last among them (1: the first), in order; fewer are all
+    kept. The records are exactly those windows' (inverse weights: 1 / the windows
+    kept), a cap no text reaches writes the uncapped bytes, the cache keys the cap and
+    the export ignores it, and only the training split is capped."""
+    assert packing.capped_windows(range(7), 3) == [0, 3, 6]
+    assert packing.capped_windows(range(6), 3) == [0, 3, 5]  # 2.5 rounds up
+    assert packing.capped_windows(range(4), 2) == [0, 3]
+    assert packing.capped_windows(range(5), 1) == [0]
+    assert packing.capped_windows(range(3), 3) == packing.capped_windows(range(3), 0) == [
+        0, 1, 2]
+    for count in range(1, 12):
+        for cap in range(1, 6):
+            kept = packing.capped_windows(range(count), cap)
+            assert len(kept) == min(count, cap) and kept == sorted(set(kept))
+            assert kept[0] == 0 and (cap == 1 or kept[-1] == count - 1)
+    with pytest.raises(ValueError, match="0 \\(no cap\\) or more"):
+        packing.capped_windows(range(3), -1)
+
+    task = sentence_records.SentenceTask("t", ("neg", "pos"), "eval_accuracy", False, False)
+    examples = [InputExample("a", "a good film", None, "pos"),
+                InputExample("b", LONG, None, "neg"),
+                InputExample("c", LONG + " then the plot", None, "pos")]
+
+    def written(long_text, name):
+        path = tmp_path / f"{name}.tf_record"
+        sentence_records.write_examples(examples, task, 16, tokenizer, path, long_text)
+        return [tf.train.Example.FromString(r) for r in
+                tf.data.TFRecordDataset(str(path)).as_numpy_iterator()]
+
+    def index(record):
+        return record.features.feature[names.EXAMPLE_INDEX].int64_list.value[0]
+
+    every = written(LongText("windows", stride=3), "every")
+    by_text = [[r for r in every if index(r) == i] for i in range(3)]
+    assert [len(windows) for windows in by_text] == [1, 5, 6]
+    capped = written(LongText("windows", stride=3, max_windows=3), "capped")
+    assert capped == [r for windows in by_text for r in packing.capped_windows(windows, 3)]
+    assert [index(r) for r in capped] == [0, 1, 1, 1, 2, 2, 2]
+    weighted = written(LongText("windows", 3, "inverse", 2), "weighted")
+    assert [r.features.feature[names.WINDOW_WEIGHT].float_list.value[0]
+            for r in weighted] == pytest.approx([1, 1 / 2, 1 / 2, 1 / 2, 1 / 2])
+    assert [list(r.features.feature[names.INPUT_IDS].int64_list.value) for r in
+            weighted] == [list(r.features.feature[names.INPUT_IDS].int64_list.value) for r in
+                          [by_text[0][0], by_text[1][0], by_text[1][-1], by_text[2][0],
+                           by_text[2][-1]]]
+    # a cap no text reaches: the very records of no cap
+    written(LongText("windows", stride=3, max_windows=6), "loose")
+    assert (tmp_path / "loose.tf_record").read_bytes() == (
+        tmp_path / "every.tf_record").read_bytes()
+
+    long_text = LongText("windows", max_windows=2)
+    assert long_text.cache_settings() == {"long_text": "windows", "window_stride": None,
+                                          "max_windows_per_text": 2}
+    assert long_text.export_options() == {"long_text": "windows", "window_stride": None}
+    assert long_text.at("train") is long_text
+    assert long_text.at("dev") == long_text.at("test") == LongText("windows")
+    with pytest.raises(ValueError, match="needs long_text=windows"):
+        LongText("truncate", max_windows=2)
+    with pytest.raises(ValueError, match="0 \\(no cap\\) or more"):
+        LongText("windows", max_windows=-1)
+
+    # multiple choice: a question's windows over its context, capped alike
+    row = {"id": "q", "context": "the car was red " + LONG * 2, "question": "which colour?",
+           "choices": ["red", "blue"], "label": 0}
+    (all_windows,) = choice_windows(tokenizer, [row], 32, 8, stride=4)
+    (kept,) = choice_windows(tokenizer, [row], 32, 8, stride=4, max_windows=3)
+    assert len(all_windows) > 3
+    assert [f.input_ids for f in kept] == [
+        f.input_ids for f in packing.capped_windows(all_windows, 3)]
+
+
 def test_the_inverse_weighted_loss_is_the_weighted_mean_of_the_windows():
     """A batch of three windows (two of one text, one of another), weighted 1/2, 1/2
     and 1: the task's loss is sum(w * nll) / sum(w), and `one` the plain mean."""
@@ -497,6 +570,106 @@ def test_distillation_with_lora_reads_windows(classified, tmp_path, tokenizer):
         accuracy)
 
 
+def test_a_capped_run_trains_on_the_chosen_windows_and_evaluates_every_one(
+        classified, tmp_path, tokenizer):
+    """--max_windows_per_text=2 on the 40 training texts (five batches; their long
+    ones of 2 windows and more): the training records are exactly each text's first
+    and last windows (`packing.capped_windows`), with its label and index, and the
+    cache and report say so; the dev records are every window, and the dev accuracy is
+    that of the model's logits pooled over all of a text's windows."""
+    root, _, splits, _ = classified
+    out = tmp_path / "capped"
+    run_script(
+        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+        "--text_a_field=text", "--label_field=label", "--long_text=windows",
+        "--max_windows_per_text=2", "--do_train", "--do_eval", f"--spm_model_file={SPM}",
+        f"--albert_config_file={write_tiny_config(tmp_path)}", f"--output_dir={out}",
+        "--max_seq_length=16", "--train_batch_size=8", "--eval_batch_size=8",
+        "--train_step=2", "--save_checkpoints_steps=2", "--iterations_per_loop=2",
+        "--learning_rate=1e-2", "--dropout_prob=0")
+    every = [sentence_records.pack_windows(tokenizer.encode(text), None, 16, tokenizer)
+             for text, _ in splits["train"]]
+    chosen = [(i, window) for i, windows in enumerate(every)
+              for window in packing.capped_windows(windows, 2)]
+    assert max(map(len, every)) >= 3
+    written = read_records(out / "classification_train.tf_record", 16)
+    assert len(written) == len(chosen) == sum(min(len(w), 2) for w in every) < sum(
+        map(len, every))
+    for record, (i, window) in zip(written, chosen):
+        assert int(record[names.EXAMPLE_INDEX]) == i
+        assert int(record[names.LABEL_IDS]) == ["neg", "pos"].index(splits["train"][i][1])
+        np.testing.assert_array_equal(record[names.INPUT_IDS].numpy(),
+                                      window[names.INPUT_IDS])
+    meta = {split: json.loads((out / f"classification_{name}.tf_record.meta.json")
+                              .read_text()) for split, name in (("train", "train"),
+                                                                ("dev", "eval"))}
+    assert meta["train"]["settings"]["max_windows_per_text"] == 2
+    assert meta["train"]["truncated"]["windows"] == len(written)
+    assert "max_windows_per_text" not in meta["dev"]["settings"]
+    dev_logits = window_logits(trained_classifier(out / "model.ckpt-best"), tokenizer,
+                               [t for t, _ in splits["dev"]], 16)
+    assert meta["dev"]["num_examples"] == sum(map(len, dev_logits)) > 20
+    guessed = [["neg", "pos"][int(logits.mean(0).argmax())] for logits in dev_logits]
+    accuracy = np.mean([g == label for g, (_, label) in zip(guessed, splits["dev"])])
+    assert results(out / "eval_results.txt")["eval_accuracy"] == pytest.approx(accuracy)
+
+
+def test_distillation_weighs_each_window_one_over_its_texts_windows(classified, tmp_path,
+                                                                   tokenizer):
+    """A student (--teacher_checkpoint) with --window_weight=inverse: the teacher's
+    logits are cached one per window record (the teacher's own, 1e-5), each record
+    with its weight, 1 / its text's windows; the student's objective weighs both its
+    terms (the labels' and the teacher's) by them."""
+    from albert_tf.tasks.classification import ClassificationTask
+    from albert_tf.training import distillation
+
+    root, out, splits, _ = classified
+    cache, student = tmp_path / "cache", tmp_path / "student"
+    run_script(
+        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+        "--text_a_field=text", "--label_field=label", "--long_text=windows",
+        "--window_weight=inverse", "--do_train", f"--spm_model_file={SPM}",
+        f"--albert_config_file={out / 'albert_config.json'}", f"--output_dir={student}",
+        f"--teacher_checkpoint={out / 'model.ckpt-best'}",
+        f"--teacher_config_file={out / 'albert_config.json'}", f"--cached_dir={cache}",
+        "--max_seq_length=16", "--train_batch_size=8", "--train_step=2",
+        "--learning_rate=1e-2", "--dropout_prob=0")
+    (written,) = cache.glob("*.teacher.tf_record")
+    stored = [tf.train.Example.FromString(r).features.feature for r in
+              tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]
+    train = window_logits(trained_classifier(out / "model.ckpt-best"), tokenizer,
+                          [t for t, _ in splits["train"]], 16)
+    np.testing.assert_allclose([f["teacher_logits"].float_list.value for f in stored],
+                               np.concatenate(train), atol=1e-5)
+    weights = [f[names.WINDOW_WEIGHT].float_list.value[0] for f in stored]
+    assert weights == pytest.approx([1 / len(x) for x in train for _ in x])
+
+    # the student's objective (`student_objective`: the task's, mixed with the teacher's)
+    task = ClassificationTask(ClassificationTask.Options.build({
+        "task_name": "classification", "text_a_field": "text", "output_dir": "x",
+        "do_train": True, "spm_model_file": SPM, "max_seq_length": 16,
+        "long_text": "windows", "window_weight": "inverse"}))
+    objective = distillation.DistillationObjective(task.objective(), alpha=0.3)
+    rng = np.random.default_rng(0)
+    w = np.array([1, 1 / 3, 1 / 3, 1 / 3, 1 / 2, 1 / 2], np.float32)
+    logits = rng.normal(size=(6, 2)).astype(np.float32)
+    teacher = rng.normal(size=(6, 2)).astype(np.float32)
+    labels = np.array([0, 1, 1, 1, 0, 0])
+    terms = objective.terms({names.LOGITS: tf.constant(logits)}, {
+        names.LABEL_IDS: tf.constant(labels), names.WINDOW_WEIGHT: tf.constant(w),
+        distillation.TEACHER_LOGITS: tf.constant(teacher),
+        names.INPUT_IDS: tf.zeros([6, 4], tf.int64)})
+
+    def log_softmax(x):
+        return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+    nll = -log_softmax(logits)[np.arange(6), labels]
+    kl = (np.exp(log_softmax(teacher)) * (log_softmax(teacher) - log_softmax(logits))).sum(-1)
+    assert float(terms["loss"]) == pytest.approx(0.7 * (w * nll).sum() / w.sum(), rel=1e-5)
+    assert float(terms["distillation_loss"]) == pytest.approx(
+        0.3 * (w * kl).sum() / w.sum(), rel=1e-5)
+
+
 def test_the_export_script_takes_the_windows_flags(classified, tmp_path, tokenizer):
     """export_savedmodel.py of the run's checkpoint with --long_text=windows and
     --window_stride: the checkpoint's answers on pairs pooled over the windows of that
@@ -743,6 +916,9 @@ def test_cached_records_are_keyed_by_the_mode_and_stride(tmp_path, tokenizer):
      "slide (two at least): give --max_seq_length=7 or more"),
     ({"window_stride": 4}, "--window_stride=4 is for --long_text=windows"),
     ({"window_weight": "inverse"}, "--window_weight=inverse is for --long_text=windows"),
+    ({"max_windows_per_text": 2},
+     "--max_windows_per_text=2 is for --long_text=windows (--long_text=truncate reads no "
+     "window)"),
 ])
 def test_windows_that_cannot_be_cut_are_refused_before_any_work(changes, message):
     from albert_tf.errors import UsageError
@@ -762,8 +938,8 @@ def test_windows_that_cannot_be_cut_are_refused_before_any_work(changes, message
     with pytest.raises(UsageError, match="a pair's windows 6"):
         mrpc.validate()
     # only classification and regression weigh their windows
-    weighted = {**options, **{k: None for k in changes}, "max_seq_length": 16,
-                "long_text": "windows", "window_weight": "inverse"}
+    weighted = {**{k: v for k, v in options.items() if k not in changes},
+                "max_seq_length": 16, "long_text": "windows", "window_weight": "inverse"}
     ClassificationTask.Options.build(weighted).validate()
     with pytest.raises(UsageError, match="only classification and regression weigh"):
         MultiLabelTask.Options.build({**weighted, "task_name": "multi_label"}).validate()
@@ -815,7 +991,7 @@ def write_questions(path, count, long_rows, seed):
 
 
 def choice_windows(tokenizer, rows, max_seq_length, max_qa_length, num_choices=4,
-                   stride=None):
+                   stride=None, max_windows=0):
     """The records `choice_records.convert_example_windows` makes of each row, by row."""
     from albert_tf.data import choice_records
 
@@ -824,7 +1000,7 @@ def choice_windows(tokenizer, rows, max_seq_length, max_qa_length, num_choices=4
             choice_records.make_ending(tokenizer.preprocess(r["question"]),
                                        tokenizer.preprocess(c)) for c in r["choices"]],
             r.get("label", -1)), i, max_seq_length, max_qa_length, tokenizer, num_choices,
-        stride) for i, r in enumerate(rows)]
+        stride, max_windows) for i, r in enumerate(rows)]
 
 
 def test_a_long_context_is_read_in_windows_beside_every_choice(tokenizer):

@@ -126,15 +126,18 @@ def convert_single_example(example: ChoiceExample, max_seq_length: int, max_qa_l
 def convert_example_windows(example: ChoiceExample, example_index: int,
                             max_seq_length: int, max_qa_length: int, tokenizer,
                             num_choices: int = DEFAULT_NUM_CHOICES,
-                            stride: int | None = None) -> list[InputFeatures]:
+                            stride: int | None = None,
+                            max_windows: int = 0) -> list[InputFeatures]:
     """`--long_text=windows`: the example's context read whole, in windows
     (`packing.choice_window` long: what `max_seq_length` leaves beside the longest
     ending as `choice_lengths` keeps it; `packing.window_spans`: every `stride`
     pieces, default half the window, cut at the tokenizer's word starts where
     possible), each a record of all its choices (`[CLS] window [SEP] ending [SEP]`, the
     ending's last `max_qa_length` pieces) with the example's label and
-    `example_index`. A context that fits is its one record, `convert_single_example`'s.
-    Counted where records are being written, with their windows: nothing is cut."""
+    `example_index`; `max_windows` of them at most (training's `--max_windows_per_text`,
+    `packing.capped_windows`; 0: all). A context that fits is its one record,
+    `convert_single_example`'s. Counted where records are being written, with the
+    windows written: nothing is cut."""
     context, endings = _checked_ids(example, max_seq_length, max_qa_length, tokenizer,
                                     num_choices)
     kept = [packing.choice_lengths(len(context), len(option), max_seq_length,
@@ -142,8 +145,8 @@ def convert_example_windows(example: ChoiceExample, example_index: int,
     window = packing.choice_window(max(len(option) for option in endings),
                                    max_seq_length, max_qa_length)
     starts = tokenizer.word_start_table()[np.asarray(context, np.int64)]
-    spans = packing.window_spans(starts, window,
-                                 stride or packing.default_window_stride(window))
+    spans = packing.capped_windows(packing.window_spans(
+        starts, window, stride or packing.default_window_stride(window)), max_windows)
     _count(max_seq_length, [((len(context), k), (len(context), k)) for k in kept],
            windows=len(spans))
     return [InputFeatures(*_packed_choices(
@@ -157,13 +160,13 @@ def write_examples(examples: Sequence[ChoiceExample], max_seq_length: int,
                    num_choices: int = DEFAULT_NUM_CHOICES,
                    long_text: LongText | None = None) -> int:
     """Writes the examples' features to `output_file` (atomically), one record each, or
-    with `long_text` windows one per window of its context; returns how many
-    records."""
+    with `long_text` windows one per window of its context (as many as its
+    `max_windows` keeps: give a split's, `LongText.at`); returns how many records."""
     check_lengths(max_seq_length, max_qa_length)
     if long_text is not None and long_text.windows:
         features = (f for index, e in enumerate(examples) for f in convert_example_windows(
             e, index, max_seq_length, max_qa_length, tokenizer, num_choices,
-            long_text.stride))
+            long_text.stride, long_text.max_windows))
     else:
         features = (convert_single_example(e, max_seq_length, max_qa_length, tokenizer,
                                            num_choices) for e in examples)

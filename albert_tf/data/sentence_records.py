@@ -57,15 +57,19 @@ class SentenceTask:
 @dataclasses.dataclass(frozen=True)
 class LongText:
     """How the records read a text longer than `max_seq_length` (`--long_text`,
-    `--window_stride`, `--window_weight`): cut by the original's rules (`truncate`: the
-    original's records), or whole in windows of `max_seq_length` every `stride` pieces
-    (`windows`; None: half the window, `packing.default_window_stride`), each window
-    weighing 1 in training (`weight` one: no weight recorded) or 1 / its text's windows
-    (`inverse`: each record's `window_weight`)."""
+    `--window_stride`, `--window_weight`, `--max_windows_per_text`): cut by the
+    original's rules (`truncate`: the original's records), or whole in windows of
+    `max_seq_length` every `stride` pieces (`windows`; None: half the window,
+    `packing.default_window_stride`), each window weighing 1 in training (`weight` one:
+    no weight recorded) or 1 / its text's windows (`inverse`: each record's
+    `window_weight`), and a text of more than `max_windows` windows (0: no cap) keeping
+    `packing.capped_windows` of them. The cap is the training split's alone: `at(split)`
+    is what a split's records read."""
 
     mode: str = packing.TRUNCATE
     stride: int | None = None
     weight: str = packing.WINDOW_WEIGHT_ONE
+    max_windows: int = 0
 
     def __post_init__(self):
         if self.mode not in packing.LONG_TEXT_MODES:
@@ -76,6 +80,12 @@ class LongText:
                              f"{', '.join(packing.WINDOW_WEIGHTS)}, got {self.weight!r}")
         if self.weight != packing.WINDOW_WEIGHT_ONE and not self.windows:
             raise ValueError(f"window_weight={self.weight} needs long_text=windows")
+        if self.max_windows < 0:
+            raise ValueError(f"max_windows_per_text must be 0 (no cap) or more, got "
+                             f"{self.max_windows}")
+        if self.max_windows and not self.windows:
+            raise ValueError(f"max_windows_per_text={self.max_windows} needs "
+                             "long_text=windows")
 
     @property
     def windows(self) -> bool:
@@ -86,20 +96,32 @@ class LongText:
         """Whether its records carry each window's `window_weight`."""
         return self.weight != packing.WINDOW_WEIGHT_ONE
 
+    def at(self, split: str) -> "LongText":
+        """How `split`'s records read a long text: the training split's with the cap of
+        windows per text, any other's every window."""
+        if split == packing.CAPPED_SPLIT or not self.max_windows:
+            return self
+        return dataclasses.replace(self, max_windows=0)
+
     def cache_settings(self) -> dict:
         """What cached records keep of it beside their other settings: nothing when
         they truncate (their settings stay the original's), the mode and stride when
-        they are windows (so that neither is ever read for the other)."""
+        they are windows (so that neither is ever read for the other), the weight and
+        the cap where there are (so that no record of one setting is read for
+        another)."""
         if not self.windows:
             return {}
         return {"long_text": self.mode, "window_stride": self.stride,
-                **({"window_weight": self.weight} if self.weighted else {})}
+                **({"window_weight": self.weight} if self.weighted else {}),
+                **({"max_windows_per_text": self.max_windows} if self.max_windows
+                   else {})}
 
     def export_options(self) -> dict:
         """What `albert_tf.export.export_savedmodel` takes of it (its `serve_text`
         reads the windows too): nothing when it truncates (the export of a truncating
-        run is the one it always was); a training weight is nothing to it."""
-        return {k: v for k, v in self.cache_settings().items() if k != "window_weight"}
+        run is the one it always was); a training weight or cap is nothing to it."""
+        return {k: v for k, v in self.cache_settings().items()
+                if k not in ("window_weight", "max_windows_per_text")}
 
 
 @dataclasses.dataclass
@@ -146,13 +168,14 @@ def pack_pair(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length:
 
 
 def pack_windows(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_length: int,
-                 tokenizer, stride: int | None = None) -> list[dict]:
+                 tokenizer, stride: int | None = None, max_windows: int = 0) -> list[dict]:
     """`pack_pair`'s records for `--long_text=windows`: one where the text or pair fits
     (`pack_pair`'s), else one per window (`packing.window_layout`: over the single text,
     or over the longer of a pair beside the other kept whole up to half;
     `packing.window_spans`: every `stride` pieces, default half the window, cut at the
-    tokenizer's word starts where possible). Counted where records are being written,
-    with their windows."""
+    tokenizer's word starts where possible); `max_windows` (training's
+    `--max_windows_per_text`; 0: all) of them at most, `packing.capped_windows`.
+    Counted where records are being written, with the windows written."""
     if max_seq_length < 3:
         raise ValueError(f"max_seq_length must be at least 3, got {max_seq_length}")
     segments = [list(ids_a), list(ids_b)] if ids_b else [list(ids_a)]
@@ -161,8 +184,8 @@ def pack_windows(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_leng
     spans = [None]
     if windowed is not None:
         starts = tokenizer.word_start_table()[np.asarray(segments[windowed], np.int64)]
-        spans = packing.window_spans(starts, window,
-                                     stride or packing.default_window_stride(window))
+        spans = packing.capped_windows(packing.window_spans(
+            starts, window, stride or packing.default_window_stride(window)), max_windows)
     counter = report.truncation_counter()
     if counter is not None:
         counter.add(max_seq_length, [(lengths, kept)], windows=len(spans))
@@ -202,12 +225,15 @@ def convert_single_example(example: InputExample, task: SentenceTask,
 def convert_example_windows(example: InputExample, example_index: int,
                             task: SentenceTask, max_seq_length: int, tokenizer,
                             stride: int | None = None,
-                            weight: str = packing.WINDOW_WEIGHT_ONE) -> list[InputFeatures]:
-    """The example's windows (`pack_windows`), each with its label and
-    `example_index` (`weight` inverse: and its `window_weight`, 1 / its windows)."""
+                            weight: str = packing.WINDOW_WEIGHT_ONE,
+                            max_windows: int = 0) -> list[InputFeatures]:
+    """The example's windows (`pack_windows`; `max_windows` of them at most, 0: all),
+    each with its label and `example_index` (`weight` inverse: and its `window_weight`,
+    1 / its windows written)."""
     label = label_id(task, example.label)
     features = [_features(packed, label, example_index) for packed in pack_windows(
-        *_example_ids(example, tokenizer), max_seq_length, tokenizer, stride)]
+        *_example_ids(example, tokenizer), max_seq_length, tokenizer, stride,
+        max_windows)]
     if weight == packing.WINDOW_WEIGHT_INVERSE:
         for feature in features:
             feature.window_weight = 1.0 / len(features)
@@ -218,10 +244,12 @@ def write_examples(examples: Sequence[InputExample], task: SentenceTask,
                    max_seq_length: int, tokenizer, output_file,
                    long_text: LongText | None = None) -> int:
     """Writes the examples' features to `output_file` (atomically), one record each, or
-    with `long_text` windows one per window; returns how many records."""
+    with `long_text` windows one per window (as many as its `max_windows` keeps: give
+    a split's, `LongText.at`); returns how many records."""
     if long_text is not None and long_text.windows:
         features = (f for index, e in enumerate(examples) for f in convert_example_windows(
-            e, index, task, max_seq_length, tokenizer, long_text.stride, long_text.weight))
+            e, index, task, max_seq_length, tokenizer, long_text.stride, long_text.weight,
+            long_text.max_windows))
     else:
         features = (convert_single_example(e, task, max_seq_length, tokenizer)
                     for e in examples)

@@ -73,9 +73,13 @@ def check_long_text(options, is_pair: bool, max_qa_length: int | None = None,
     half of `max_seq_length - 3`, beside its other text kept to the other half; a
     context's: `max_seq_length - 3 - max_qa_length`), which must hold two pieces at
     least (for a stride of one). `--window_weight` other than one only with windows,
-    and only where the task `weights` its windows."""
+    and only where the task `weights` its windows; `--max_windows_per_text` only with
+    windows."""
     stride, length = options.window_stride, options.max_seq_length
-    weight = options.window_weight
+    weight, cap = options.window_weight, options.max_windows_per_text
+    if cap and options.long_text != packing.WINDOWS:
+        raise UsageError(f"--max_windows_per_text={cap} is for --long_text=windows "
+                         f"(--long_text={options.long_text} reads no window)")
     if weight != packing.WINDOW_WEIGHT_ONE:
         if options.long_text != packing.WINDOWS:
             raise UsageError(f"--window_weight={weight} is for --long_text=windows "

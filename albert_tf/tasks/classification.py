@@ -281,19 +281,19 @@ class ClassificationTask(Task):
             return glue.cached_glue_records(task.sentence_task, split, self.options.data_dir,
                                             cache_dir, task.tokenizer,
                                             self.options.max_seq_length, examples,
-                                            self.long_text)
+                                            self.long_text.at(split))
 
         def cache_settings(self) -> dict:
             o = self.options
             return {"labels": list(self.task.sentence_task.labels),  # [] for regression
                     "fields": [o.text_a_field, o.text_b_field, o.label_field],
-                    "header": o.header, **self.long_text.cache_settings()}
+                    "header": o.header}
 
         def write_records(self, split, examples, path) -> int:
             return sentence_records.write_examples(examples, self.task.sentence_task,
                                                    self.options.max_seq_length,
                                                    self.task.tokenizer, path,
-                                                   self.long_text)
+                                                   self.long_text.at(split))
 
         def dataset(self, path, batch_size, training, drop_remainder=False,
                     extra_spec=None):

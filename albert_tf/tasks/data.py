@@ -122,32 +122,37 @@ class TaskData:
     @property
     def long_text(self) -> LongText:
         """How texts longer than `max_seq_length` are read: `--long_text`,
-        `--window_stride` and `--window_weight` of a task whose options have them
-        (`albert_tf.tasks.options.LongTextOptions`), else truncated."""
+        `--window_stride`, `--window_weight` and `--max_windows_per_text` of a task whose
+        options have them (`albert_tf.tasks.options.LongTextOptions`), else truncated;
+        a split's records read `long_text.at(split)` (the cap is training's alone)."""
         o = self.options
         if not isinstance(o, LongTextOptions):
             return LongText()
-        return LongText(o.long_text, o.window_stride, o.window_weight)
+        return LongText(o.long_text, o.window_stride, o.window_weight,
+                        o.max_windows_per_text)
 
     def with_windows(self, features: tuple[str, ...]) -> tuple[str, ...]:
         """`features`, and each record's text (`example_index`) where texts are read in
         windows: the `label_features` of a task that pools windows."""
         return (*features, *((names.EXAMPLE_INDEX,) if self.long_text.windows else ()))
 
-    def pack_windows(self, text_a: str, text_b: str | None = None
-                     ) -> list[dict[str, list[int]]]:
+    def pack_windows(self, text_a: str, text_b: str | None = None,
+                     split: str | None = None) -> list[dict[str, list[int]]]:
         """`pack`'s record features of the raw texts for `--long_text=windows`: the one
         record where they fit, else one per window of the text (of a pair's longer
         text, the other kept whole up to half), every `--window_stride` pieces
         (`albert_tf.data.sentence_records.pack_windows`). A task whose options have
-        no `long_text`: `pack`'s one record."""
+        no `long_text`: `pack`'s one record. `split`: the records of a split (the
+        training split's keep `--max_windows_per_text` windows of a text at most);
+        None: every window."""
         long_text = self.long_text
         if not long_text.windows:
             return [self.pack(text_a, text_b)]
         tokenizer = self.task.tokenizer
         windows = pack_windows(tokenizer.encode(text_a),
                                tokenizer.encode(text_b) if text_b else None,
-                               self.options.max_seq_length, tokenizer, long_text.stride)
+                               self.options.max_seq_length, tokenizer, long_text.stride,
+                               long_text.at(split).max_windows if split else 0)
         return [{name: values.tolist() for name, values in window.items()}
                 for window in windows]
 
@@ -183,8 +188,9 @@ class TaskData:
                                             self.split_records(split, data)))
 
     def cache_settings(self) -> dict:
-        """What the records depend on beyond the files, the tokenizer and
-        `max_seq_length` (a change converts the data again): by default the labels of a
+        """What the records depend on beyond the files, the tokenizer, `max_seq_length`
+        and how a long text is read (`long_text`, which `cache_info` adds as the split
+        reads it): a change converts the data again. By default the labels of a
         `has_labels` task."""
         return {"labels": self.task.labels} if self.has_labels else {}
 
@@ -195,12 +201,13 @@ class TaskData:
 
     def cache_info(self, split: str, paths: Sequence[str]) -> dict:
         """What the split's records are made from, kept beside them: a difference
-        converts again."""
+        converts again (`cache_settings`, and the split's `long_text`)."""
         return {"format": self.cache_format, "task": self.task.name, "split": split,
                 "sources": [cache.abspath_or_url(p) for p in paths],
                 "sources_sha256": [cache.file_sha256(p) for p in paths],
                 "max_seq_length": int(self.options.max_seq_length),
-                **cache.tokenizer_settings(self.task.tokenizer), **self.cache_settings()}
+                **cache.tokenizer_settings(self.task.tokenizer), **self.cache_settings(),
+                **self.long_text.at(split).cache_settings()}
 
     def cached_records(self, split: str, data, paths: Sequence[str], cache_dir: str):
         """The split's records as a file under `cache_dir` (`records_name`), written by

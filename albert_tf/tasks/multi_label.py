@@ -283,13 +283,14 @@ class MultiLabelTask(Task):
 
         def split_records(self, split, data):
             """A record per example (`features`), or with windows one per window of it
-            (`pack_windows`), each with the example's labels and `example_index`."""
+            (`pack_windows`; training's: `--max_windows_per_text` at most), each with the
+            example's labels and `example_index`."""
             if not self.long_text.windows:
                 yield from super().split_records(split, data)
                 return
             for index, example in enumerate(data):
                 labels = self.task.multi_hot(example.labels)
-                for window in self.pack_windows(example.text_a, example.text_b):
+                for window in self.pack_windows(example.text_a, example.text_b, split):
                     yield {**window, names.LABEL_IDS: labels,
                            names.EXAMPLE_INDEX: [index]}
 
@@ -304,8 +305,7 @@ class MultiLabelTask(Task):
             o = self.options
             return {**super().cache_settings(),
                     "fields": [o.text_a_field, o.text_b_field, o.label_field],
-                    "header": o.header, "label_separator": o.label_separator,
-                    **self.long_text.cache_settings()}
+                    "header": o.header, "label_separator": o.label_separator}
 
     def multi_hot(self, labels) -> list[int]:
         index = {label: i for i, label in enumerate(self.labels)}

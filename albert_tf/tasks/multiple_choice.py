@@ -308,15 +308,14 @@ class MultipleChoiceTask(Task):
 
         def cache_settings(self) -> dict:
             return {"max_qa_length": int(self.options.max_qa_length),
-                    "num_choices": self.task.num_choices,
-                    **self.long_text.cache_settings()}
+                    "num_choices": self.task.num_choices}
 
         def write_records(self, split, examples, path) -> int:
             o = self.options
             return choice_records.write_examples(examples, o.max_seq_length,
                                                  o.max_qa_length, self.task.tokenizer,
                                                  path, self.task.num_choices,
-                                                 self.long_text)
+                                                 self.long_text.at(split))
 
         def dataset(self, path, batch_size, training, drop_remainder=False,
                     extra_spec=None):

@@ -563,3 +563,8 @@ class LongTextOptions(Options):
         "regression): what each training window weighs in the loss. one: 1 (a text of "
         "more windows weighs more). inverse: 1 / its text's windows (each text weighs "
         "1; the loss the weighted mean).", choices=packing.WINDOW_WEIGHTS)
+    max_windows_per_text: int = option(
+        0, "With --long_text=windows, at training only: a text of more windows trains on "
+        "this many of them, evenly spaced over it, its first and last always among them "
+        "(1: its first); the same ones every run, no randomness. Evaluation, prediction "
+        "and serving still read every window. 0: no cap.", minimum=0)

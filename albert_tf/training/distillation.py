@@ -58,7 +58,7 @@ import tensorflow as tf
 from albert_tf import names
 from albert_tf.checkpoints.tf1 import CheckpointError, tf1_name
 from albert_tf.config import AlbertConfig, ConfigError
-from albert_tf.training.objectives import Objective, _batch_size
+from albert_tf.training.objectives import Objective, WeightedMeanObjective, _batch_size
 
 # The feature of a batch that holds the teacher's outputs for its examples.
 TEACHER_LOGITS = "teacher_logits"
@@ -389,7 +389,9 @@ class DistillationObjective(Objective):
     """`(1 - alpha)` times the task's own objective on the labels, plus `alpha` times
     the mean over the examples (over the labelled positions, for a soft loss of
     `PER_POSITION`) of `soft_loss(outputs[output], features[TEACHER_LOGITS],
-    temperature)`: its term `distillation_loss` beside the task's terms. With `layers`
+    temperature)`: its term `distillation_loss` beside the task's terms; weighted as
+    the task's own where that is a `WeightedMeanObjective` (`--window_weight=inverse`:
+    each window 1 / its text's windows, in both terms). With `layers`
     (`LayerTeacher`), also the term `hidden_loss` (where its weight is not 0): the
     weight times the mean over the sequences that have a real token (a multiple-choice
     example's choices each) of `hidden_distillation` of the student's
@@ -413,6 +415,8 @@ class DistillationObjective(Objective):
         self.per_position = soft_loss in PER_POSITION
         self.temperature, self.alpha, self.output = float(temperature), float(alpha), output
         self.term_names = (*task_objective.term_names, "distillation_loss")
+        self.weight = (task_objective.weight if isinstance(
+            task_objective, WeightedMeanObjective) and not self.per_position else None)
         self.layers = layers
         self.layer_terms = () if layers is None else tuple(
             term for term, weight in (("hidden_loss", layers.weight),
@@ -431,6 +435,8 @@ class DistillationObjective(Objective):
         soft = self.soft_loss(outputs[self.output], features[TEACHER_LOGITS], self.temperature)
         if self.per_position:
             soft = soft * _labelled(features)
+        if self.weight is not None:
+            soft = soft * tf.cast(tf.reshape(features[self.weight], [-1]), soft.dtype)
         found["distillation_loss"] = self.alpha * tf.reduce_sum(soft)
         if self.layer_terms:
             teacher = self.layers
@@ -452,8 +458,10 @@ class DistillationObjective(Objective):
 
     def denominators(self, features):
         found = dict(self.task.denominators(features))
-        found["distillation_loss"] = (tf.reduce_sum(_labelled(features)) if self.per_position
-                                      else _batch_size(features))
+        found["distillation_loss"] = (
+            tf.reduce_sum(_labelled(features)) if self.per_position else
+            _batch_size(features) if self.weight is None else
+            tf.reduce_sum(tf.cast(features[self.weight], tf.float32)))
         if self.layer_terms:  # the sequences with a real token (not a padded choice)
             sequences = tf.reduce_sum(tf.cast(
                 tf.reduce_any(_sequence_mask(features) > 0, -1), tf.float32))

@@ -704,8 +704,9 @@ class AlbertTextMultipleChoice(AlbertTextModel):
         `sequence_length` leaves beside each option; "windows" reads it whole, in
         windows of what it leaves beside the question's longest option (at most
         `max_qa_length` pieces) every `window_stride` pieces (None: half the window),
-        by the records' rules (`max_qa_length` must leave two pieces at least: the
-        default fills `sequence_length`, give a smaller one)."""
+        by the records' rules. `max_qa_length` must leave the windows two pieces at
+        least: below a `sequence_length` of 133 the default fills it, give a smaller
+        one."""
         max_qa_length = with_max_qa_length(MultipleChoiceTask.Options(
             max_seq_length=sequence_length, max_qa_length=max_qa_length)).max_qa_length
         windows = {} if long_text == packing.TRUNCATE and window_stride is None else {

@@ -605,9 +605,10 @@ def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, 
     records (`convert_example_windows`, as `run_classifier.py --long_text=windows`
     writes them) with each option's logit the mean of its windows', to 1e-5; fit
     trains on each window with its question's label (its loss the mean over windows,
-    ceil(windows / batch) steps); the `.keras` file keeps the setting; the SavedModel
-    answers as predict; LiteRT refuses the kind in one line, with no warning of
-    cutting; a window that cannot be cut is refused in one line, before the model."""
+    ceil(windows / batch) steps; `validation_data` scored as evaluate); the `.keras`
+    file keeps the setting (and reads the same windows); the SavedModel answers as
+    predict; LiteRT refuses the kind in one line, with no warning of cutting; a window
+    that cannot be cut is refused in one line, before the model."""
     from albert_tf.tasks.multiple_choice import WINDOW_POOLING
 
     python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
@@ -638,16 +639,21 @@ def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, 
         got, atol=1e-5)
     # two batches of half the windows: an epoch of every window once, its loss the
     # mean of the windows' losses (not of the questions' pooled logits)
-    window_loss = losses.classification_loss(
-        windows[names.LOGITS], np.array(labels)[index], per_example=True).numpy().mean()
-    assert len(index) % 2 == 0 and abs(window_loss - result["loss"]) > 1e-4
-    history = model.fit(x, labels, batch_size=len(index) // 2, verbose=0)
+    window_loss, question_loss = (losses.classification_loss(
+        logits, np.array(labels)[rows], per_example=True).numpy().mean() for logits, rows
+        in ((windows[names.LOGITS], index), (expected[names.LOGITS], slice(None))))
+    assert len(index) % 2 == 0 and abs(window_loss - question_loss) > 1e-4
+    history = model.fit(x, labels, batch_size=len(index) // 2, verbose=0,
+                        validation_data=(x, labels)).history  # (one batch of questions)
     assert int(model.optimizer.iterations) == 2
-    assert history.history["loss"][0] == pytest.approx(window_loss, rel=1e-5)
+    assert history["loss"][0] == pytest.approx(window_loss, rel=1e-5)
+    assert history["val_loss"][0] == pytest.approx(question_loss, rel=1e-5)
     model.save(tmp_path / "windows.keras")
     again = keras.models.load_model(tmp_path / "windows.keras")
     assert (again.long_text, again.window_stride) == ("windows", None)
-    np.testing.assert_allclose(again.predict(x, verbose=0), got, atol=1e-5)
+    splits = again.preprocessor((tf.constant(x["context"]), tf.constant(x["question"]),
+                                 padded))[names.WINDOW_SPLITS]
+    assert splits.numpy().tolist() == np.cumsum([0, *np.bincount(index)]).tolist()
     with pytest.raises(TextInputError, match=r"does not hold long_text='truncate'$"):
         AlbertTextMultipleChoice.from_release(tmp_path / "windows.keras",
                                               long_text="truncate")

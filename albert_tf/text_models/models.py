@@ -474,6 +474,9 @@ class AlbertTextModel(keras.Model):
                  sample_weight=None, **kwargs):
         """Keras' `evaluate` on texts and labels (as `fit` takes them), in order; a row
         per text (a text read in windows: their outputs pooled, as `predict`)."""
+        if kwargs.get("_use_cached_eval_dataset"):  # fit's validation, made by `fit`
+            return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
+                                    sample_weight=sample_weight, **kwargs)
         dataset, _ = self._dataset(x, y, sample_weight, batch_size)
         return super().evaluate(dataset, verbose=verbose, **kwargs)
 

@@ -600,15 +600,16 @@ LONG_QUESTIONS = [
 
 def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, tmp_path,
                                                                        monkeypatch):
-    """`AlbertTextMultipleChoice` with `long_text="windows"`: predict and evaluate are a
-    row per question (more questions than a batch), the id model on the windows'
-    records (`convert_example_windows`, as `run_classifier.py --long_text=windows`
-    writes them) with each option's logit the mean of its windows', to 1e-5; fit
-    trains on each window with its question's label (its loss the mean over windows,
-    ceil(windows / batch) steps; `validation_data` scored as evaluate); the `.keras`
-    file keeps the setting (and reads the same windows); the SavedModel answers as
-    predict; LiteRT refuses the kind in one line, with no warning of cutting; a window
-    that cannot be cut is refused in one line, before the model."""
+    """`AlbertTextMultipleChoice` with `long_text="windows"`: predict is a row per
+    question (more questions than a batch), the id model on the windows' records
+    (`convert_example_windows`, as `run_classifier.py --long_text=windows` writes them)
+    with each option's logit the mean of its windows', to 1e-5; fit trains on each
+    window with its question's label (its loss the mean over windows, ceil(windows /
+    batch) steps), and its `validation_data` (evaluate) scores a row per question (the
+    loss and accuracy of the pooled logits); the `.keras` file keeps the setting (and
+    reads the same windows); the SavedModel answers as predict; LiteRT refuses the kind
+    in one line, with no warning of cutting; a window that cannot be cut is refused in
+    one line, before the model."""
     from albert_tf.tasks.multiple_choice import WINDOW_POOLING
 
     python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
@@ -629,8 +630,6 @@ def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, 
     assert got.shape == (5, 3) and got[1, 2] < -1e8 and got[2, 2] < -1e8  # absent
     np.testing.assert_allclose(got, expected[names.LOGITS], atol=1e-5)
     labels = [0, 1, 1, 2, 0]
-    result = model.evaluate(x, labels, batch_size=2, verbose=0, return_dict=True)
-    assert result["accuracy"] == pytest.approx(np.mean(got.argmax(1) == labels))
     model.export(tmp_path / "saved")
     loaded = tf.saved_model.load(str(tmp_path / "saved"))
     padded = tf.constant([row + [""] * (3 - len(row)) for row in x["choices"]])
@@ -648,6 +647,7 @@ def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, 
     assert int(model.optimizer.iterations) == 2
     assert history["loss"][0] == pytest.approx(window_loss, rel=1e-5)
     assert history["val_loss"][0] == pytest.approx(question_loss, rel=1e-5)
+    assert history["val_accuracy"][0] == pytest.approx(np.mean(got.argmax(1) == labels))
     model.save(tmp_path / "windows.keras")
     again = keras.models.load_model(tmp_path / "windows.keras")
     assert (again.long_text, again.window_stride) == ("windows", None)

@@ -20,7 +20,7 @@ from albert_tf.data.sentence_records import InputExample, LongText
 from tests.helpers.scripts import FIXTURES, SPM, one_line_error, run_script
 from tests.helpers.scripts import read_results as results
 from tests.helpers.tiny import write_tiny_config
-from tests.helpers.windows import window_outputs
+from tests.helpers.windows import choice_windows, window_outputs
 
 
 @pytest.fixture(scope="module")
@@ -988,19 +988,6 @@ def write_questions(path, count, long_rows, seed):
                      "choices": choices, "label": label})
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return rows
-
-
-def choice_windows(tokenizer, rows, max_seq_length, max_qa_length, num_choices=4,
-                   stride=None, max_windows=0):
-    """The records `choice_records.convert_example_windows` makes of each row, by row."""
-    from albert_tf.data import choice_records
-
-    return [choice_records.convert_example_windows(
-        choice_records.ChoiceExample(r["id"], tokenizer.preprocess(r["context"]), [
-            choice_records.make_ending(tokenizer.preprocess(r["question"]),
-                                       tokenizer.preprocess(c)) for c in r["choices"]],
-            r.get("label", -1)), i, max_seq_length, max_qa_length, tokenizer, num_choices,
-        stride, max_windows) for i, r in enumerate(rows)]
 
 
 def test_a_long_context_is_read_in_windows_beside_every_choice(tokenizer):

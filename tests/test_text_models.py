@@ -30,7 +30,7 @@ from tests.helpers.layouts import brightmart_release
 from tests.helpers.paths import REPO, SPM_MODEL
 from tests.helpers.text_cases import ORIGINAL_PIECES
 from tests.helpers.tiny import tiny_config
-from tests.helpers.windows import window_outputs
+from tests.helpers.windows import choice_window_outputs, window_outputs
 
 GOLDEN = [case["text"] for case in ORIGINAL_PIECES["texts"]]
 CHINESE = ["中文句子的分类。", "今天天气很好，我们去公园散步吧！", "他说：“这部电影真好看”",
@@ -581,3 +581,104 @@ def test_classifier_reads_long_texts_in_windows_as_the_records(release, tmp_path
                         lambda model, path, **kwargs: told.update(kwargs) or path)
     model.export(str(tmp_path / "cut.tflite"), format="litert")
     assert told["long_text"] == "windows" and told["max_seq_length"] == 16
+
+
+# Questions over contexts of 3 to 40 pieces: several windows of 13 at sequence_length=24
+# and max_qa_length=8 (some fewer pieces beside a shorter longest option), blanks, fewer
+# options than num_choices, a context that fits.
+LONG_QUESTIONS = [
+    {"context": "the car was red " + "and then the plot went unbelievably long " * 3,
+     "question": "the car was _ .", "choices": ["red", "blue", "green"]},
+    {"context": "the car was red", "question": "which one?", "choices": ["red", "blue"]},
+    {"context": "a film of " + "extraordinarily long music and actors " * 4,
+     "question": "which colour was the car in the story at the end?",
+     "choices": ["red", "blue"]},
+    {"context": "the boat was green and " + "the sea was wonderfully calm " * 3,
+     "question": "", "choices": ["green", "blue", "yellow"]},
+    {"context": "it rained " * 9, "question": "what?", "choices": ["rain", "snow", "sun"]}]
+
+
+def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, tmp_path,
+                                                                       monkeypatch):
+    """`AlbertTextMultipleChoice` with `long_text="windows"`: predict is a row per
+    question (more questions than a batch), the id model on the windows' records
+    (`convert_example_windows`, as `run_classifier.py --long_text=windows` writes them)
+    with each option's logit the mean of its windows', to 1e-5; fit trains on each
+    window with its question's label (its loss the mean over windows, ceil(windows /
+    batch) steps), and its `validation_data` (evaluate) scores a row per question (the
+    loss and accuracy of the pooled logits); the `.keras` file keeps the setting (and
+    reads the same windows); the SavedModel answers as predict; LiteRT refuses the kind
+    in one line, with no warning of cutting; a window that cannot be cut is refused in
+    one line, before the model."""
+    from albert_tf.tasks.multiple_choice import WINDOW_POOLING
+
+    python = FullTokenizer(vocab_file=None, spm_model_file=str(release / "30k-clean.model"))
+    model = AlbertTextMultipleChoice.from_release(
+        release, num_choices=3, sequence_length=24, max_qa_length=8, long_text="windows",
+        learning_rate=0.0, dropout_rate=0.0)  # (fit's loss: of the windows as predicted)
+    louder(model, 3000.0)
+    x = {key: [row[key] for row in LONG_QUESTIONS]
+         for key in ("context", "question", "choices")}
+    got = model.predict(x, batch_size=2, verbose=0)
+    windows, expected = choice_window_outputs(model.model, python, LONG_QUESTIONS, 24, 8,
+                                              None, WINDOW_POOLING)
+    index = windows[names.EXAMPLE_INDEX]
+    assert np.bincount(index)[1] == 1 and len(index) >= 10
+    present = np.abs(windows[names.LOGITS]) < 1e8
+    spread = np.abs(windows[names.LOGITS] - expected[names.LOGITS][index])[present].max()
+    assert spread > 1e-3, spread  # the windows differ: the first alone would not do
+    assert got.shape == (5, 3) and got[1, 2] < -1e8 and got[2, 2] < -1e8  # absent
+    np.testing.assert_allclose(got, expected[names.LOGITS], atol=1e-5)
+    labels = [0, 1, 1, 2, 0]
+    model.export(tmp_path / "saved")
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    padded = tf.constant([row + [""] * (3 - len(row)) for row in x["choices"]])
+    np.testing.assert_allclose(
+        loaded.serve(tf.constant(x["context"]), tf.constant(x["question"]), padded).numpy(),
+        got, atol=1e-5)
+    # two batches of half the windows: an epoch of every window once, its loss the
+    # mean of the windows' losses (not of the questions' pooled logits)
+    window_loss, question_loss = (losses.classification_loss(
+        logits, np.array(labels)[rows], per_example=True).numpy().mean() for logits, rows
+        in ((windows[names.LOGITS], index), (expected[names.LOGITS], slice(None))))
+    assert len(index) % 2 == 0 and abs(window_loss - question_loss) > 1e-4
+    history = model.fit(x, labels, batch_size=len(index) // 2, verbose=0,
+                        validation_data=(x, labels)).history  # (one batch of questions)
+    assert int(model.optimizer.iterations) == 2
+    assert history["loss"][0] == pytest.approx(window_loss, rel=1e-5)
+    assert history["val_loss"][0] == pytest.approx(question_loss, rel=1e-5)
+    assert history["val_accuracy"][0] == pytest.approx(np.mean(got.argmax(1) == labels))
+    model.save(tmp_path / "windows.keras")
+    again = keras.models.load_model(tmp_path / "windows.keras")
+    assert (again.long_text, again.window_stride) == ("windows", None)
+    splits = again.preprocessor((tf.constant(x["context"]), tf.constant(x["question"]),
+                                 padded))[names.WINDOW_SPLITS]
+    assert splits.numpy().tolist() == np.cumsum([0, *np.bincount(index)]).tolist()
+    with pytest.raises(TextInputError, match=r"does not hold long_text='truncate'$"):
+        AlbertTextMultipleChoice.from_release(tmp_path / "windows.keras",
+                                              long_text="truncate")
+    import albert_tf.export.tflite
+
+    warned = []
+    monkeypatch.setattr(albert_tf.export.tflite.logging, "warning",
+                        lambda *args: warned.append(args))
+    with pytest.raises(Exception, match="raw text in a LiteRT file is offered for the "
+                       "kinds that pack one text or a pair") as raised:
+        model.export(str(tmp_path / "never.tflite"), format="litert")
+    assert "\n" not in str(raised.value) and not warned
+
+    for arguments, message in (
+            ({"long_text": "windows"},  # the default max_qa_length fills the 24
+             r"long_text=windows: sequence_length=24 and max_qa_length=21 give a context "
+             r"windows of 0 piece\(s\) \(beside the longest question \+ choice\), too few "
+             r"to slide \(two at least\): give a larger sequence_length or a smaller "
+             r"max_qa_length"),
+            ({"long_text": "windows", "max_qa_length": 8, "window_stride": 13},
+             r"window_stride=13 must be smaller than the window: sequence_length=24 and "
+             r"max_qa_length=8 give a context windows of 13 piece\(s\) .*; give "
+             r"window_stride=6 \(half the window\) or less"),
+            ({"window_stride": 4}, r"window_stride=4 is for long_text=windows")):
+        with pytest.raises(TextInputError, match=message) as raised:
+            AlbertTextMultipleChoice.from_release(release, num_choices=3,
+                                                  sequence_length=24, **arguments)
+        assert "\n" not in str(raised.value)

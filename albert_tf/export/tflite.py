@@ -237,13 +237,13 @@ def export_tflite(model, path, *, kind: str, precision: str = "float32", labels=
         raise ExportError(f"max_seq_length must be an integer from 3 to the model's "
                           f"max_position_embeddings {longest}, got {max_seq_length!r}")
     labels, is_pair = _labels_and_pairing(entry, model, labels, task_name, is_pair)
+    tokenizer = _text_tokenizer(entry, with_text, spm_model_file, vocab_file,
+                                do_lower_case)  # (a kind LiteRT cannot read refused first)
     if long_text == packing.WINDOWS:
         logging.warning(
             "the LiteRT file %s cuts each text at max_seq_length %d (--long_text=windows "
             "is read by the SavedModel's serve_text, --export_dir, not by LiteRT)", path,
             max_seq_length)
-    tokenizer = _text_tokenizer(entry, with_text, spm_model_file, vocab_file,
-                                do_lower_case)
     if model.dtype_policy.name != "float32":
         model = with_dtype_policy(model, "float32")
     module = ServingModule(model, entry, None, TextSettings(

@@ -105,6 +105,13 @@ def _each_window(inputs: dict, y, weights):
     return inputs, y, weights
 
 
+def _sequence_axis_second(value):
+    """Inputs per choice [B, C, S] <-> [B, S, C] (their own inverse), so that a
+    window's pieces are its rows' second axis, as one text's [B, S] (left as they
+    are): what `_windows` cuts ragged and `_padded` pads."""
+    return tf.transpose(value, [0, 2, 1]) if value.shape.rank == 3 else value
+
+
 @contextlib.contextmanager
 def _global_seed(seed: int):
     """The process's global TensorFlow seed set to `seed` while a pipeline is made, as
@@ -362,7 +369,10 @@ class AlbertTextModel(keras.Model):
         def windows(*element):
             x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
             inputs, y, weights = _each_window(self.preprocessor(x), y, weights)
+            inputs = {name: _sequence_axis_second(value) for name, value in inputs.items()}
             lengths = tf.reduce_sum(inputs[names.INPUT_MASK], 1)
+            if lengths.shape.rank == 2:  # per choice: the window's longest choice
+                lengths = tf.reduce_max(lengths, 1)
             inputs = {name: tf.RaggedTensor.from_tensor(value, lengths=lengths)
                       for name, value in inputs.items()}
             return keras.utils.pack_x_y_sample_weight(inputs, y, weights)
@@ -376,7 +386,7 @@ class AlbertTextModel(keras.Model):
         its longest window, as the preprocessor pads a batch."""
         x, y, weights = keras.utils.unpack_x_y_sample_weight(element)
         pad = {names.INPUT_WORD_IDS: self.preprocessor.tokenizer.pad_id}
-        x = {name: value.to_tensor(default_value=pad.get(name, 0))
+        x = {name: _sequence_axis_second(value.to_tensor(default_value=pad.get(name, 0)))
              for name, value in x.items()}
         return keras.utils.pack_x_y_sample_weight(x, y, weights)
 
@@ -464,6 +474,9 @@ class AlbertTextModel(keras.Model):
                  sample_weight=None, **kwargs):
         """Keras' `evaluate` on texts and labels (as `fit` takes them), in order; a row
         per text (a text read in windows: their outputs pooled, as `predict`)."""
+        if kwargs.get("_use_cached_eval_dataset"):  # fit's validation, made by `fit`
+            return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
+                                    sample_weight=sample_weight, **kwargs)
         dataset, _ = self._dataset(x, y, sample_weight, batch_size)
         return super().evaluate(dataset, verbose=verbose, **kwargs)
 
@@ -646,7 +659,12 @@ class AlbertTextMultipleChoice(AlbertTextModel):
     the multiple-choice records pack it: `[CLS] context [SEP] question-with-option
     [SEP]`, the option in place of the question's `_` blanks, else after it, keeping
     its last `max_qa_length` pieces. Its model is `AlbertMultipleChoice`; `call`
-    returns the logits [B, num_choices] (an absent option's far below any other)."""
+    returns the logits [B, num_choices] (an absent option's far below any other).
+    With `long_text="windows"` (`from_release`) a long context is read whole in
+    windows, each beside all the question's options and trained on with its label,
+    and answered a row per question (`call`, `predict`, `evaluate`, the SavedModel):
+    each option's logit the mean of its windows', as `run_classifier.py
+    --task_name=multiple_choice --long_text=windows`."""
 
     def __init__(self, model, preprocessor: TextPreprocessor, **kwargs):
         kwargs.setdefault("name", "albert_text_multiple_choice")
@@ -677,17 +695,31 @@ class AlbertTextMultipleChoice(AlbertTextModel):
     def from_release(cls, directory, num_choices: int = 4, *,
                      sequence_length: int = MultipleChoiceTask.Options().max_seq_length,
                      max_qa_length: int | None = None, seed: int = _TRAINING.seed,
-                     dropout_rate: float = TaskOptions().dropout_prob, **kwargs):
+                     dropout_rate: float = TaskOptions().dropout_prob,
+                     long_text: str = packing.TRUNCATE, window_stride: int | None = None,
+                     **kwargs):
         """The release's encoder under a new choice head and its tokenizer;
         `max_qa_length` (default RACE's 128, or what `sequence_length` leaves) as the
-        scripts' --max_qa_length."""
+        scripts' --max_qa_length.
+
+        `long_text`, `window_stride`: as `run_classifier.py`'s `--long_text` and
+        `--window_stride` for multiple choice: "truncate" cuts a context to what
+        `sequence_length` leaves beside each option; "windows" reads it whole, in
+        windows of what it leaves beside the question's longest option (at most
+        `max_qa_length` pieces) every `window_stride` pieces (None: half the window),
+        by the records' rules. `max_qa_length` must leave the windows two pieces at
+        least: below a `sequence_length` of 133 the default fills it, give a smaller
+        one."""
         max_qa_length = with_max_qa_length(MultipleChoiceTask.Options(
             max_seq_length=sequence_length, max_qa_length=max_qa_length)).max_qa_length
+        windows = {} if long_text == packing.TRUNCATE and window_stride is None else {
+            "long_text": long_text, "window_stride": window_stride}
+        preprocessor = TextPreprocessor.from_release(  # (checks them before the model)
+            directory, kind="multiple_choice", sequence_length=sequence_length,
+            text_settings={"num_choices": num_choices, "max_qa_length": max_qa_length,
+                           **windows})
         model = AlbertMultipleChoice.from_release(directory, num_choices=num_choices,
                                                   seed=seed, dropout_rate=dropout_rate)
-        preprocessor = TextPreprocessor.from_release(
-            directory, kind="multiple_choice", sequence_length=sequence_length,
-            text_settings={"num_choices": num_choices, "max_qa_length": max_qa_length})
         return cls(model, preprocessor, seed=seed, **kwargs)
 
 

@@ -72,12 +72,13 @@ class TextPreprocessor(keras.layers.Layer):
     the other form is refused.
 
     `text_settings` `long_text="windows"` (the kinds with a `window_pooling`: the
-    classifier, regression and multi-label) reads a longer text whole instead, in
-    windows every `window_stride` pieces (None: half the window), as the records and
-    `serve_text` read it (`packing.pack_windows_tf`): the call returns the windows of
-    the batch, one row each, and `names.WINDOW_SPLITS` (int64 [B + 1]: text b's are
-    rows `window_splits[b]` to `window_splits[b + 1]`), by which the text model pools
-    their outputs."""
+    classifier, regression, multi-label and multiple choice) reads a longer text (a
+    multiple-choice context) whole instead, in windows every `window_stride` pieces
+    (None: half the window), as the records and `serve_text` read it
+    (`packing.pack_windows_tf`, `serving_text.choice_windows`): the call returns the
+    windows of the batch, one row each, and `names.WINDOW_SPLITS` (int64 [B + 1]: text
+    b's are rows `window_splits[b]` to `window_splits[b + 1]`), by which the text model
+    pools their outputs."""
 
     def __init__(self, *, kind: str = "classifier", spm_model_file=None, vocab_file=None,
                  do_lower_case: bool = True, sequence_length: int = 128,
@@ -228,7 +229,8 @@ class TextPreprocessor(keras.layers.Layer):
         texts: a mode of `packing.LONG_TEXT_MODES`, windows only for a kind that pools
         them, a stride only with windows, a positive integer smaller than the shortest
         window (`packing.smallest_window`: of a text, or of a pair once `pair` is
-        known), which must hold two pieces at least."""
+        known; of a multiple-choice context beside an ending of `max_qa_length`
+        pieces), which must hold two pieces at least."""
         mode, stride = self.long_text, self.window_stride
         if mode not in packing.LONG_TEXT_MODES:
             raise TextInputError(f"long_text must be one of "
@@ -240,24 +242,33 @@ class TextPreprocessor(keras.layers.Layer):
         if self.serving_kind.window_pooling is None:
             raise TextInputError(f"a {self.kind} model reads no windows of a long text "
                                  "(long_text=windows is for the text classifier: "
-                                 "classes, regression, multi-label)")
+                                 "classes, regression, multi-label; and multiple choice)")
         if stride is not None and (isinstance(stride, bool) or not isinstance(stride, int)
                                    or stride < 1):
             raise TextInputError(f"window_stride must be a positive integer, got "
                                  f"{stride!r}")
-        if self.pair is None:
+        if self.serving_kind.per_choice:  # a context, beside the longest ending
+            qa = self.text_settings["max_qa_length"]
+            window = packing.smallest_window(self.sequence_length, True, qa)
+            what = (f"sequence_length={self.sequence_length} and max_qa_length={qa} give "
+                    f"a context windows of {window} piece(s) (beside the longest question "
+                    "+ choice)")
+            larger = "a larger sequence_length or a smaller max_qa_length"
+        elif self.pair is None:
             return  # checked again when the first call says
-        window = packing.smallest_window(self.sequence_length, self.pair)
-        what = (f"sequence_length={self.sequence_length} gives "
-                f"{'a pair' if self.pair else 'a text'} windows of {window} piece(s)")
+        else:
+            window = packing.smallest_window(self.sequence_length, self.pair)
+            what = (f"sequence_length={self.sequence_length} gives "
+                    f"{'a pair' if self.pair else 'a text'} windows of {window} piece(s)")
+            larger = "a larger sequence_length"
         if window < 2:
             raise TextInputError(f"long_text=windows: {what}, too few to slide (two at "
-                                 "least): give a larger sequence_length")
+                                 f"least): give {larger}")
         if stride is not None and stride >= window:
             raise TextInputError(f"window_stride={stride} must be smaller than the window: "
                                  f"{what}; give window_stride="
                                  f"{packing.default_window_stride(window)} (half the "
-                                 "window) or less, or a larger sequence_length")
+                                 f"window) or less, or {larger}")
 
     def check_pairing(self, pair: bool) -> None:
         if self.pair is None:

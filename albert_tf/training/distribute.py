@@ -230,6 +230,8 @@ def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Datase
     file count.) The parts keep the global batch's padded length; a static batch size
     stays static (TPUs)."""
     replicas = strategy.num_replicas_in_sync
+    if replicas == 1:  # the whole batch: nothing to split (no per-batch dataset)
+        return strategy.distribute_datasets_from_function(lambda context: dataset)
     batch_size = tf.nest.flatten(dataset.element_spec)[0].shape[0]
 
     def part(batch, replica):

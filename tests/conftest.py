@@ -49,6 +49,16 @@ def pytest_configure(config):
         [os.environ.get("TF_XLA_FLAGS", ""), f"{XLA_CACHE_FLAG}={directory}"]).strip()
 
 
+def pytest_collection_finish(session):
+    """What the worker imported and collected lives as long as it: out of the
+    collector's reach (`gc.freeze`), so that no full collection during a test walks it
+    again (as `tests/helpers/forked.py`'s server does before it forks)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_unconfigure(config):
     import shutil
 

@@ -606,7 +606,8 @@ def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, 
     with each option's logit the mean of its windows', to 1e-5; fit trains on each
     window with its question's label (its loss the mean over windows, ceil(windows /
     batch) steps), and its `validation_data` (evaluate) scores a row per question (the
-    loss and accuracy of the pooled logits); the `.keras` file keeps the setting (and
+    loss and accuracy of the pooled logits; over several batches, the loss their mean
+    over questions, not windows); the `.keras` file keeps the setting (and
     reads the same windows); the SavedModel answers as predict; LiteRT refuses the kind
     in one line, with no warning of cutting; a window that cannot be cut is refused in
     one line, before the model."""
@@ -648,6 +649,10 @@ def test_multiple_choice_reads_long_contexts_in_windows_as_the_records(release, 
     assert history["loss"][0] == pytest.approx(window_loss, rel=1e-5)
     assert history["val_loss"][0] == pytest.approx(question_loss, rel=1e-5)
     assert history["val_accuracy"][0] == pytest.approx(np.mean(got.argmax(1) == labels))
+    # evaluate over batches of 2, 2 and 1 questions: the mean over questions still
+    assert model.evaluate(x, labels, batch_size=2, verbose=0)[0] == pytest.approx(
+        losses.classification_loss(model.predict(x, verbose=0), np.array(labels),
+                                   per_example=True).numpy().mean(), rel=1e-5)
     model.save(tmp_path / "windows.keras")
     again = keras.models.load_model(tmp_path / "windows.keras")
     assert (again.long_text, again.window_stride) == ("windows", None)

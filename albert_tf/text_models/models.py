@@ -465,6 +465,20 @@ class AlbertTextModel(keras.Model):
                            validation_data=validation_data, steps_per_epoch=steps,
                            shuffle=False, **kwargs)
 
+    def test_step(self, data):
+        """Keras' evaluation step; where the inputs are the windows of long texts, each
+        batch's loss weighs as many texts as it holds in `evaluate`'s mean over batches
+        (Keras weighs it by the inputs' rows: here windows)."""
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        if not isinstance(x, dict) or names.WINDOW_SPLITS not in x:
+            return super().test_step(data)
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(x, y, y_pred, sample_weight, training=False)
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync  # as Keras unscales
+        self._loss_tracker.update_state(loss * tf.cast(replicas, loss.dtype),
+                                        sample_weight=tf.shape(x[names.WINDOW_SPLITS])[0] - 1)
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
     def _compile_auto(self, steps: int) -> None:
         given = self._compiled
         keras.Model.compile(self, optimizer=self.make_optimizer(max(1, steps)),

@@ -537,6 +537,19 @@ def test_keras_data_trains_on_windows_and_pools_dev_per_text(classified, tmp_pat
         data.example_outputs("train", outputs)
 
 
+def distil_windows(root, teacher, student, cache, *more):
+    """run_classifier.py training a student of the windows run `teacher` on its windows
+    (the teacher's outputs cached under `cache`), with `more` flags."""
+    run_script(
+        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
+        "--text_a_field=text", "--label_field=label", "--long_text=windows", "--do_train",
+        f"--spm_model_file={SPM}", f"--albert_config_file={teacher / 'albert_config.json'}",
+        f"--output_dir={student}", f"--teacher_checkpoint={teacher / 'model.ckpt-best'}",
+        f"--teacher_config_file={teacher / 'albert_config.json'}", f"--cached_dir={cache}",
+        "--max_seq_length=16", "--train_batch_size=8", "--learning_rate=1e-2",
+        "--dropout_prob=0", *more)
+
+
 def test_distillation_with_lora_reads_windows(classified, tmp_path, tokenizer):
     """A student of the windows run (--teacher_checkpoint) with LoRA adapters
     (--lora_rank), --long_text=windows: the teacher's logits are cached one per window
@@ -544,16 +557,8 @@ def test_distillation_with_lora_reads_windows(classified, tmp_path, tokenizer):
     is that of the student's answers pooled per text."""
     root, out, splits, _ = classified
     cache, student = tmp_path / "cache", tmp_path / "student"
-    run_script(
-        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
-        "--text_a_field=text", "--label_field=label", "--long_text=windows",
-        "--do_train", "--do_eval", f"--spm_model_file={SPM}",
-        f"--albert_config_file={out / 'albert_config.json'}", f"--output_dir={student}",
-        f"--teacher_checkpoint={out / 'model.ckpt-best'}",
-        f"--teacher_config_file={out / 'albert_config.json'}", "--lora_rank=2",
-        f"--cached_dir={cache}", "--max_seq_length=16", "--train_batch_size=8",
-        "--eval_batch_size=8", "--train_step=4", "--learning_rate=1e-2",
-        "--dropout_prob=0")
+    distil_windows(root, out, student, cache, "--do_eval", "--lora_rank=2",
+                   "--eval_batch_size=8", "--train_step=4")
     (written,) = cache.glob("*.teacher.tf_record")
     stored = [tf.train.Example.FromString(r).features.feature["teacher_logits"]
               .float_list.value for r in tf.data.TFRecordDataset(str(written))
@@ -625,15 +630,7 @@ def test_distillation_weighs_each_window_one_over_its_texts_windows(classified, 
 
     root, out, splits, _ = classified
     cache, student = tmp_path / "cache", tmp_path / "student"
-    run_script(
-        "run_classifier.py", "--task_name=classification", f"--data_dir={root}",
-        "--text_a_field=text", "--label_field=label", "--long_text=windows",
-        "--window_weight=inverse", "--do_train", f"--spm_model_file={SPM}",
-        f"--albert_config_file={out / 'albert_config.json'}", f"--output_dir={student}",
-        f"--teacher_checkpoint={out / 'model.ckpt-best'}",
-        f"--teacher_config_file={out / 'albert_config.json'}", f"--cached_dir={cache}",
-        "--max_seq_length=16", "--train_batch_size=8", "--train_step=2",
-        "--learning_rate=1e-2", "--dropout_prob=0")
+    distil_windows(root, out, student, cache, "--window_weight=inverse", "--train_step=2")
     (written,) = cache.glob("*.teacher.tf_record")
     stored = [tf.train.Example.FromString(r).features.feature for r in
               tf.data.TFRecordDataset(str(written)).as_numpy_iterator()]

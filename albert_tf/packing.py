@@ -24,7 +24,9 @@ Windows over a long text (`--long_text=windows`), defined once here too:
   cuts it when longer);
 - `window_spans`: where the windows lie over that segment: every `stride` pieces, the
   last ending at its end, each cut moved back to the nearest word start by at most
-  `window_back` pieces (`window_spans_tf`: the same in TensorFlow ops, for one text);
+  `window_back` pieces (`window_spans_tf`: the same in TensorFlow ops, for one text;
+  `record_windows`: those the records write, the default stride and the training cap
+  applied);
 - `choice_window`: a multiple-choice question's windows over its context: what
   `max_seq_length` leaves beside its longest ending as `choice_lengths` keeps it.
 
@@ -189,6 +191,14 @@ def capped_windows(windows: Sequence, cap: int) -> list:
         return windows[:1]
     return [windows[(2 * i * (count - 1) + cap - 1) // (2 * (cap - 1))]
             for i in range(cap)]
+
+
+def record_windows(word_starts, window: int, stride: int | None, cap: int = 0) -> list:
+    """Where the records' windows lie over one text's windowed segment: `window_spans`
+    every `stride` pieces (None: `default_window_stride`), `capped_windows` of them
+    (`cap`: training's `--max_windows_per_text`; 0: all)."""
+    return capped_windows(window_spans(word_starts, window,
+                                       stride or default_window_stride(window)), cap)
 
 
 def window_layout(lengths: Sequence, max_seq_length: int):

@@ -145,8 +145,7 @@ def convert_example_windows(example: ChoiceExample, example_index: int,
     window = packing.choice_window(max(len(option) for option in endings),
                                    max_seq_length, max_qa_length)
     starts = tokenizer.word_start_table()[np.asarray(context, np.int64)]
-    spans = packing.capped_windows(packing.window_spans(
-        starts, window, stride or packing.default_window_stride(window)), max_windows)
+    spans = packing.record_windows(starts, window, stride, max_windows)
     _count(max_seq_length, [((len(context), k), (len(context), k)) for k in kept],
            windows=len(spans))
     return [InputFeatures(*_packed_choices(

@@ -184,8 +184,7 @@ def pack_windows(ids_a: Sequence[int], ids_b: Sequence[int] | None, max_seq_leng
     spans = [None]
     if windowed is not None:
         starts = tokenizer.word_start_table()[np.asarray(segments[windowed], np.int64)]
-        spans = packing.capped_windows(packing.window_spans(
-            starts, window, stride or packing.default_window_stride(window)), max_windows)
+        spans = packing.record_windows(starts, window, stride, max_windows)
     counter = report.truncation_counter()
     if counter is not None:
         counter.add(max_seq_length, [(lengths, kept)], windows=len(spans))

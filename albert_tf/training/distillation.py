@@ -58,7 +58,12 @@ import tensorflow as tf
 from albert_tf import names
 from albert_tf.checkpoints.tf1 import CheckpointError, tf1_name
 from albert_tf.config import AlbertConfig, ConfigError
-from albert_tf.training.objectives import Objective, WeightedMeanObjective, _batch_size
+from albert_tf.training.objectives import (
+    Objective,
+    WeightedMeanObjective,
+    _batch_size,
+    example_weights,
+)
 
 # The feature of a batch that holds the teacher's outputs for its examples.
 TEACHER_LOGITS = "teacher_logits"
@@ -436,7 +441,7 @@ class DistillationObjective(Objective):
         if self.per_position:
             soft = soft * _labelled(features)
         if self.weight is not None:
-            soft = soft * tf.cast(tf.reshape(features[self.weight], [-1]), soft.dtype)
+            soft = soft * tf.cast(example_weights(features, self.weight), soft.dtype)
         found["distillation_loss"] = self.alpha * tf.reduce_sum(soft)
         if self.layer_terms:
             teacher = self.layers
@@ -461,7 +466,7 @@ class DistillationObjective(Objective):
         found["distillation_loss"] = (
             tf.reduce_sum(_labelled(features)) if self.per_position else
             _batch_size(features) if self.weight is None else
-            tf.reduce_sum(tf.cast(features[self.weight], tf.float32)))
+            tf.reduce_sum(example_weights(features, self.weight)))
         if self.layer_terms:  # the sequences with a real token (not a padded choice)
             sequences = tf.reduce_sum(tf.cast(
                 tf.reduce_any(_sequence_mask(features) > 0, -1), tf.float32))

@@ -77,6 +77,11 @@ class MeanObjective(Objective):
         return {self.name: _batch_size(features)}
 
 
+def example_weights(features, weight: str) -> tf.Tensor:
+    """The float feature `weight` of a batch's examples, float32 [B]."""
+    return tf.cast(tf.reshape(features[weight], [-1]), tf.float32)
+
+
 class WeightedMeanObjective(MeanObjective):
     """The mean over the examples of a per-example loss ([B] float), each weighted by
     the float feature `weight`: sum(weight * loss) / sum(weight) (the weights of the
@@ -87,12 +92,11 @@ class WeightedMeanObjective(MeanObjective):
         self.weight = weight
 
     def numerators(self, outputs, features):
-        weights = tf.cast(tf.reshape(features[self.weight], [-1]), tf.float32)
-        return {self.name: tf.reduce_sum(weights * tf.cast(
+        return {self.name: tf.reduce_sum(example_weights(features, self.weight) * tf.cast(
             self.per_example_loss(outputs, features), tf.float32))}
 
     def denominators(self, features):
-        return {self.name: tf.reduce_sum(tf.cast(features[self.weight], tf.float32))}
+        return {self.name: tf.reduce_sum(example_weights(features, self.weight))}
 
 
 class PretrainingObjective(Objective):

@@ -112,6 +112,15 @@ def _sequence_axis_second(value):
     return tf.transpose(value, [0, 2, 1]) if value.shape.rank == 3 else value
 
 
+def _window_settings(long_text: str, window_stride: int | None) -> dict:
+    """`from_release`'s `long_text` and `window_stride` as the preprocessor's text
+    settings: none where they are the defaults (a truncating model's settings stay
+    as they always were)."""
+    if long_text == packing.TRUNCATE and window_stride is None:
+        return {}
+    return {"long_text": long_text, "window_stride": window_stride}
+
+
 @contextlib.contextmanager
 def _global_seed(seed: int):
     """The process's global TensorFlow seed set to `seed` while a pipeline is made, as
@@ -653,8 +662,7 @@ class AlbertTextClassifier(AlbertTextModel):
         trains on each window with its text's label, `predict`, `evaluate` and the
         SavedModel answer a row per text, its windows' pooled."""
         kind = "multi_label" if multi_label else "classifier"
-        windows = {} if long_text == packing.TRUNCATE and window_stride is None else {
-            "long_text": long_text, "window_stride": window_stride}
+        windows = _window_settings(long_text, window_stride)
         preprocessor = TextPreprocessor.from_release(  # (checks them before the model)
             directory, kind=kind, sequence_length=sequence_length, pair=pair,
             text_settings=windows)
@@ -726,8 +734,7 @@ class AlbertTextMultipleChoice(AlbertTextModel):
         one."""
         max_qa_length = with_max_qa_length(MultipleChoiceTask.Options(
             max_seq_length=sequence_length, max_qa_length=max_qa_length)).max_qa_length
-        windows = {} if long_text == packing.TRUNCATE and window_stride is None else {
-            "long_text": long_text, "window_stride": window_stride}
+        windows = _window_settings(long_text, window_stride)
         preprocessor = TextPreprocessor.from_release(  # (checks them before the model)
             directory, kind="multiple_choice", sequence_length=sequence_length,
             text_settings={"num_choices": num_choices, "max_qa_length": max_qa_length,

@@ -218,6 +218,17 @@ def per_replica_batch_size(global_batch_size: int, strategy: tf.distribute.Strat
     return global_batch_size // replicas
 
 
+def _on_the_host(strategy: tf.distribute.Strategy) -> bool:
+    """Whether `strategy` is one device, this process's CPU: its steps read a dataset's
+    batches where they are (a distributed dataset's iterator, made for each training
+    loop, evaluation and prediction, cost 0.12 s against 0.01 s for the tiny models of
+    the tests on a 2-core AVX2 machine, 2026-12-02)."""
+    if not isinstance(strategy, tf.distribute.OneDeviceStrategy):
+        return False
+    devices = strategy.extended.worker_devices
+    return len(devices) == 1 and tf.DeviceSpec.from_string(devices[0]).device_type == "CPU"
+
+
 def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Dataset):
     """`dataset`, a stream of global batches, as the strategy's replicas read it.
 
@@ -230,6 +241,8 @@ def distribute_dataset(strategy: tf.distribute.Strategy, dataset: tf.data.Datase
     file count.) The parts keep the global batch's padded length; a static batch size
     stays static (TPUs)."""
     replicas = strategy.num_replicas_in_sync
+    if _on_the_host(strategy):  # the batches as they are: no copy to make, no split
+        return dataset
     if replicas == 1:  # the whole batch: nothing to split (no per-batch dataset)
         return strategy.distribute_datasets_from_function(lambda context: dataset)
     batch_size = tf.nest.flatten(dataset.element_spec)[0].shape[0]

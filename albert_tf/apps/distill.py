@@ -228,6 +228,8 @@ class SavedModelTeacher:
     three model inputs in, its outputs by name)."""
 
     def __init__(self, path: str):
+        import tensorflow_text  # noqa: F401  (a text export's tokenizer ops)
+
         self.path = path
         self.loaded = tf.saved_model.load(path)
         self.function = self.loaded.signatures["serving_default"]

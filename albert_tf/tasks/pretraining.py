@@ -22,7 +22,7 @@ import dataclasses
 import tensorflow as tf
 
 from albert_tf import losses, names
-from albert_tf.data import dynamic_masking, pretraining
+from albert_tf.data import pretraining
 from albert_tf.errors import UsageError
 from albert_tf.export import ServingKind, serving_text, tflite_text
 from albert_tf.modeling import AlbertPretrainer
@@ -94,6 +94,10 @@ class PretrainingTask(Task):
         records or the raw text (repeated when training), `skip` batches in."""
         o = self.options
         if o.input_text:
+            # Here, not at the top: it imports tensorflow_text (0.4 s), which
+            # `import albert_tf` (every task module) would otherwise pay.
+            from albert_tf.data import dynamic_masking
+
             tokenizer = FullTokenizer(vocab_file=o.vocab_file,
                                       do_lower_case=o.do_lower_case,
                                       spm_model_file=o.spm_model_file)

@@ -71,22 +71,21 @@ def pytest_unconfigure(config):
 # (--dist=loadscope --no-loadscope-reorder: a module at a time, in collection order; by
 # default pytest-xdist 3.5+ reorders modules by their number of tests) the long ones
 # start early and the short ones fill in, instead of one worker running a long module
-# alone at the end. Worker seconds measured 2026-11-28 (2 workers on a 2-core AVX2
-# machine: 2,041 s of tests in 17:31, with other work on the machine), roughly.
+# alone at the end. Worker seconds measured 2026-12-02 (2 workers on a 2-core AVX2
+# AMD EPYC: 3,132 s of tests in 27:00), roughly.
 LONGEST_MODULES = (
-    "test_readme.py", "test_resume.py",  # 167-172
-    "test_export.py", "test_training_loop.py", "test_readme_sections.py",  # 121-137
-    "test_benchmarks.py", "test_multi_worker.py", "test_tflite.py",  # 110-117
-    "test_recompute.py", "test_keras_native.py", "test_run_classifier.py",  # 101-107
-    "test_text_models.py",  # 110 (2026-12-02, on one core)
-    "test_bench_serving.py", "test_optimizers.py", "test_reusable_export.py",  # 57-60
-    "test_dynamic_masking.py", "test_demo.py", "test_multi_label.py",  # 47-57
-    "test_bench_precision_agreement.py", "test_run_squad.py", "test_distillation.py",  # 39-46
-    "test_keras_hub_preset.py", "test_task_registration.py", "test_tflite_text.py",
-    "test_run_ner.py", "test_tasks.py", "test_modeling.py",  # 23-31
-    "test_run_pretraining.py", "test_dynamic_masking_masker.py", "test_text.py",
-    "test_task_module.py", "test_fused.py", "test_dynamic_masking_pairs.py",
-    "test_huggingface.py", "test_long_text.py")  # 5-28
+    "test_text_models.py", "test_readme.py", "test_benchmarks.py",  # 259-370
+    "test_resume.py", "test_long_text.py", "test_export.py",  # 158-206
+    "test_training_loop.py", "test_keras_native.py", "test_readme_sections.py",  # 118-156
+    "test_distillation.py", "test_multi_worker.py", "test_recompute.py",  # 96-111
+    "test_run_classifier.py", "test_tflite.py", "test_optimizers.py",  # 74-95
+    "test_dynamic_masking.py", "test_bench_serving.py", "test_reusable_export.py",  # 56-62
+    "test_bench_precision_agreement.py", "test_run_squad.py", "test_modeling.py",  # 38-45
+    "test_demo.py", "test_multi_label.py", "test_tasks.py", "test_tflite_text.py",  # 28-38
+    "test_run_pretraining.py", "test_task_registration.py",  # 26-28
+    "test_dynamic_masking_masker.py", "test_run_ner.py", "test_scripts.py",  # 18-23
+    "test_keras_hub_preset.py", "test_fused.py", "test_dynamic_masking_pairs.py",
+    "test_huggingface.py", "test_task_module.py", "test_text.py")  # 11-17
 
 
 def pytest_collection_modifyitems(items):

@@ -452,16 +452,18 @@ def _step_function(model, key, build):
     return functions[key]
 
 
-def _trace_for_every_shape(step, batch) -> None:
-    """Traces `step` (once: later calls find the trace) for batches of `batch`'s
-    structure of any shape, where they are tensors (`distribute_dataset` on the host):
+def _trace_for_every_shape(step, batches) -> None:
+    """Traces `step` (once: a later call finds the trace) for batches of any shape,
+    where `batches` is a plain dataset of tensors (`distribute_dataset` on the host):
     the batches are padded each to its own longest row, and a step traced for the
     first batch's shape was traced again for the second's (0.6 s of a tiny
     run_classifier.py run's 7 s on a 2-core AVX2 machine, 2026-12-02)."""
-    leaves = tf.nest.flatten(batch)
-    if all(isinstance(t, tf.Tensor) for t in leaves):
+    if not isinstance(batches, tf.data.Dataset):
+        return
+    specs = batches.element_spec
+    if all(type(s) is tf.TensorSpec for s in tf.nest.flatten(specs)):
         step.get_concrete_function(tf.nest.map_structure(
-            lambda t: tf.TensorSpec([None] * t.shape.rank, t.dtype), batch))
+            lambda s: tf.TensorSpec([None] * s.shape.rank, s.dtype), specs))
 
 
 def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
@@ -489,9 +491,10 @@ def predict(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
 
     step = _step_function(model, ("predict", strategy, output_keys, feature_keys), build)
     collected: dict[str, list] = {k: [] for k in (*output_keys, *feature_keys)}
+    batches = distribute.distribute_dataset(strategy, dataset)
+    _trace_for_every_shape(step, batches)
     with distribute.peer_loss_stops(strategy, "in prediction"):
-        for batch in distribute.distribute_dataset(strategy, dataset):
-            _trace_for_every_shape(step, batch)
+        for batch in batches:
             for key, value in step(batch).items():
                 collected[key].extend(np.asarray(value))
     return {k: _stack(v) for k, v in collected.items()}
@@ -522,9 +525,10 @@ def evaluate(strategy: tf.distribute.Strategy, model, dataset: tf.data.Dataset,
     totals: dict[str, list[float]] = {}
     if max_steps is not None:
         dataset = dataset.take(max_steps)
+    batches = distribute.distribute_dataset(strategy, dataset)
+    _trace_for_every_shape(step, batches)
     with distribute.peer_loss_stops(strategy, "in evaluation"):
-        for batch in distribute.distribute_dataset(strategy, dataset):
-            _trace_for_every_shape(step, batch)
+        for batch in batches:
             for name, (value, count) in step(batch).items():
                 total = totals.setdefault(name, [0.0, 0.0])
                 total[0] += float(value)

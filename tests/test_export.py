@@ -512,6 +512,52 @@ def test_extras_and_saved_model_cli(exported):
         assert name in shown
 
 
+def _gradient_ops(saved_model_dir) -> dict[str, int]:
+    """{signature: the custom-gradient ops (`_gradient_op_type`) in the functions it
+    calls}, and under "" those of the whole function library."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    saved.ParseFromString((pathlib.Path(saved_model_dir) / "saved_model.pb").read_bytes())
+    graph = saved.meta_graphs[0].graph_def
+    library = {f.signature.name: f.node_def for f in graph.library.function}
+    nodes = {node.name: node for node in graph.node}
+
+    def counted(node_list, seen):
+        found = 0
+        for node in node_list:
+            found += "_gradient_op_type" in node.attr
+            for value in node.attr.values():
+                name = value.func.name
+                if name and name not in seen:
+                    seen.add(name)
+                    found += counted(library[name], seen)
+        return found
+
+    counts = {"": sum("_gradient_op_type" in n.attr for f in library.values() for n in f)}
+    for name, signature in saved.meta_graphs[0].signature_def.items():
+        if name.startswith("__"):  # __saved_model_init_op
+            continue
+        calls = [nodes[n] for n in {t.name.split(":")[0] for t in signature.outputs.values()}]
+        counts[name] = counted(calls, set())
+    return counts
+
+
+def test_serving_graphs_hold_no_gradient_functions(exported):
+    """Nothing differentiates a serving signature: GELU and LayerNorm are traced there
+    without their gradient functions (`fused.without_gradients`), which the SavedModel
+    would otherwise trace and keep; a reusable export's `__call__` (the encoder's, the
+    MLM's), which fine-tuning differentiates, keeps them."""
+    from albert_tf.export.kinds import serving_kinds
+
+    for case, (_, path) in exported.items():
+        counts = _gradient_ops(path)
+        signatures = {k: v for k, v in counts.items() if k}
+        assert sorted(signatures) == sorted(read_export_info(path)["signatures"]), case
+        assert not any(signatures.values()), (case, counts)
+        assert (counts[""] > 0) == serving_kinds()[_kind(case)].reusable, (case, counts)
+
+
 def test_versions_increment_and_never_overwrite(exported, config, tmp_path):
     from albert_tf.export import ExportError, export_savedmodel, next_version
 

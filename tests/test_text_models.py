@@ -104,11 +104,21 @@ def test_preprocessor_packs_as_the_records_english_and_chinese(release, chinese_
         np.testing.assert_array_equal(got[name].numpy(), value, err_msg=name)
 
 
-def test_fit_predict_evaluate_on_strings_lists_arrays_and_datasets(release):
+def test_fit_predict_evaluate_on_strings_lists_arrays_and_datasets(release, monkeypatch):
     """fit on a list of strings (more rows than a batch) moves the weights and the loss
     (that it trains as the script: test_keras_native); predict
     on a list, a NumPy array, a tf.data batch stream and one string agree; predict is
-    the id model on the records' ids (1e-5); evaluate's accuracy is predict's."""
+    the id model on the records' ids (1e-5); evaluate's accuracy is predict's. The
+    tokenizer is not traced again for each call."""
+    from albert_tf.text import AlbertTextTokenizer
+
+    traced, tokenize = [], AlbertTextTokenizer._tokenize_vector
+
+    def counted(self, texts):
+        traced.append(texts.shape)
+        return tokenize(self, texts)
+
+    monkeypatch.setattr(AlbertTextTokenizer, "_tokenize_vector", counted)
     model = AlbertTextClassifier.from_release(release, num_classes=2, sequence_length=16,
                                               learning_rate=5e-3)
     labels = [i % 2 for i in range(len(WORDS))]
@@ -133,6 +143,10 @@ def test_fit_predict_evaluate_on_strings_lists_arrays_and_datasets(release):
     with_data = model.evaluate(tf.data.Dataset.from_tensor_slices((WORDS, labels)).batch(3),
                                verbose=0, return_dict=True)
     assert with_data["loss"] == pytest.approx(result["loss"], rel=1e-5)
+    # fit, the four predictions (batches of 3, 8, 5 and 1 texts) and the two
+    # evaluations each mapped a dataset of their own; the tokenizer was traced for the
+    # fit's batches of 8, then once for batches of any size
+    assert len(traced) <= 2, traced
 
 
 def test_keras_own_compile_and_pairs(release):

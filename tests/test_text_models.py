@@ -124,8 +124,13 @@ def test_fit_predict_evaluate_on_strings_lists_arrays_and_datasets(release, monk
     labels = [i % 2 for i in range(len(WORDS))]
     texts, y = WORDS * 5, labels * 5
     before = [w.numpy().copy() for w in model.model.trainable_weights]
+    steps_traced, train_step = [], model.train_step
+    model.train_step = lambda data: steps_traced.append(data) or train_step(data)
     history = model.fit(texts, y, batch_size=8, epochs=3, verbose=0)
     assert len(history.history["loss"]) == 3
+    # the optimizer's and metrics' variables made before the step was traced, which
+    # was traced once (`modeling.base.BuiltBeforeTracing`)
+    assert len(steps_traced) == 1
     assert history.history["loss"][-1] < history.history["loss"][0]
     assert sum(not np.array_equal(b, w.numpy())
                for b, w in zip(before, model.model.trainable_weights)) > 10

@@ -33,6 +33,7 @@ from albert_tf import losses, names, packing
 from albert_tf.data import ner, records
 from albert_tf.data.sentence_records import pool_windows_tf
 from albert_tf.modeling import common, real_tokens
+from albert_tf.modeling.base import BuiltBeforeTracing
 from albert_tf.tasks.classification import AlbertClassifier, ClassificationTask
 from albert_tf.tasks.multi_label import AlbertMultiLabelClassifier, multi_label_loss
 from albert_tf.tasks.multiple_choice import (
@@ -217,7 +218,7 @@ class _CompileArguments:
         self.loss, self.metrics, self.kwargs = loss, metrics, kwargs
 
 
-class AlbertTextModel(keras.Model):
+class AlbertTextModel(BuiltBeforeTracing):
     """What the text models share: `preprocessor`, `model` (the id-level model), the
     training settings of the "auto" compile (`learning_rate`, `warmup_proportion`,
     `optimizer_name`) and `seed` (the data order; the model's initial head).

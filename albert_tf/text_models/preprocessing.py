@@ -280,13 +280,9 @@ class TextPreprocessor(keras.layers.Layer):
                 "texts per example" if self.pair else
                 "this model reads one text per example; it was given pairs")
 
-    def pack(self, inputs):
-        """The kind's `serving_text.PackedText` of `inputs` (see `texts`)."""
-        self.check_loaded()
-        texts = self.texts(inputs)
-        return self.serving_kind.pack_text(self.tokenizer, self.settings(), texts)
-
     def call(self, inputs):
+        """The model inputs of `inputs` (see `texts`): the kind's `pack_text` outputs
+        that the model reads, and `names.WINDOW_SPLITS` where it reads windows."""
         self.check_loaded()
         texts = self.texts(inputs)
         return self._packer(self.settings())(texts)
